@@ -1,0 +1,57 @@
+// Device discovery and the per-process execution context (host API; compiles with a plain C++ compiler).
+#pragma once
+
+#include <aijpredict/cache.hpp>
+#include <aijpredict/device_geometry.hpp>
+#include <aijpredict/predict.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace aijp {
+
+/// True when a usable CUDA device is present; otherwise `why` (if given) says what is missing.
+bool device_available(std::string* why = nullptr);
+
+/// Properties of device `ordinal`, read with cudaDeviceGetAttribute / cudaGetDeviceProperties.
+device_properties query_device_properties(int ordinal);
+
+/// Free and total memory of the current device.
+void device_memory_info(size_type* free_bytes, size_type* total_bytes);
+
+/// Fingerprint for the coefficient cache: device identity, driver, runtime and cuSPARSE versions and the
+/// hash of the compiled kernel set.
+cache::device_fingerprint make_fingerprint(const device_properties& dev);
+
+/// Measures the two device constants of the placeholder model: streaming read bandwidth (GB/s, a
+/// read-reduce over a buffer several times the L2) and back-to-back launch time of an empty kernel (us).
+bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream_t stream);
+
+struct context_options {
+  std::string cache_dir;    ///< empty: aijp::cache::default_directory()
+  bool use_cache = true;    ///< false: calibrate and never touch the file system
+};
+
+/// Everything per device and per process: properties, model parameters (from the per-device cache, or
+/// calibrated once and written there), and the messages produced while loading them.
+class context {
+ public:
+  explicit context(const context_options& opts = {});
+  const device_properties& device() const { return device_; }
+  const bandwidth_model_params& model_params() const { return params_; }
+  /// Where the parameters came from ("cache file <path>", "calibrated now, saved to <path>", ...).
+  const std::string& params_source() const { return params_source_; }
+  /// Warnings met on the way (corrupt cache file, unwritable directory); each one sentence.
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+ private:
+  device_properties device_;
+  bandwidth_model_params params_;
+  std::string params_source_;
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace aijp

@@ -1,0 +1,81 @@
+// The per-matrix plan: a sparse matrix resident on the GPU in the storage format the runtime chose.
+//
+// Built from a host CSR matrix: uploads it, computes the row statistics on the device, predicts every
+// candidate format's SpMV time, converts on the device to the best one, and then applies y = alpha A x +
+// beta y on device vectors. It owns everything derived from the matrix (converted arrays, cuSPARSE
+// descriptors and buffers, statistics); it is bound to one matrix, not copyable. A value change with the
+// same pattern refreshes the values in place (`update_values`); a pattern change needs a new object.
+#pragma once
+
+#include <aijpredict/csr.hpp>
+#include <aijpredict/device.hpp>
+#include <aijpredict/error.hpp>
+#include <aijpredict/formats.hpp>
+#include <aijpredict/predict.hpp>
+#include <aijpredict/stats.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace aijp {
+
+struct plan_options {
+  std::vector<format_id> candidates = all_formats();  ///< formats the selection may choose from
+  std::optional<format_id> forced;                     ///< skip the selection (warm-up, tests, -mat_aijpredict_force)
+};
+
+/// What the analysis found and decided; printed by -mat_aijpredict_view.
+struct plan_report {
+  device_properties device;
+  row_stats stats;
+  std::vector<format_estimate> estimates;
+  format_id chosen = format_id::cusparse_csr;
+  std::string decision;        ///< one line: why this format
+  std::string params_source;   ///< where the model parameters came from
+  double upload_ms = 0.0;      ///< host -> device copy of the CSR arrays
+  double analysis_ms = 0.0;    ///< statistics + prediction
+  double conversion_ms = 0.0;  ///< building the chosen layout
+  std::string to_string() const;
+};
+
+template <typename Value>
+class gpu_matrix {
+ public:
+  /// `host` must point to host memory with 32-bit indices, row_ptr[0] == 0 and column indices in [0, cols).
+  gpu_matrix(const context& ctx, const csr_view<Value>& host, const plan_options& opts, cudaStream_t stream);
+  ~gpu_matrix();
+  gpu_matrix(const gpu_matrix&) = delete;
+  gpu_matrix& operator=(const gpu_matrix&) = delete;
+
+  /// Same sparsity pattern, new values (host array of nnz entries in the CSR order given at construction).
+  void update_values(const Value* host_values, cudaStream_t stream);
+
+  /// y = alpha A x + beta y with device pointers (x: cols entries, y: rows entries). With beta == 0, y is
+  /// not read (NaN or garbage in y does not propagate). Asynchronous on `stream`.
+  void apply(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream);
+
+  /// y = alpha A^T x + beta y (through cuSPARSE CSR), device pointers, x: rows entries, y: cols entries.
+  void apply_transpose(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream);
+
+  format_id format() const;
+  const plan_report& report() const;
+  size_type rows() const;
+  size_type cols() const;
+  size_type nnz() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+extern template class gpu_matrix<double>;
+extern template class gpu_matrix<float>;
+
+/// Row statistics computed on the device from a device CSR row_ptr (rows + 1 entries).
+row_stats compute_row_stats_device(size_type rows, size_type cols, const index_type* d_row_ptr, cudaStream_t stream);
+
+}  // namespace aijp

@@ -1,0 +1,294 @@
+// Device discovery, fingerprint, calibration of the placeholder model's constants, and the context.
+#include <aijpredict/device.hpp>
+
+#include "cuda_check.hpp"
+#include "device_buffer.hpp"
+#include "format_impl.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <vector>
+
+#ifndef AIJP_KERNEL_SET_HASH
+#error "AIJP_KERNEL_SET_HASH must be defined by the build (hash of the kernel sources)"
+#endif
+
+namespace aijp {
+
+bool device_available(std::string* why)
+{
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    if (why) *why = e != cudaSuccess ? std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")" : "no CUDA device";
+    return false;
+  }
+  return true;
+}
+
+device_properties query_device_properties(int ordinal)
+{
+  device_properties d;
+  cudaDeviceProp prop{};
+  AIJP_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
+  d.ordinal = ordinal;
+  d.name = prop.name;
+  char uuid[64];
+  const auto* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+  std::snprintf(uuid, sizeof(uuid), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+                u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  d.uuid = uuid;
+  const auto attr = [ordinal](cudaDeviceAttr a) {
+    int v = 0;
+    AIJP_CUDA_CHECK(cudaDeviceGetAttribute(&v, a, ordinal));
+    return v;
+  };
+  d.cc_major = attr(cudaDevAttrComputeCapabilityMajor);
+  d.cc_minor = attr(cudaDevAttrComputeCapabilityMinor);
+  d.sm_count = attr(cudaDevAttrMultiProcessorCount);
+  d.max_threads_per_sm = attr(cudaDevAttrMaxThreadsPerMultiProcessor);
+  d.max_threads_per_block = attr(cudaDevAttrMaxThreadsPerBlock);
+  d.warp_size = attr(cudaDevAttrWarpSize);
+  d.l2_bytes = attr(cudaDevAttrL2CacheSize);
+  d.mem_bus_width_bits = attr(cudaDevAttrGlobalMemoryBusWidth);
+  d.mem_clock_khz = attr(cudaDevAttrMemoryClockRate);
+  d.total_memory_bytes = static_cast<size_type>(prop.totalGlobalMem);
+  return d;
+}
+
+void device_memory_info(size_type* free_bytes, size_type* total_bytes)
+{
+  std::size_t f = 0, t = 0;
+  AIJP_CUDA_CHECK(cudaMemGetInfo(&f, &t));
+  if (free_bytes) *free_bytes = static_cast<size_type>(f);
+  if (total_bytes) *total_bytes = static_cast<size_type>(t);
+}
+
+cache::device_fingerprint make_fingerprint(const device_properties& dev)
+{
+  cache::device_fingerprint fp;
+  fp.name = dev.name;
+  fp.uuid = dev.uuid;
+  fp.cc_major = dev.cc_major;
+  fp.cc_minor = dev.cc_minor;
+  fp.sm_count = dev.sm_count;
+  fp.mem_bus_width_bits = dev.mem_bus_width_bits;
+  fp.mem_clock_khz = dev.mem_clock_khz;
+  fp.l2_bytes = dev.l2_bytes;
+  AIJP_CUDA_CHECK(cudaDriverGetVersion(&fp.driver_version));
+  AIJP_CUDA_CHECK(cudaRuntimeGetVersion(&fp.runtime_version));
+  int major = 0, minor = 0, patch = 0;
+  AIJP_CUSPARSE_CHECK(cusparseGetProperty(MAJOR_VERSION, &major));
+  AIJP_CUSPARSE_CHECK(cusparseGetProperty(MINOR_VERSION, &minor));
+  AIJP_CUSPARSE_CHECK(cusparseGetProperty(PATCH_LEVEL, &patch));
+  fp.cusparse_version = major * 10000 + minor * 100 + patch;
+  fp.kernel_set_hash = AIJP_KERNEL_SET_HASH;
+  return fp;
+}
+
+namespace {
+
+__global__ void empty_kernel() {}
+
+// Grid-stride read of 16-byte vectors; the block's sum is written only if it equals an impossible value,
+// so the loads cannot be removed and nothing is written in practice.
+__global__ void stream_read_kernel(const double2* __restrict__ in, std::size_t n, double* out)
+{
+  double acc = 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const double2 v = __ldg(in + i);
+    acc += v.x + v.y;
+  }
+  if (acc == -1.2345e300) out[0] = acc;
+}
+
+class event_timer {
+ public:
+  event_timer()
+  {
+    AIJP_CUDA_CHECK(cudaEventCreate(&start_));
+    AIJP_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~event_timer()
+  {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  void start(cudaStream_t s) { AIJP_CUDA_CHECK(cudaEventRecord(start_, s)); }
+  double stop_ms(cudaStream_t s)
+  {
+    AIJP_CUDA_CHECK(cudaEventRecord(stop_, s));
+    AIJP_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    AIJP_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t start_{}, stop_{};
+};
+
+double median(std::vector<double> v)
+{
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream_t stream)
+{
+  bandwidth_model_params p;
+  event_timer timer;
+  // Launch overhead: 200 empty kernels back to back, the mean of the median batch.
+  std::vector<double> t;
+  for (int rep = 0; rep < 7; ++rep) {
+    timer.start(stream);
+    for (int i = 0; i < 200; ++i) empty_kernel<<<1, 32, 0, stream>>>();
+    AIJP_CHECK_LAUNCH();
+    t.push_back(timer.stop_ms(stream) * 1e3 / 200);
+  }
+  p.launch_us = median(t);
+
+  // Streaming read over 8 x L2 (at least 256 MiB, at most a quarter of free memory).
+  size_type free_bytes = 0;
+  device_memory_info(&free_bytes, nullptr);
+  std::size_t bytes = std::max<std::size_t>(std::size_t(8) * dev.l2_bytes, std::size_t(256) << 20);
+  bytes = std::min<std::size_t>(bytes, static_cast<std::size_t>(free_bytes / 4));
+  const std::size_t n = bytes / sizeof(double2);
+  detail::device_buffer<double2> buf(n);
+  detail::device_buffer<double> out(1);
+  AIJP_CUDA_CHECK(cudaMemsetAsync(buf.data(), 0, n * sizeof(double2), stream));
+  const unsigned grid = static_cast<unsigned>(dev.sm_count * (dev.max_threads_per_sm / 256));
+  t.clear();
+  for (int rep = 0; rep < 12; ++rep) {
+    timer.start(stream);
+    stream_read_kernel<<<grid, 256, 0, stream>>>(buf.data(), n, out.data());
+    AIJP_CHECK_LAUNCH();
+    const double ms = timer.stop_ms(stream);
+    if (rep >= 2) t.push_back(static_cast<double>(n * sizeof(double2)) / (ms * 1e-3) / 1e9);
+  }
+  p.stream_read_gbs = median(t);
+
+  // cuSPARSE CSR ALG1 fixed cost: SpMV on a 1024 x 1024 identity (all overhead, no bandwidth).
+  {
+    detail::device_csr<double> a;
+    const int m = 1024;
+    std::vector<index_type> rp(m + 1), ci(m);
+    std::vector<double> v(m, 1.0);
+    for (int i = 0; i <= m; ++i) rp[i] = i;
+    for (int i = 0; i < m; ++i) ci[i] = i;
+    a.rows = a.cols = a.nnz = m;
+    a.row_ptr.resize(m + 1);
+    a.col_idx.resize(m);
+    a.values.resize(m);
+    AIJP_CUDA_CHECK(cudaMemcpy(a.row_ptr.data(), rp.data(), rp.size() * sizeof(index_type), cudaMemcpyHostToDevice));
+    AIJP_CUDA_CHECK(cudaMemcpy(a.col_idx.data(), ci.data(), ci.size() * sizeof(index_type), cudaMemcpyHostToDevice));
+    AIJP_CUDA_CHECK(cudaMemcpy(a.values.data(), v.data(), v.size() * sizeof(double), cudaMemcpyHostToDevice));
+    detail::device_buffer<double> x(m), y(m);
+    AIJP_CUDA_CHECK(cudaMemcpy(x.data(), v.data(), m * sizeof(double), cudaMemcpyHostToDevice));
+    detail::cusparse_handle handle;
+    auto csr = detail::make_cusparse_csr(a, handle.get());
+    for (int i = 0; i < 10; ++i) csr->apply(1.0, x.data(), 0.0, y.data(), stream);
+    t.clear();
+    for (int rep = 0; rep < 7; ++rep) {
+      timer.start(stream);
+      for (int i = 0; i < 50; ++i) csr->apply(1.0, x.data(), 0.0, y.data(), stream);
+      t.push_back(timer.stop_ms(stream) * 1e3 / 50);
+    }
+    p.cusparse_csr_overhead_us = median(t);
+  }
+  return p;
+}
+
+namespace {
+
+std::string utc_now()
+{
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+bool params_from_entry(const cache::cache_entry& e, bandwidth_model_params& p)
+{
+  const auto& m = e.device_metrics;
+  const auto bw = m.find("stream_read_gbs");
+  const auto launch = m.find("launch_overhead_us");
+  const auto csr = m.find("cusparse_csr_overhead_us");
+  if (bw == m.end() || launch == m.end() || csr == m.end()) return false;
+  if (!(bw->second > 0) || !(launch->second > 0) || !(csr->second > 0)) return false;
+  p.stream_read_gbs = bw->second;
+  p.launch_us = launch->second;
+  p.cusparse_csr_overhead_us = csr->second;
+  return true;
+}
+
+void params_to_entry(const bandwidth_model_params& p, cache::cache_entry& e)
+{
+  e.device_metrics["stream_read_gbs"] = p.stream_read_gbs;
+  e.device_metrics["launch_overhead_us"] = p.launch_us;
+  e.device_metrics["cusparse_csr_overhead_us"] = p.cusparse_csr_overhead_us;
+  e.provenance["device_metrics"] = "aijp::calibrate_device " + utc_now();
+}
+
+}  // namespace
+
+context::context(const context_options& opts)
+{
+  std::string why;
+  if (!device_available(&why)) AIJP_THROW(not_supported, why);
+  int ordinal = 0;
+  AIJP_CUDA_CHECK(cudaGetDevice(&ordinal));
+  device_ = query_device_properties(ordinal);
+  const auto calibrate = [&] {
+    cudaStream_t s = nullptr;
+    AIJP_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    try {
+      params_ = calibrate_device(device_, s);
+    } catch (...) {
+      cudaStreamDestroy(s);
+      throw;
+    }
+    AIJP_CUDA_CHECK(cudaStreamDestroy(s));
+  };
+  if (!opts.use_cache) {
+    calibrate();
+    params_source_ = "calibrated now (cache disabled)";
+    return;
+  }
+  const cache::store store(opts.cache_dir.empty() ? cache::default_directory() : std::filesystem::path(opts.cache_dir));
+  const cache::device_fingerprint fp = make_fingerprint(device_);
+  const cache::load_result loaded = store.load(fp);
+  if (loaded.status == cache::load_status::ok && params_from_entry(*loaded.entry, params_)) {
+    params_source_ = "cache file " + loaded.path.string();
+    return;
+  }
+  if (loaded.status != cache::load_status::ok && loaded.status != cache::load_status::missing) {
+    warnings_.push_back(loaded.message);
+  }
+  calibrate();
+  params_source_ = "calibrated now";
+  if (loaded.status != cache::load_status::ok && loaded.status != cache::load_status::missing) {
+    params_source_ += " (existing cache file not used)";
+    return;  // never overwrite a file we could not read: the user may want to inspect it
+  }
+  try {
+    cache::cache_entry initial;
+    initial.schema_version = cache::schema_version;
+    initial.device = fp;
+    initial.created_by = "aijpredict runtime";
+    initial.created_at = utc_now();
+    store.update(fp, [&](cache::cache_entry& e) { params_to_entry(params_, e); }, initial);
+    params_source_ += ", saved to " + store.path_for(fp).string();
+  } catch (const error& e) {
+    warnings_.push_back(std::string("aijpredict: could not write the coefficient cache: ") + e.what());
+  }
+}
+
+}  // namespace aijp

@@ -1,0 +1,56 @@
+// Owning, move-only device allocation (cudaMalloc/cudaFree); no-throw release in the destructor.
+#pragma once
+
+#include "cuda_check.hpp"
+
+#include <cstddef>
+#include <utility>
+
+namespace aijp::detail {
+
+template <typename T>
+class device_buffer {
+ public:
+  device_buffer() = default;
+  explicit device_buffer(std::size_t count) { resize(count); }
+  ~device_buffer() { release(); }
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+  device_buffer(device_buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  device_buffer& operator=(device_buffer&& o) noexcept
+  {
+    if (this != &o) {
+      release();
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+    }
+    return *this;
+  }
+
+  /// Discards the contents; allocates at least one element so the pointer is never null.
+  void resize(std::size_t count)
+  {
+    if (count == size_ && ptr_) return;
+    release();
+    void* p = nullptr;
+    AIJP_CUDA_CHECK(cudaMalloc(&p, (count > 0 ? count : 1) * sizeof(T)));
+    ptr_ = static_cast<T*>(p);
+    size_ = count;
+  }
+  T* data() { return ptr_; }
+  const T* data() const { return ptr_; }
+  std::size_t size() const { return size_; }
+  std::size_t bytes() const { return size_ * sizeof(T); }
+
+ private:
+  void release() noexcept
+  {
+    if (ptr_) (void)cudaFree(ptr_);
+    ptr_ = nullptr;
+    size_ = 0;
+  }
+  T* ptr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace aijp::detail

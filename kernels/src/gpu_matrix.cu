@@ -1,0 +1,264 @@
+// The per-matrix plan: upload, validate, analyse on the device, predict, convert, apply.
+#include <aijpredict/gpu_matrix.hpp>
+
+#include "cuda_check.hpp"
+#include "device_buffer.hpp"
+#include "format_impl.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+namespace aijp {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double ms_since(clock_type::time_point t0)
+{
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+// Counts rows whose row_ptr decreases or whose columns fall outside [0, cols).
+__global__ void validate_csr(size_type rows, size_type cols, const index_type* __restrict__ row_ptr,
+                             const index_type* __restrict__ col_idx, unsigned long long* bad)
+{
+  const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const index_type b = row_ptr[r], e = row_ptr[r + 1];
+  bool ok = b <= e;
+  for (index_type k = b; ok && k < e; ++k) ok = col_idx[k] >= 0 && col_idx[k] < cols;
+  if (!ok) atomicAdd(bad, 1ull);
+}
+
+template <typename Value>
+__global__ void scale_vector(size_type n, Value beta, Value* y)
+{
+  const size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = beta * y[i];
+}
+
+template <typename Value>
+void scale_or_zero(size_type n, Value beta, Value* y, cudaStream_t stream)
+{
+  if (n == 0) return;
+  if (beta == Value(0)) {
+    AIJP_CUDA_CHECK(cudaMemsetAsync(y, 0, n * sizeof(Value), stream));
+  } else if (beta != Value(1)) {
+    scale_vector<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(n, beta, y);
+    AIJP_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace
+
+template <typename Value>
+struct gpu_matrix<Value>::impl {
+  detail::cusparse_handle handle;
+  detail::device_csr<Value> csr;
+  std::unique_ptr<detail::format_impl<Value>> format;
+  std::unique_ptr<detail::cusparse_transpose<Value>> transpose;
+  plan_report report;
+
+  std::unique_ptr<detail::format_impl<Value>> build(format_id f, cudaStream_t stream)
+  {
+    switch (f) {
+      case format_id::cusparse_csr: return detail::make_cusparse_csr(csr, handle.get());
+      case format_id::sell_c_sigma: return detail::make_sell(csr, stream);
+    }
+    AIJP_THROW(error, "unknown format id");
+  }
+};
+
+template <typename Value>
+gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, const plan_options& opts,
+                              cudaStream_t stream)
+    : impl_(std::make_unique<impl>())
+{
+  constexpr auto index_max = std::numeric_limits<index_type>::max();
+  AIJP_ENSURE(host.rows >= 0 && host.cols >= 0 && host.nnz >= 0, bad_input, "negative matrix dimensions");
+  if (host.rows > index_max || host.cols > index_max || host.nnz > index_max) {
+    AIJP_THROW(not_supported, "matrix of " + std::to_string(host.rows) + " x " + std::to_string(host.cols) + " with " +
+                                  std::to_string(host.nnz) + " nonzeros exceeds 32-bit local indices");
+  }
+  AIJP_ENSURE(host.row_ptr != nullptr, bad_input, "row_ptr is null");
+  AIJP_ENSURE(host.row_ptr[0] == 0 && host.row_ptr[host.rows] == host.nnz, bad_input,
+              "row_ptr must start at 0 and end at nnz (" + std::to_string(host.nnz) + ")");
+  AIJP_ENSURE(host.nnz == 0 || (host.col_idx && host.values), bad_input, "column or value array is null");
+
+  auto& m = *impl_;
+  plan_report& rep = m.report;
+  rep.device = ctx.device();
+  rep.params_source = ctx.params_source();
+
+  auto t0 = clock_type::now();
+  auto& a = m.csr;
+  a.rows = host.rows;
+  a.cols = host.cols;
+  a.nnz = host.nnz;
+  a.row_ptr.resize(host.rows + 1);
+  a.col_idx.resize(host.nnz);
+  a.values.resize(host.nnz);
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(a.row_ptr.data(), host.row_ptr, (host.rows + 1) * sizeof(index_type),
+                                  cudaMemcpyHostToDevice, stream));
+  if (host.nnz > 0) {
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(a.col_idx.data(), host.col_idx, host.nnz * sizeof(index_type), cudaMemcpyHostToDevice, stream));
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(a.values.data(), host.values, host.nnz * sizeof(Value), cudaMemcpyHostToDevice, stream));
+  }
+  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  rep.upload_ms = ms_since(t0);
+
+  t0 = clock_type::now();
+  if (host.rows > 0) {
+    detail::device_buffer<unsigned long long> bad(1);
+    AIJP_CUDA_CHECK(cudaMemsetAsync(bad.data(), 0, sizeof(unsigned long long), stream));
+    validate_csr<<<static_cast<unsigned>((host.rows + 255) / 256), 256, 0, stream>>>(host.rows, host.cols, a.row_ptr.data(),
+                                                                                    a.col_idx.data(), bad.data());
+    AIJP_CHECK_LAUNCH();
+    unsigned long long h_bad = 0;
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(&h_bad, bad.data(), sizeof(h_bad), cudaMemcpyDeviceToHost, stream));
+    AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    AIJP_ENSURE(h_bad == 0, bad_input,
+                std::to_string(h_bad) + " rows have a decreasing row_ptr or a column index outside [0, " +
+                    std::to_string(host.cols) + ")");
+  }
+  rep.stats = compute_row_stats_device(host.rows, host.cols, a.row_ptr.data(), stream);
+
+  prediction_input in;
+  in.stats = rep.stats;
+  in.device = rep.device;
+  in.value_bytes = sizeof(Value);
+  device_memory_info(&in.free_memory_bytes, nullptr);
+  rep.estimates = predict_bandwidth_model(in, ctx.model_params(), opts.candidates);
+  int best = select_best(rep.estimates);
+  format_id choice = format_id::cusparse_csr;
+  if (opts.forced) {
+    choice = *opts.forced;
+    rep.decision = std::string("forced by the caller: ") + format_name(choice);
+  } else if (best >= 0) {
+    choice = rep.estimates[best].format;
+    double csr_us = 0;
+    for (const auto& e : rep.estimates) {
+      if (e.format == format_id::cusparse_csr) csr_us = e.predicted_us;
+    }
+    std::ostringstream os;
+    os << format_name(choice) << ": smallest predicted time (" << rep.estimates[best].predicted_us << " us";
+    if (csr_us > 0 && choice != format_id::cusparse_csr) os << ", " << csr_us / rep.estimates[best].predicted_us << "x cuSPARSE CSR";
+    os << ")";
+    rep.decision = os.str();
+  } else {
+    rep.decision = "no candidate format is feasible: cuSPARSE CSR";
+  }
+  rep.analysis_ms = ms_since(t0);
+
+  t0 = clock_type::now();
+  try {
+    m.format = m.build(choice, stream);
+  } catch (const device_out_of_memory& e) {
+    if (choice == format_id::cusparse_csr) throw;
+    rep.decision += std::string("; out of device memory while converting (") + e.what() + "), using cuSPARSE CSR";
+    choice = format_id::cusparse_csr;
+    m.format = m.build(choice, stream);
+  }
+  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  rep.conversion_ms = ms_since(t0);
+  rep.chosen = choice;
+}
+
+template <typename Value>
+gpu_matrix<Value>::~gpu_matrix() = default;
+
+template <typename Value>
+void gpu_matrix<Value>::update_values(const Value* host_values, cudaStream_t stream)
+{
+  auto& a = impl_->csr;
+  if (a.nnz == 0) return;
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(a.values.data(), host_values, a.nnz * sizeof(Value), cudaMemcpyHostToDevice, stream));
+  impl_->format->refresh_values(a, stream);
+}
+
+template <typename Value>
+void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream)
+{
+  const auto& a = impl_->csr;
+  if (a.rows == 0) return;
+  if (a.nnz == 0 || a.cols == 0 || alpha == Value(0)) {
+    scale_or_zero(a.rows, beta, y, stream);
+    return;
+  }
+  impl_->format->apply(alpha, x, beta, y, stream);
+}
+
+template <typename Value>
+void gpu_matrix<Value>::apply_transpose(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream)
+{
+  auto& m = *impl_;
+  if (m.csr.cols == 0) return;
+  if (m.csr.nnz == 0 || m.csr.rows == 0 || alpha == Value(0)) {
+    scale_or_zero(m.csr.cols, beta, y, stream);
+    return;
+  }
+  if (!m.transpose) m.transpose = std::make_unique<detail::cusparse_transpose<Value>>(m.csr, m.handle.get());
+  m.transpose->apply(alpha, x, beta, y, stream);
+}
+
+template <typename Value>
+format_id gpu_matrix<Value>::format() const
+{
+  return impl_->report.chosen;
+}
+template <typename Value>
+const plan_report& gpu_matrix<Value>::report() const
+{
+  return impl_->report;
+}
+template <typename Value>
+size_type gpu_matrix<Value>::rows() const
+{
+  return impl_->csr.rows;
+}
+template <typename Value>
+size_type gpu_matrix<Value>::cols() const
+{
+  return impl_->csr.cols;
+}
+template <typename Value>
+size_type gpu_matrix<Value>::nnz() const
+{
+  return impl_->csr.nnz;
+}
+
+std::string plan_report::to_string() const
+{
+  std::ostringstream os;
+  os << "aijpredict: " << stats.rows << " x " << stats.cols << " matrix, " << stats.nnz << " nonzeros, on "
+     << device.to_string() << "\n";
+  os << "  statistics (on the GPU): " << stats.to_string() << "\n";
+  if (device.sm_count > 0) {
+    const auto thread_row = strips_for_lanes(device, 1, stats.rows);
+    const auto warp_row = strips_for_lanes(device, device.warp_size, stats.rows);
+    const auto coo = strips_for_coo(device, stats.nnz);
+    os << "  strips: thread per row " << thread_row.strips << " x " << thread_row.rows_per_strip
+       << " rows; warp per row " << warp_row.strips << " x " << warp_row.rows_per_strip << " rows; COO "
+       << coo.strips << " x " << coo.rows_per_strip << " nonzeros\n";
+  }
+  os << "  model: placeholder bandwidth model; parameters: " << params_source << "\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "  %-14s %-9s %14s %14s\n", "format", "feasible", "bytes/SpMV", "predicted us");
+  os << line;
+  for (const auto& e : estimates) {
+    std::snprintf(line, sizeof(line), "  %-14s %-9s %14.0f %14.2f%s%s\n", format_name(e.format), e.feasible ? "yes" : "no",
+                  e.bytes, e.predicted_us, e.reason.empty() ? "" : "  ", e.reason.c_str());
+    os << line;
+  }
+  std::snprintf(line, sizeof(line), "  upload %.3f ms, analysis %.3f ms, conversion %.3f ms\n", upload_ms, analysis_ms,
+                conversion_ms);
+  os << "  choice: " << decision << "\n" << line;
+  return os.str();
+}
+
+template class gpu_matrix<double>;
+template class gpu_matrix<float>;
+
+}  // namespace aijp

@@ -1,0 +1,588 @@
+/*
+   MATSEQAIJPREDICT: a SeqAIJ matrix that keeps a GPU copy in the storage format the aijpredict runtime
+   predicts fastest, and runs MatMult, MatMultAdd, MatMultTranspose(Add) there.
+
+   Modelled on PETSc's derived AIJ types (aijsell.c keeps a "shadow" copy rebuilt when the object state
+   changes; aijcusparse.cu makes VECCUDA the default vector type). The host SeqAIJ arrays stay the master
+   copy: every PETSc operation that changes values or pattern works unchanged, and the device copy is
+   refreshed lazily at the next product by comparing the object state (values) and the nonzero state
+   (pattern). Everything about formats lives in runtime/ and kernels/; this file is only the adapter.
+*/
+#include <petscaijpredict.h>
+#include <petscdevice_cuda.h>
+#include <petsc/private/matimpl.h>
+
+#include <aijpredict/gpu_matrix.hpp>
+
+#include <memory>
+#include <string>
+
+#if defined(PETSC_USE_COMPLEX) || defined(PETSC_USE_64BIT_INDICES) || !(defined(PETSC_USE_REAL_DOUBLE) || defined(PETSC_USE_REAL_SINGLE))
+  #define AIJP_PETSC_UNSUPPORTED_BUILD 1 /* complex scalars, 64-bit indices, or quad precision: CPU SeqAIJ path */
+#endif
+
+namespace {
+
+using ops_mult    = PetscErrorCode (*)(Mat, Vec, Vec);
+using ops_multadd = PetscErrorCode (*)(Mat, Vec, Vec, Vec);
+
+struct Mat_SeqAIJPredict {
+  /* The SeqAIJ implementations we override, kept as the CPU path (inode variants after assembly). */
+  ops_mult       mult             = nullptr;
+  ops_multadd    multadd          = nullptr;
+  ops_mult       multtranspose    = nullptr;
+  ops_multadd    multtransposeadd = nullptr;
+  PetscErrorCode (*assemblyend)(Mat, MatAssemblyType) = nullptr;
+  PetscErrorCode (*destroy)(Mat)                      = nullptr;
+
+  /* Options */
+  std::string formats;   /* -mat_aijpredict_formats */
+  std::string force;     /* -mat_aijpredict_force */
+  std::string cache_dir; /* -mat_aijpredict_cache_dir */
+  PetscBool   view    = PETSC_FALSE;
+  PetscBool   use_gpu = PETSC_TRUE;
+
+  /* GPU state */
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  std::unique_ptr<aijp::gpu_matrix<PetscScalar>> gpu;
+#endif
+  PetscObjectState state        = -1; /* object state when gpu was last synchronised */
+  PetscObjectState nonzerostate = -1;
+  bool             cpu_only     = false; /* decided once: no device, unsupported build, or a failure */
+  std::string      cpu_reason;
+  std::string      report;
+  bool             reported = false;
+  PetscScalar     *dx = nullptr, *dy = nullptr; /* staging for host vectors */
+  PetscInt         nx = 0, ny = 0;
+};
+
+PetscLogEvent AIJP_EVENT_ANALYZE, AIJP_EVENT_CONVERT, AIJP_EVENT_SPMV;
+PetscBool     aijp_package_initialized = PETSC_FALSE;
+
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+/* One context per process and device: model parameters from the per-device cache (or calibrated once). */
+std::unique_ptr<aijp::context> aijp_context;
+std::string                    aijp_context_dir;
+
+PetscErrorCode AIJPGetContext(const std::string &cache_dir, aijp::context **ctx)
+{
+  PetscFunctionBegin;
+  if (!aijp_context || cache_dir != aijp_context_dir) {
+    aijp::context_options opts;
+    opts.cache_dir = cache_dir;
+    PetscCallCXX(aijp_context = std::make_unique<aijp::context>(opts));
+    aijp_context_dir = cache_dir;
+    for (const auto &w : aijp_context->warnings()) PetscCall(PetscInfo(nullptr, "%s\n", w.c_str()));
+    for (const auto &w : aijp_context->warnings()) PetscCall(PetscPrintf(PETSC_COMM_SELF, "WARNING: %s\n", w.c_str()));
+  }
+  *ctx = aijp_context.get();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode AIJPStaging(PetscScalar **buf, PetscInt *have, PetscInt need)
+{
+  PetscFunctionBegin;
+  if (*have < need) {
+    if (*buf) PetscCallCUDA(cudaFree(*buf));
+    *buf = nullptr;
+    PetscCallCUDA(cudaMalloc((void **)buf, sizeof(PetscScalar) * need));
+    *have = need;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+#endif
+
+PetscErrorCode AIJPFallBack(Mat A, Mat_SeqAIJPredict *p, const std::string &why)
+{
+  PetscFunctionBegin;
+  p->cpu_only   = true;
+  p->cpu_reason = why;
+  PetscCall(PetscInfo(A, "aijpredict: %s; MatMult runs on the CPU (SeqAIJ)\n", why.c_str()));
+  if (p->view && !p->reported) {
+    PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: %s; MatMult runs on the CPU (SeqAIJ)\n", why.c_str()));
+    p->reported = true;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Brings the device copy up to date: new pattern -> new analysis and conversion; new values -> values only. */
+PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
+{
+  PetscFunctionBegin;
+  if (p->cpu_only) PetscFunctionReturn(PETSC_SUCCESS);
+#if defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  PetscCall(AIJPFallBack(A, p, "this PETSc build has complex scalars, 64-bit indices or a precision other than single/double"));
+#else
+  if (!p->use_gpu) {
+    PetscCall(AIJPFallBack(A, p, "-mat_aijpredict_use_gpu false"));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  std::string why;
+  if (!aijp::device_available(&why)) {
+    PetscCall(AIJPFallBack(A, p, why));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscObjectState state;
+  PetscCall(PetscObjectStateGet((PetscObject)A, &state));
+  if (p->gpu && p->state == state && p->nonzerostate == A->nonzerostate) PetscFunctionReturn(PETSC_SUCCESS);
+
+  const PetscInt *ai, *aj;
+  PetscScalar    *aa;
+  PetscMemType    mtype;
+  PetscInt        m, n;
+  PetscCall(MatGetLocalSize(A, &m, &n));
+  PetscCall(MatSeqAIJGetCSRAndMemType(A, &ai, &aj, &aa, &mtype));
+  PetscCheck(PetscMemTypeHost(mtype), PETSC_COMM_SELF, PETSC_ERR_PLIB, "aijpredict expects the SeqAIJ arrays on the host");
+  cudaStream_t stream;
+  PetscCall(PetscGetCurrentCUDAStream(&stream));
+
+  if (p->gpu && p->nonzerostate == A->nonzerostate) {
+    PetscCall(PetscLogEventBegin(AIJP_EVENT_CONVERT, A, 0, 0, 0));
+    PetscCallCXX(p->gpu->update_values(aa, stream));
+    PetscCall(PetscLogCpuToGpu(sizeof(PetscScalar) * ai[m]));
+    PetscCall(PetscLogEventEnd(AIJP_EVENT_CONVERT, A, 0, 0, 0));
+  } else {
+    aijp::context *ctx;
+    PetscCall(AIJPGetContext(p->cache_dir, &ctx));
+    aijp::plan_options opts;
+    PetscCallCXX(opts.candidates = aijp::parse_format_list(p->formats));
+    if (!p->force.empty()) PetscCallCXX(opts.forced = aijp::parse_format(p->force));
+    aijp::csr_view<PetscScalar> view{m, n, ai[m], ai, aj, aa};
+    p->gpu.reset();
+    PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+    try {
+      p->gpu = std::make_unique<aijp::gpu_matrix<PetscScalar>>(*ctx, view, opts, stream);
+    } catch (const aijp::device_out_of_memory &e) {
+      PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+      PetscCall(AIJPFallBack(A, p, std::string("out of GPU memory (") + e.what() + ")"));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    } catch (const aijp::not_supported &e) {
+      PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+      PetscCall(AIJPFallBack(A, p, e.what()));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    } catch (const std::exception &e) {
+      SETERRQ(PETSC_COMM_SELF, PETSC_ERR_LIB, "aijpredict: %s", e.what());
+    }
+    PetscCall(PetscLogCpuToGpu((sizeof(PetscScalar) + sizeof(PetscInt)) * ai[m] + sizeof(PetscInt) * (m + 1)));
+    PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+    p->report = p->gpu->report().to_string();
+    PetscCall(PetscInfo(A, "%s", p->report.c_str()));
+    if (p->view) PetscCall(PetscPrintf(PETSC_COMM_SELF, "%s", p->report.c_str()));
+  }
+  p->state        = state;
+  p->nonzerostate = A->nonzerostate;
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+/* zz = A xx (+ yy when yy is given); transpose selects A^T. Host vectors are staged through device buffers. */
+PetscErrorCode MatSeqAIJPredictApply(Mat A, Mat_SeqAIJPredict *p, Vec xx, Vec yy, Vec zz, bool transpose)
+{
+  const PetscScalar *x;
+  PetscScalar       *z;
+  PetscMemType       xm, zm;
+  PetscInt           nin, nout;
+  cudaStream_t       stream;
+
+  PetscFunctionBegin;
+  PetscCall(PetscGetCurrentCUDAStream(&stream));
+  if (yy && yy != zz) PetscCall(VecCopy(yy, zz));
+  PetscCall(VecGetLocalSize(xx, &nin));
+  PetscCall(VecGetLocalSize(zz, &nout));
+  PetscCall(VecGetArrayReadAndMemType(xx, &x, &xm));
+  if (yy) PetscCall(VecGetArrayAndMemType(zz, &z, &zm));
+  else PetscCall(VecGetArrayWriteAndMemType(zz, &z, &zm));
+
+  const PetscScalar *dx = x;
+  PetscScalar       *dz = z;
+  if (!PetscMemTypeDevice(xm)) {
+    PetscCall(AIJPStaging(&p->dx, &p->nx, nin));
+    PetscCallCUDA(cudaMemcpyAsync(p->dx, x, sizeof(PetscScalar) * nin, cudaMemcpyHostToDevice, stream));
+    PetscCall(PetscLogCpuToGpu(sizeof(PetscScalar) * nin));
+    dx = p->dx;
+  }
+  if (!PetscMemTypeDevice(zm)) {
+    PetscCall(AIJPStaging(&p->dy, &p->ny, nout));
+    if (yy) {
+      PetscCallCUDA(cudaMemcpyAsync(p->dy, z, sizeof(PetscScalar) * nout, cudaMemcpyHostToDevice, stream));
+      PetscCall(PetscLogCpuToGpu(sizeof(PetscScalar) * nout));
+    }
+    dz = p->dy;
+  }
+  const PetscScalar beta = yy ? 1.0 : 0.0;
+  PetscCall(PetscLogGpuTimeBegin());
+  if (transpose) PetscCallCXX(p->gpu->apply_transpose(1.0, dx, beta, dz, stream));
+  else PetscCallCXX(p->gpu->apply(1.0, dx, beta, dz, stream));
+  PetscCall(PetscLogGpuTimeEnd());
+  PetscCall(PetscLogGpuFlops(2.0 * p->gpu->nnz()));
+  if (!PetscMemTypeDevice(zm)) {
+    PetscCallCUDA(cudaMemcpyAsync(z, dz, sizeof(PetscScalar) * nout, cudaMemcpyDeviceToHost, stream));
+    PetscCallCUDA(cudaStreamSynchronize(stream));
+    PetscCall(PetscLogGpuToCpu(sizeof(PetscScalar) * nout));
+  }
+  PetscCall(VecRestoreArrayReadAndMemType(xx, &x));
+  if (yy) PetscCall(VecRestoreArrayAndMemType(zz, &z));
+  else PetscCall(VecRestoreArrayWriteAndMemType(zz, &z));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+#endif
+
+Mat_SeqAIJPredict *AIJP(Mat A) { return static_cast<Mat_SeqAIJPredict *>(A->spptr); }
+
+PetscErrorCode MatMult_SeqAIJPredict(Mat A, Vec xx, Vec yy)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+
+  PetscFunctionBegin;
+  PetscCall(MatSeqAIJPredictSync(A, p));
+  if (p->cpu_only) {
+    PetscCall((*p->mult)(A, xx, yy));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  PetscCall(PetscLogEventBegin(AIJP_EVENT_SPMV, A, xx, yy, 0));
+  PetscCall(MatSeqAIJPredictApply(A, p, xx, nullptr, yy, false));
+  PetscCall(PetscLogEventEnd(AIJP_EVENT_SPMV, A, xx, yy, 0));
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MatMultAdd_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+
+  PetscFunctionBegin;
+  PetscCall(MatSeqAIJPredictSync(A, p));
+  if (p->cpu_only) {
+    PetscCall((*p->multadd)(A, xx, yy, zz));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  PetscCall(PetscLogEventBegin(AIJP_EVENT_SPMV, A, xx, zz, 0));
+  PetscCall(MatSeqAIJPredictApply(A, p, xx, yy, zz, false));
+  PetscCall(PetscLogEventEnd(AIJP_EVENT_SPMV, A, xx, zz, 0));
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MatMultTranspose_SeqAIJPredict(Mat A, Vec xx, Vec yy)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+
+  PetscFunctionBegin;
+  PetscCall(MatSeqAIJPredictSync(A, p));
+  if (p->cpu_only) {
+    PetscCall((*p->multtranspose)(A, xx, yy));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  PetscCall(PetscLogEventBegin(AIJP_EVENT_SPMV, A, xx, yy, 0));
+  PetscCall(MatSeqAIJPredictApply(A, p, xx, nullptr, yy, true));
+  PetscCall(PetscLogEventEnd(AIJP_EVENT_SPMV, A, xx, yy, 0));
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MatMultTransposeAdd_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+
+  PetscFunctionBegin;
+  PetscCall(MatSeqAIJPredictSync(A, p));
+  if (p->cpu_only) {
+    PetscCall((*p->multtransposeadd)(A, xx, yy, zz));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  PetscCall(PetscLogEventBegin(AIJP_EVENT_SPMV, A, xx, zz, 0));
+  PetscCall(MatSeqAIJPredictApply(A, p, xx, yy, zz, true));
+  PetscCall(PetscLogEventEnd(AIJP_EVENT_SPMV, A, xx, zz, 0));
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Installs our products over whatever SeqAIJ put there (assembly may switch to the inode variants, which
+   then become the CPU path). */
+void AIJPInstallOps(Mat A, Mat_SeqAIJPredict *p)
+{
+  if (A->ops->mult != MatMult_SeqAIJPredict) {
+    p->mult        = A->ops->mult;
+    A->ops->mult   = MatMult_SeqAIJPredict;
+  }
+  if (A->ops->multadd != MatMultAdd_SeqAIJPredict) {
+    p->multadd      = A->ops->multadd;
+    A->ops->multadd = MatMultAdd_SeqAIJPredict;
+  }
+  if (A->ops->multtranspose != MatMultTranspose_SeqAIJPredict) {
+    p->multtranspose      = A->ops->multtranspose;
+    A->ops->multtranspose = MatMultTranspose_SeqAIJPredict;
+  }
+  if (A->ops->multtransposeadd != MatMultTransposeAdd_SeqAIJPredict) {
+    p->multtransposeadd      = A->ops->multtransposeadd;
+    A->ops->multtransposeadd = MatMultTransposeAdd_SeqAIJPredict;
+  }
+}
+
+PetscErrorCode MatAssemblyEnd_SeqAIJPredict(Mat A, MatAssemblyType mode)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+
+  PetscFunctionBegin;
+  PetscCall((*p->assemblyend)(A, mode));
+  if (mode == MAT_FLUSH_ASSEMBLY) PetscFunctionReturn(PETSC_SUCCESS);
+  AIJPInstallOps(A, p);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode AIJPFreeDeviceData(Mat_SeqAIJPredict *p)
+{
+  PetscFunctionBegin;
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  p->gpu.reset();
+  if (p->dx) PetscCallCUDA(cudaFree(p->dx));
+  if (p->dy) PetscCallCUDA(cudaFree(p->dy));
+#endif
+  p->dx = p->dy = nullptr;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MatConvert_SeqAIJPredict_SeqAIJ(Mat A, MatType, MatReuse reuse, Mat *newmat)
+{
+  Mat                B = *newmat;
+  Mat_SeqAIJPredict *p;
+
+  PetscFunctionBegin;
+  if (reuse == MAT_INITIAL_MATRIX) PetscCall(MatDuplicate(A, MAT_COPY_VALUES, &B));
+  p                         = AIJP(B);
+  B->ops->mult              = p->mult;
+  B->ops->multadd           = p->multadd;
+  B->ops->multtranspose     = p->multtranspose;
+  B->ops->multtransposeadd  = p->multtransposeadd;
+  B->ops->assemblyend       = p->assemblyend;
+  B->ops->destroy           = p->destroy;
+  PetscCall(AIJPFreeDeviceData(p));
+  delete p;
+  B->spptr = nullptr;
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatConvert_seqaijpredict_seqaij_C", nullptr));
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatAIJPredictGetFormat_C", nullptr));
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatAIJPredictGetReport_C", nullptr));
+  PetscCall(PetscFree(B->defaultvectype));
+  PetscCall(PetscStrallocpy(VECSTANDARD, &B->defaultvectype));
+  PetscCall(PetscObjectChangeTypeName((PetscObject)B, MATSEQAIJ));
+  *newmat = B;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MatDestroy_SeqAIJPredict(Mat A)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+  PetscErrorCode (*destroy)(Mat);
+
+  PetscFunctionBegin;
+  destroy = p ? p->destroy : A->ops->destroy;
+  if (p) {
+    PetscCall(AIJPFreeDeviceData(p));
+    delete p;
+    A->spptr = nullptr;
+  }
+  PetscCall(PetscObjectComposeFunction((PetscObject)A, "MatConvert_seqaijpredict_seqaij_C", nullptr));
+  PetscCall(PetscObjectComposeFunction((PetscObject)A, "MatAIJPredictGetFormat_C", nullptr));
+  PetscCall(PetscObjectComposeFunction((PetscObject)A, "MatAIJPredictGetReport_C", nullptr));
+  PetscCall(PetscObjectChangeTypeName((PetscObject)A, MATSEQAIJ));
+  PetscCall((*destroy)(A));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MatAIJPredictGetFormat_SeqAIJPredict(Mat A, const char **fmt)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+
+  PetscFunctionBegin;
+  *fmt = "cpu";
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  if (!p->cpu_only && p->gpu) *fmt = aijp::format_name(p->gpu->format());
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MatAIJPredictGetReport_SeqAIJPredict(Mat A, const char **report)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+
+  PetscFunctionBegin;
+  *report = p->cpu_only ? p->cpu_reason.c_str() : (p->report.empty() ? nullptr : p->report.c_str());
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+std::string AIJPFormatHelp()
+{
+  std::string s;
+  for (auto f : aijp::all_formats()) s += std::string(s.empty() ? "" : ", ") + aijp::format_name(f);
+  return s;
+}
+
+PetscErrorCode MatSeqAIJPredictSetFromOptions_Private(Mat B, Mat_SeqAIJPredict *p)
+{
+  char      formats[256] = "", force[64] = "", dir[PETSC_MAX_PATH_LEN] = "";
+  PetscBool set;
+
+  PetscFunctionBegin;
+  const std::string names = AIJPFormatHelp();
+  PetscOptionsBegin(PetscObjectComm((PetscObject)B), ((PetscObject)B)->prefix, "AIJPredict options", "Mat");
+  PetscCall(PetscOptionsString("-mat_aijpredict_formats", ("Comma-separated candidate storage formats (" + names + "); default: all").c_str(), "MatCreateSeqAIJPredict", formats, formats, sizeof(formats), &set));
+  if (set) p->formats = formats;
+  PetscCall(PetscOptionsString("-mat_aijpredict_force", ("Use this storage format without prediction (" + names + ")").c_str(), "MatCreateSeqAIJPredict", force, force, sizeof(force), &set));
+  if (set) p->force = force;
+  PetscCall(PetscOptionsString("-mat_aijpredict_cache_dir", "Directory of the per-GPU coefficient cache (default $AIJPREDICT_CACHE_DIR, else $XDG_CACHE_HOME/aijpredict)", "MatCreateSeqAIJPredict", dir, dir, sizeof(dir), &set));
+  if (set) p->cache_dir = dir;
+  PetscCall(PetscOptionsBool("-mat_aijpredict_view", "Print the row statistics, each format's predicted time and the choice", "MatCreateSeqAIJPredict", p->view, &p->view, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", p->use_gpu, &p->use_gpu, nullptr));
+  PetscOptionsEnd();
+  /* Reject bad values now, with the option's name, rather than at the first MatMult. */
+  try {
+    (void)aijp::parse_format_list(p->formats);
+    if (!p->force.empty()) (void)aijp::parse_format(p->force);
+  } catch (const std::exception &e) {
+    SETERRQ(PetscObjectComm((PetscObject)B), PETSC_ERR_ARG_OUTOFRANGE, "aijpredict: bad -mat_aijpredict_formats/-mat_aijpredict_force: %s", e.what());
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+} // namespace
+
+/* Converts a SeqAIJ matrix into a SeqAIJPredict one (in place or a new matrix). */
+PETSC_INTERN PetscErrorCode MatConvert_SeqAIJ_SeqAIJPredict(Mat A, MatType type, MatReuse reuse, Mat *newmat)
+{
+  Mat                B = *newmat;
+  Mat_SeqAIJPredict *p;
+  PetscBool          sametype;
+
+  PetscFunctionBegin;
+  if (reuse == MAT_INITIAL_MATRIX) PetscCall(MatDuplicate(A, MAT_COPY_VALUES, &B));
+  PetscCall(PetscObjectTypeCompare((PetscObject)A, type, &sametype));
+  if (sametype) {
+    *newmat = B;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(MatAIJPredictInitializePackage());
+  p        = new Mat_SeqAIJPredict();
+  B->spptr = p;
+
+  p->assemblyend      = B->ops->assemblyend;
+  p->destroy          = B->ops->destroy;
+  B->ops->assemblyend = MatAssemblyEnd_SeqAIJPredict;
+  B->ops->destroy     = MatDestroy_SeqAIJPredict;
+  AIJPInstallOps(B, p);
+
+  PetscCall(MatSeqAIJPredictSetFromOptions_Private(B, p));
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  /* Vectors from MatCreateVecs live on the GPU when there is one, as with aijcusparse. */
+  if (p->use_gpu && aijp::device_available()) {
+    PetscCall(PetscFree(B->defaultvectype));
+    PetscCall(PetscStrallocpy(VECCUDA, &B->defaultvectype));
+  }
+#endif
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatConvert_seqaijpredict_seqaij_C", MatConvert_SeqAIJPredict_SeqAIJ));
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatAIJPredictGetFormat_C", MatAIJPredictGetFormat_SeqAIJPredict));
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatAIJPredictGetReport_C", MatAIJPredictGetReport_SeqAIJPredict));
+  PetscCall(PetscObjectChangeTypeName((PetscObject)B, MATSEQAIJPREDICT));
+  *newmat = B;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*MC
+   MATSEQAIJPREDICT - MATSEQAIJPREDICT = "seqaijpredict" - A `MATSEQAIJ` matrix whose products run on the GPU in
+   the storage format the aijpredict runtime predicts fastest for this matrix on this GPU.
+
+   Options Database Keys:
++  -mat_type aijpredict             - sets the matrix type to aijpredict (seqaijpredict on one process)
+.  -mat_aijpredict_formats <list>   - candidate formats (comma-separated)
+.  -mat_aijpredict_force <format>   - skip the prediction and use this format
+.  -mat_aijpredict_cache_dir <dir>  - directory of the per-GPU coefficient cache
+.  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
+-  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice
+
+  Level: beginner
+
+.seealso: `MatCreateSeqAIJPredict()`, `MATAIJCUSPARSE`, `MATSEQAIJ`
+M*/
+PETSC_EXTERN PetscErrorCode MatCreate_SeqAIJPredict(Mat A)
+{
+  PetscFunctionBegin;
+  PetscCall(MatSetType(A, MATSEQAIJ));
+  PetscCall(MatConvert_SeqAIJ_SeqAIJPredict(A, MATSEQAIJPREDICT, MAT_INPLACE_MATRIX, &A));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Until the MPI type exists, more than one process runs PETSc's own GPU type (or AIJ without a GPU). */
+PETSC_EXTERN PetscErrorCode MatCreate_MPIAIJPredict(Mat A)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscInfo(A, "aijpredict: %s is not available yet; using %s\n", MATMPIAIJPREDICT, aijp::device_available() ? MATMPIAIJCUSPARSE : MATMPIAIJ));
+  PetscCall(MatSetType(A, aijp::device_available() ? MATMPIAIJCUSPARSE : MATMPIAIJ));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MatCreateSeqAIJPredict(MPI_Comm comm, PetscInt m, PetscInt n, PetscInt nz, const PetscInt nnz[], Mat *A)
+{
+  PetscFunctionBegin;
+  PetscCall(MatCreate(comm, A));
+  PetscCall(MatSetSizes(*A, m, n, m, n));
+  PetscCall(MatSetType(*A, MATSEQAIJPREDICT));
+  PetscCall(MatSeqAIJSetPreallocation(*A, nz, nnz));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MatAIJPredictGetFormat(Mat A, const char **fmt)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(A, MAT_CLASSID, 1);
+  PetscAssertPointer(fmt, 2);
+  *fmt = nullptr;
+  PetscUseMethod(A, "MatAIJPredictGetFormat_C", (Mat, const char **), (A, fmt));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MatAIJPredictGetReport(Mat A, const char **report)
+{
+  PetscFunctionBegin;
+  PetscValidHeaderSpecific(A, MAT_CLASSID, 1);
+  PetscAssertPointer(report, 2);
+  *report = nullptr;
+  PetscUseMethod(A, "MatAIJPredictGetReport_C", (Mat, const char **), (A, report));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode MatAIJPredictFinalizePackage(void)
+{
+  PetscFunctionBegin;
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  aijp_context.reset();
+#endif
+  aijp_package_initialized = PETSC_FALSE;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MatAIJPredictInitializePackage(void)
+{
+  PetscFunctionBegin;
+  if (aijp_package_initialized) PetscFunctionReturn(PETSC_SUCCESS);
+  aijp_package_initialized = PETSC_TRUE;
+  PetscCall(MatRegister(MATSEQAIJPREDICT, MatCreate_SeqAIJPredict));
+  PetscCall(MatRegister(MATMPIAIJPREDICT, MatCreate_MPIAIJPredict));
+  PetscCall(MatRegisterRootName(MATAIJPREDICT, MATSEQAIJPREDICT, MATMPIAIJPREDICT));
+  PetscCall(PetscLogEventRegister("AIJPredAnalyze", MAT_CLASSID, &AIJP_EVENT_ANALYZE));
+  PetscCall(PetscLogEventRegister("AIJPredValues", MAT_CLASSID, &AIJP_EVENT_CONVERT));
+  PetscCall(PetscLogEventRegister("AIJPredSpMV", MAT_CLASSID, &AIJP_EVENT_SPMV));
+  PetscCall(PetscRegisterFinalize(MatAIJPredictFinalizePackage));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Called by PETSc when the library is loaded with -dll_append / -dll_prepend. */
+PetscErrorCode PetscDLLibraryRegister_aijpredict(void)
+{
+  PetscFunctionBegin;
+  PetscCall(MatAIJPredictInitializePackage());
+  PetscFunctionReturn(PETSC_SUCCESS);
+}

@@ -1,0 +1,54 @@
+// Predicting each candidate format's SpMV time and choosing one.
+//
+// PLACEHOLDER MODEL (walking skeleton): time = launch overhead + bytes moved / streaming bandwidth, with the
+// bytes of each layout derived from the row statistics. The strip-based models of the papers and our own
+// fitted model (issue "Performance models...") replace `predict_bandwidth_model`; the selection below stays.
+#pragma once
+
+#include <aijpredict/device_geometry.hpp>
+#include <aijpredict/formats.hpp>
+#include <aijpredict/stats.hpp>
+
+#include <string>
+#include <vector>
+
+namespace aijp {
+
+/// Device constants the placeholder model reads. Measured on the device (kernels/ calibrate) and kept in
+/// the per-device cache; the defaults are the H100 numbers of DESIGN.md section 7 (2026-11-22).
+struct bandwidth_model_params {
+  double stream_read_gbs = 3100.0;  ///< measured streaming read bandwidth
+  double launch_us = 4.3;           ///< one kernel launch back to back (empty kernel)
+  /// cuSPARSE CSR ALG1 costs ~9.5 us on small matrices where one launch costs 4.3 us: it runs more than
+  /// one kernel per SpMV. DESIGN.md section 7, H100, 2026-11-22.
+  double cusparse_csr_overhead_us = 9.5;
+  /// Fraction of streaming bandwidth cuSPARSE CSR ALG1 reached on the 3D 7-point Laplacian (8M rows):
+  /// 72 % (DESIGN.md section 7). Our SELL reaches the streaming rate itself, so its factor is 1.
+  double cusparse_csr_efficiency = 0.72;
+};
+
+struct format_estimate {
+  format_id format = format_id::cusparse_csr;
+  bool feasible = false;
+  std::string reason;          ///< why infeasible (empty when feasible)
+  double bytes = 0.0;          ///< bytes one SpMV moves under the layout (minimal-bytes model)
+  double device_bytes = 0.0;   ///< extra device memory the format needs beyond the CSR copy
+  double predicted_us = 0.0;   ///< predicted time of one y = A x
+};
+
+struct prediction_input {
+  row_stats stats;
+  device_properties device;
+  size_type free_memory_bytes = 0;  ///< free device memory at analysis time
+  int value_bytes = 8;              ///< sizeof(double) or sizeof(float)
+};
+
+/// Estimates every format in `candidates` (feasibility first, then cost).
+std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
+                                                     const std::vector<format_id>& candidates);
+
+/// Index into `estimates` of the feasible format with the smallest predicted time; cuSPARSE CSR wins ties.
+/// Returns -1 when none is feasible.
+int select_best(const std::vector<format_estimate>& estimates);
+
+}  // namespace aijp

@@ -1,0 +1,56 @@
+// Row-length statistics of a sparse matrix: the features every performance model reads.
+//
+// The device computes them (kernels/, aijp::compute_row_stats_device); `compute_row_stats` below is the
+// host reference walking the same definitions, used as the oracle in tests and as the CPU fallback.
+#pragma once
+
+#include <aijpredict/csr.hpp>
+
+#include <string>
+
+namespace aijp {
+
+/// Warp width used by the per-warp iteration counts (PELLR paper, Wang & Gu 2020, Eq. 1-2).
+constexpr int stats_warp_size = 32;
+
+/// Statistics of the row lengths b_r = row_ptr[r+1] - row_ptr[r].
+struct row_stats {
+  size_type rows = 0;
+  size_type cols = 0;
+  size_type nnz = 0;
+  double mean = 0.0;      ///< nnz / rows (0 for no rows)
+  double stddev = 0.0;    ///< population standard deviation sigma of the row lengths
+  index_type min_len = 0; ///< shortest row (0 for no rows)
+  index_type max_len = 0; ///< longest row
+  index_type mode_len = 0;///< most frequent row length; ties go to the shorter length
+  size_type mode_count = 0;
+  size_type empty_rows = 0;
+  /// Eq. 1: sum over groups of 32 consecutive rows (natural order) of the longest row in the group:
+  /// the iterations of a thread-per-row kernel (ELLPACK-R, CSR-scalar) in the natural row order.
+  size_type n_iter_natural = 0;
+  /// Eq. 1 for the rows sorted by decreasing length (PELLR, JAD, SELL-C-sigma with a global sort).
+  size_type n_iter_sorted = 0;
+  /// Eq. 2, the arithmetic work: b multiplies and b - 1 adds per non-empty row, i.e. 2 nnz - nonempty rows.
+  /// (The paper's formula counts -1 for the zero-padded rows of the last warp; we count real rows only.)
+  size_type n_p = 0;
+  /// HYB split by the Bell-Garland rule: the largest K such that at least max(4096, rows/3) rows have
+  /// >= K nonzeros; the ELL part holds min(b_r, K) per row, the COO part the rest.
+  index_type hyb_ell_width = 0;
+  size_type hyb_coo_nnz = 0;
+
+  index_type spread() const { return max_len - min_len; } ///< max - min
+  std::string to_string() const;
+};
+
+/// Host reference: statistics of a host CSR matrix (row_ptr must be host memory; values are not read).
+template <typename Value>
+row_stats compute_row_stats(const csr_view<Value>& a);
+
+/// Statistics from a row-length histogram `hist[L]` = number of rows with length L (L = 0..size-1),
+/// plus the quantities a histogram cannot give (sum of squares is derived; n_iter_natural is passed in).
+/// Shared by the host reference and the device path (the device computes the histogram, the host finishes
+/// the O(max_len) tail), so both give bit-identical results.
+row_stats stats_from_histogram(size_type rows, size_type cols, const size_type* hist, size_type hist_size,
+                               size_type n_iter_natural);
+
+}  // namespace aijp

@@ -1,0 +1,4 @@
+# Sourced by the scripts: common paths. Not meant to be run.
+AIJP_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+AIJP_BUILD="${AIJP_BUILD_DIR:-$AIJP_ROOT/build}"
+case ":$PATH:" in *":/usr/local/cuda/bin:"*) ;; *) [ -d /usr/local/cuda/bin ] && export PATH="$PATH:/usr/local/cuda/bin" ;; esac

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Packs what the GPU machine lacks into the git-ignored folder .device/ (<= 64 MiB): the PETSc libraries,
+# the non-CUDA shared libraries they and our binaries need (MPICH, UCX, hwloc, BLAS/LAPACK, ...), the build
+# tree without object files, the shared test matrices, and the paths needed to recreate this machine's
+# absolute paths there. The device copy of the checkout runs it with scripts/device_run.sh.
+# Usage: scripts/pack_device.sh [--help]
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+  echo "Then call the device tool with carry [\".device\"] and the command: bash scripts/device_run.sh [-- COMMAND]"
+  exit 0
+fi
+[ -f "$AIJP_BUILD/CMakeCache.txt" ] || { echo "pack_device.sh: no build at $AIJP_BUILD (run scripts/build.sh)" >&2; exit 1; }
+PETSC_DIR="$("$AIJP_ROOT/scripts/setup_petsc.sh" --print-dir)"
+out="$AIJP_ROOT/.device"
+rm -rf "$out"; mkdir -p "$out/lib" "$out/petsc"
+grep -qx '/.device/' "$AIJP_ROOT/.git/info/exclude" 2>/dev/null || grep -qx '/.device/' "$AIJP_ROOT/.gitignore" || {
+  echo "pack_device.sh: .device/ must be git-ignored" >&2; exit 1; }
+
+# Build tree without objects and static archives; binaries stripped of debug info.
+tar -C "$AIJP_BUILD" --exclude='*.o' --exclude='*.a' --exclude='CMakeFiles/*.dir' --exclude='*.log' -cf - . |
+  (mkdir -p "$out/build" && tar -C "$out/build" -xf -)
+find "$out/build" -type f -perm -u+x -exec sh -c 'file -b "$1" | grep -q ELF && strip --strip-debug "$1"' _ {} \; 2>/dev/null || true
+
+# PETSc shared libraries (headers are not needed to run).
+cp -a "$PETSC_DIR"/lib/libpetsc.so* "$out/petsc/"
+strip --strip-debug "$out"/petsc/libpetsc.so.*.*.* 2>/dev/null || true
+
+# Non-CUDA, non-libc dependencies of everything we ship.
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcusparse|libcublas|libcublasLt|libcusolver|libcufft|libcurand|libnvJitLink|libnvrtc)'
+{ ldd "$out"/petsc/libpetsc.so.*.*.*; find "$out/build" -type f -perm -u+x -exec sh -c 'file -b "$1" | grep -q ELF && ldd "$1"' _ {} \; ; } 2>/dev/null |
+  awk '/=> \//{print $1" "$3}' | sort -u | while read -r name path; do
+    echo "$name" | grep -Eq "$skip" && continue
+    case "$path" in "$out"/*|"$AIJP_BUILD"/*|"$PETSC_DIR"/*) continue ;; esac
+    cp -L "$path" "$out/lib/$name"
+  done
+# MPICH's launcher for multi-rank runs.
+for t in mpiexec.hydra hydra_pmi_proxy; do
+  p=$(command -v $t || true); [ -n "$p" ] && cp -L "$p" "$out/lib/$t"
+done
+strip --strip-debug "$out"/lib/*.so* 2>/dev/null || true
+
+cp -a "$(cd "$AIJP_ROOT/.." && pwd)/shared/matrices" "$out/matrices"
+cat > "$out/paths.env" <<PATHS
+AIJP_HOST_SOURCE_DIR=$AIJP_ROOT
+AIJP_HOST_BUILD_DIR=$AIJP_BUILD
+AIJP_HOST_PETSC_DIR=$PETSC_DIR
+AIJP_HOST_MATRIX_DIR=$(cd "$AIJP_ROOT/.." && pwd)/shared/matrices
+PATHS
+size=$(du -sm "$out" | cut -f1)
+echo "pack_device.sh: packed $out (${size} MiB)" >&2
+if [ "$size" -gt 60 ]; then echo "pack_device.sh: WARNING: ${size} MiB is close to the 64 MiB transfer limit" >&2; fi

@@ -1,0 +1,228 @@
+// Device tests: every format against the host reference on every shared real matrix and the edge cases,
+// device statistics against the host reference, value refresh, transpose, NaN-safe beta = 0.
+// Skipped (not failed) on a machine without a CUDA device; run on the GPU machine via scripts/device_run.sh.
+#include <aijpredict/gpu_matrix.hpp>
+#include <aijpredict/reference.hpp>
+
+#include "test_matrices.hpp"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+const aijp::context& shared_context()
+{
+  static std::unique_ptr<aijp::context> ctx = [] {
+    aijp::context_options o;
+    o.use_cache = false;  // tests never touch the user's cache
+    return std::make_unique<aijp::context>(o);
+  }();
+  return *ctx;
+}
+
+template <typename T>
+struct device_vec {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit device_vec(const std::vector<T>& h) : n(h.size())
+  {
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
+    if (n) {
+      EXPECT_EQ(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+  }
+  ~device_vec() { cudaFree(p); }
+  std::vector<T> get() const
+  {
+    std::vector<T> h(n);
+    if (n) {
+      EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    return h;
+  }
+};
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override
+  {
+    std::string why;
+    if (!aijp::device_available(&why)) GTEST_SKIP() << why;
+  }
+  // An asynchronous error must fail the test that caused it.
+  void TearDown() override
+  {
+    if (aijp::device_available()) {
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+  }
+};
+
+template <typename T>
+aijp::csr_matrix<T> cast(const aijp::csr_matrix<double>& a)
+{
+  aijp::csr_matrix<T> b;
+  b.rows = a.rows;
+  b.cols = a.cols;
+  b.row_ptr = a.row_ptr;
+  b.col_idx = a.col_idx;
+  b.values.assign(a.values.begin(), a.values.end());
+  return b;
+}
+
+template <typename T>
+void expect_close(const std::vector<T>& got, const std::vector<T>& want, const std::vector<double>& bound,
+                  const std::string& what)
+{
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i]));
+    if (!(err <= bound[i]) && reported++ < 5) {
+      ADD_FAILURE() << what << ": entry " << i << " got " << got[i] << " want " << want[i] << " bound " << bound[i];
+    }
+  }
+}
+
+// Checks one format on one matrix: y = A x (NaN planted), y = 2 A x + 0.5 y, A^T x, refresh with new values.
+template <typename T>
+void check_format(const aijp::csr_matrix<double>& a64, aijp::format_id f, const std::string& name)
+{
+  const auto a = cast<T>(a64);
+  const std::string what = name + " / " + aijp::format_name(f) + (sizeof(T) == 8 ? " / double" : " / float");
+  aijp::plan_options opts;
+  opts.forced = f;
+  aijp::gpu_matrix<T> m(shared_context(), a.view(), opts, nullptr);
+  ASSERT_EQ(m.format(), f) << what;
+
+  const auto xd = aijp::test::random_vector(a.cols, 11);
+  const auto yd = aijp::test::random_vector(a.rows, 12);
+  const std::vector<T> x(xd.begin(), xd.end()), y0(yd.begin(), yd.end());
+  device_vec<T> dx(x);
+
+  // beta = 0: y holds NaN, which must not propagate.
+  device_vec<T> dy(std::vector<T>(a.rows, std::numeric_limits<T>::quiet_NaN()));
+  m.apply(T(1), dx.p, T(0), dy.p, nullptr);
+  std::vector<T> want(a.rows);
+  aijp::reference_spmv(a.view(), T(1), x.data(), T(0), want.data());
+  expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), T(1), x.data(), T(0), want.data()), what + " y=Ax");
+
+  // alpha = 2, beta = 0.5
+  device_vec<T> dy2(y0);
+  m.apply(T(2), dx.p, T(0.5), dy2.p, nullptr);
+  want = y0;
+  aijp::reference_spmv(a.view(), T(2), x.data(), T(0.5), want.data());
+  expect_close(dy2.get(), want, aijp::spmv_error_bounds(a.view(), T(2), x.data(), T(0.5), y0.data()), what + " y=2Ax+y/2");
+
+  // transpose
+  const auto xt64 = aijp::test::random_vector(a.rows, 13);
+  const std::vector<T> xt(xt64.begin(), xt64.end());
+  device_vec<T> dxt(xt);
+  device_vec<T> dyt(std::vector<T>(a.cols, std::numeric_limits<T>::quiet_NaN()));
+  m.apply_transpose(T(1), dxt.p, T(0), dyt.p, nullptr);
+  std::vector<T> wantt(a.cols);
+  aijp::reference_spmv_transpose(a.view(), T(1), xt.data(), T(0), wantt.data());
+  expect_close(dyt.get(), wantt, aijp::spmv_error_bounds(a.view(), T(1), xt.data(), T(0), wantt.data(), true),
+               what + " y=A^T x");
+
+  // same pattern, new values
+  auto b = a;
+  for (auto& v : b.values) v = T(-3) * v + T(0.25);
+  m.update_values(b.values.data(), nullptr);
+  device_vec<T> dy3(std::vector<T>(a.rows, std::numeric_limits<T>::quiet_NaN()));
+  m.apply(T(1), dx.p, T(0), dy3.p, nullptr);
+  aijp::reference_spmv(b.view(), T(1), x.data(), T(0), want.data());
+  expect_close(dy3.get(), want, aijp::spmv_error_bounds(b.view(), T(1), x.data(), T(0), want.data()), what + " refreshed");
+}
+
+void expect_same_stats(const aijp::row_stats& d, const aijp::row_stats& h, const std::string& what)
+{
+  EXPECT_EQ(d.rows, h.rows) << what;
+  EXPECT_EQ(d.nnz, h.nnz) << what;
+  EXPECT_EQ(d.min_len, h.min_len) << what;
+  EXPECT_EQ(d.max_len, h.max_len) << what;
+  EXPECT_EQ(d.mode_len, h.mode_len) << what;
+  EXPECT_EQ(d.mode_count, h.mode_count) << what;
+  EXPECT_EQ(d.empty_rows, h.empty_rows) << what;
+  EXPECT_EQ(d.n_iter_natural, h.n_iter_natural) << what;
+  EXPECT_EQ(d.n_iter_sorted, h.n_iter_sorted) << what;
+  EXPECT_EQ(d.n_p, h.n_p) << what;
+  EXPECT_EQ(d.hyb_ell_width, h.hyb_ell_width) << what;
+  EXPECT_EQ(d.hyb_coo_nnz, h.hyb_coo_nnz) << what;
+  EXPECT_DOUBLE_EQ(d.mean, h.mean) << what;
+  EXPECT_DOUBLE_EQ(d.stddev, h.stddev) << what;
+}
+
+void check_matrix(const aijp::csr_matrix<double>& a, const std::string& name)
+{
+  for (auto f : aijp::all_formats()) {
+    check_format<double>(a, f, name);
+    check_format<float>(a, f, name);
+  }
+  // Automatic choice: some feasible format, and a report that names it.
+  aijp::gpu_matrix<double> m(shared_context(), a.view(), aijp::plan_options{}, nullptr);
+  const auto& rep = m.report();
+  EXPECT_NE(rep.to_string().find(aijp::format_name(m.format())), std::string::npos) << name;
+  expect_same_stats(rep.stats, aijp::compute_row_stats(a.view()), name);
+}
+
+TEST_F(GpuTest, EveryFormatOnEverySharedRealMatrix)
+{
+  const auto names = aijp::test::real_matrix_names();
+  ASSERT_GE(names.size(), 40u);
+  for (const auto& n : names) {
+    SCOPED_TRACE(n);
+    check_matrix(aijp::test::load_shared(n), n);
+  }
+}
+
+TEST_F(GpuTest, EveryFormatOnEdgeCases)
+{
+  for (const auto& e : aijp::test::edge_cases()) {
+    SCOPED_TRACE(e.name);
+    check_matrix(e.a, e.name);
+  }
+}
+
+TEST_F(GpuTest, DeviceStatisticsMatchHostOnSkewedMatrix)
+{
+  // 100000 rows: lengths cycle through 0..63 with a few very long rows, crossing many warps.
+  aijp::csr_matrix<double> a;
+  a.rows = 100000;
+  a.cols = 5000;
+  for (aijp::size_type r = 0; r < a.rows; ++r) {
+    const int len = r % 997 == 0 ? 4000 : static_cast<int>((r * 37) % 64);
+    for (int k = 0; k < len; ++k) {
+      a.col_idx.push_back(k);
+      a.values.push_back(1.0);
+    }
+    a.row_ptr.push_back(static_cast<aijp::index_type>(a.col_idx.size()));
+  }
+  aijp::gpu_matrix<double> m(shared_context(), a.view(), aijp::plan_options{}, nullptr);
+  expect_same_stats(m.report().stats, aijp::compute_row_stats(a.view()), "skewed");
+}
+
+TEST_F(GpuTest, RejectsInvalidColumnIndexWithClearError)
+{
+  aijp::csr_matrix<double> a;
+  a.rows = 2;
+  a.cols = 2;
+  a.row_ptr = {0, 1, 2};
+  a.col_idx = {0, 5};
+  a.values = {1, 1};
+  try {
+    aijp::gpu_matrix<double> m(shared_context(), a.view(), aijp::plan_options{}, nullptr);
+    FAIL() << "no exception";
+  } catch (const aijp::bad_input& e) {
+    EXPECT_NE(std::string(e.what()).find("column index"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,181 @@
+// Host unit tests of the runtime: statistics, strip geometry, formats, placeholder prediction, reference.
+#include <aijpredict/device_geometry.hpp>
+#include <aijpredict/error.hpp>
+#include <aijpredict/formats.hpp>
+#include <aijpredict/predict.hpp>
+#include <aijpredict/reference.hpp>
+#include <aijpredict/stats.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace {
+
+aijp::csr_matrix<double> with_lengths(const std::vector<int>& lengths, aijp::size_type cols)
+{
+  aijp::csr_matrix<double> a;
+  a.rows = static_cast<aijp::size_type>(lengths.size());
+  a.cols = cols;
+  for (int len : lengths) {
+    for (int k = 0; k < len; ++k) {
+      a.col_idx.push_back(k);
+      a.values.push_back(1.0 + k);
+    }
+    a.row_ptr.push_back(static_cast<aijp::index_type>(a.col_idx.size()));
+  }
+  return a;
+}
+
+aijp::device_properties h100_like()
+{
+  aijp::device_properties d;
+  d.name = "test GPU";
+  d.sm_count = 132;
+  d.max_threads_per_sm = 2048;
+  d.max_threads_per_block = 1024;
+  d.warp_size = 32;
+  d.mem_bus_width_bits = 5120;
+  d.mem_clock_khz = 2619000;
+  return d;
+}
+
+TEST(RowStats, HandComputedSmallMatrix)
+{
+  const auto a = with_lengths({2, 0, 3, 3, 1}, 4);
+  const auto s = aijp::compute_row_stats(a.view());
+  EXPECT_EQ(s.rows, 5);
+  EXPECT_EQ(s.nnz, 9);
+  EXPECT_DOUBLE_EQ(s.mean, 1.8);
+  EXPECT_NEAR(s.stddev, std::sqrt(4.6 - 1.8 * 1.8), 1e-15);
+  EXPECT_EQ(s.min_len, 0);
+  EXPECT_EQ(s.max_len, 3);
+  EXPECT_EQ(s.spread(), 3);
+  EXPECT_EQ(s.mode_len, 3);
+  EXPECT_EQ(s.mode_count, 2);
+  EXPECT_EQ(s.empty_rows, 1);
+  EXPECT_EQ(s.n_iter_natural, 3);
+  EXPECT_EQ(s.n_iter_sorted, 3);
+  EXPECT_EQ(s.n_p, 2 * 9 - 4);
+  EXPECT_EQ(s.hyb_ell_width, 0);  // fewer than 4096 rows: everything goes to COO
+  EXPECT_EQ(s.hyb_coo_nnz, 9);
+}
+
+TEST(RowStats, IterationCountsNaturalVersusSorted)
+{
+  std::vector<int> len(64, 1);
+  for (int r = 32; r < 64; ++r) len[r] = 10;
+  len[5] = 10;
+  len[40] = 1;
+  const auto s = aijp::compute_row_stats(with_lengths(len, 16).view());
+  EXPECT_EQ(s.n_iter_natural, 20);  // both warps contain a row of 10
+  EXPECT_EQ(s.n_iter_sorted, 11);   // sorted: 32 rows of 10, then 32 rows of 1
+  EXPECT_EQ(s.mode_len, 1);         // tie 32/32 goes to the shorter length
+}
+
+TEST(RowStats, BellGarlandHybWidth)
+{
+  std::vector<int> len(10000, 2);
+  for (int r = 0; r < 5000; ++r) len[r] = 4;
+  auto s = aijp::compute_row_stats(with_lengths(len, 16).view());
+  EXPECT_EQ(s.hyb_ell_width, 4);
+  EXPECT_EQ(s.hyb_coo_nnz, 0);
+
+  std::vector<int> len2(10000, 1);
+  for (int r = 0; r < 3000; ++r) len2[r] = 10;
+  s = aijp::compute_row_stats(with_lengths(len2, 16).view());
+  EXPECT_EQ(s.hyb_ell_width, 1);  // only 3000 < 4096 rows reach length 2
+  EXPECT_EQ(s.hyb_coo_nnz, 3000 * 9);
+}
+
+TEST(RowStats, NoRowsAndBadRowPointer)
+{
+  aijp::csr_matrix<double> empty;
+  empty.cols = 3;
+  const auto s = aijp::compute_row_stats(empty.view());
+  EXPECT_EQ(s.rows, 0);
+  EXPECT_EQ(s.nnz, 0);
+  EXPECT_EQ(s.mean, 0.0);
+
+  auto bad = with_lengths({1, 1}, 2);
+  bad.row_ptr[1] = 2;
+  bad.row_ptr[2] = 1;
+  EXPECT_THROW(aijp::compute_row_stats(bad.view()), aijp::bad_input);
+}
+
+TEST(StripGeometry, FromDeviceProperties)
+{
+  const auto d = h100_like();
+  const auto t = aijp::strips_for_lanes(d, 1, 1000000);
+  EXPECT_EQ(t.rows_per_strip, 132 * 2048);
+  EXPECT_EQ(t.strips, 4);  // ceil(1e6 / 270336)
+  const auto w = aijp::strips_for_lanes(d, 32, 1000000);
+  EXPECT_EQ(w.rows_per_strip, 132 * 64);
+  EXPECT_EQ(w.strips, (1000000 + 8447) / 8448);
+  EXPECT_EQ(aijp::strips_for_coo(d, 270337).strips, 2);
+  EXPECT_THROW(aijp::strips_for_lanes(d, 0, 10), aijp::bad_input);
+  EXPECT_THROW(aijp::strips_for_lanes(aijp::device_properties{}, 1, 10), aijp::bad_input);
+  EXPECT_NEAR(d.peak_bandwidth_gbs(), 2 * 2619e6 * 640 / 1e9, 1e-6);
+}
+
+TEST(Formats, ParseNamesAndLists)
+{
+  EXPECT_EQ(aijp::parse_format("sell"), aijp::format_id::sell_c_sigma);
+  EXPECT_EQ(aijp::parse_format("cusparse_csr"), aijp::format_id::cusparse_csr);
+  try {
+    aijp::parse_format("elll");
+    FAIL() << "no exception";
+  } catch (const aijp::bad_input& e) {
+    EXPECT_NE(std::string(e.what()).find("elll"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("cusparse_csr"), std::string::npos);
+  }
+  EXPECT_EQ(aijp::parse_format_list("").size(), static_cast<size_t>(aijp::format_count));
+  const auto l = aijp::parse_format_list("sell,sell,cusparse_csr");
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0], aijp::format_id::sell_c_sigma);
+  EXPECT_THROW(aijp::parse_format_list(","), aijp::bad_input);
+}
+
+TEST(PlaceholderModel, RanksByBytesAndRespectsMemory)
+{
+  aijp::prediction_input in;
+  in.device = h100_like();
+  // A regular 7-point-stencil-like matrix with 8M rows.
+  in.stats.rows = in.stats.cols = 8'000'000;
+  in.stats.nnz = 56'000'000;
+  in.stats.n_iter_natural = in.stats.rows / 32 * 7;
+  in.free_memory_bytes = 80LL << 30;
+  aijp::bandwidth_model_params p;
+  auto est = aijp::predict_bandwidth_model(in, p, aijp::all_formats());
+  ASSERT_EQ(est.size(), 2u);
+  EXPECT_TRUE(est[0].feasible);
+  EXPECT_TRUE(est[1].feasible);
+  EXPECT_EQ(est[aijp::select_best(est)].format, aijp::format_id::sell_c_sigma);
+  EXPECT_GT(est[0].predicted_us / est[1].predicted_us, 1.2);
+
+  in.free_memory_bytes = 1 << 20;  // 1 MiB free: the padded layout does not fit, CSR always does
+  est = aijp::predict_bandwidth_model(in, p, aijp::all_formats());
+  EXPECT_FALSE(est[1].feasible);
+  EXPECT_FALSE(est[1].reason.empty());
+  EXPECT_EQ(est[aijp::select_best(est)].format, aijp::format_id::cusparse_csr);
+  EXPECT_EQ(aijp::select_best({}), -1);
+}
+
+TEST(Reference, ProductAndNaNSafeBetaZero)
+{
+  auto a = with_lengths({2, 0, 1}, 2);  // [[1 2],[0 0],[1 0]]
+  const std::vector<double> x{3, 5};
+  std::vector<double> y{std::numeric_limits<double>::quiet_NaN(), 7, 1};
+  aijp::reference_spmv(a.view(), 2.0, x.data(), 0.0, y.data());
+  EXPECT_EQ(y, (std::vector<double>{26, 0, 6}));
+  aijp::reference_spmv(a.view(), 1.0, x.data(), 1.0, y.data());
+  EXPECT_EQ(y, (std::vector<double>{39, 0, 9}));
+  std::vector<double> z{1, 1};
+  const std::vector<double> w{1, 1, 1};
+  aijp::reference_spmv_transpose(a.view(), 1.0, w.data(), 0.0, z.data());
+  EXPECT_EQ(z, (std::vector<double>{2, 2}));
+}
+
+}  // namespace
