@@ -25,8 +25,10 @@ link() {  # link TARGET PATH: make PATH point at TARGET unless it already is TAR
 }
 link "$here" "$AIJP_HOST_SOURCE_DIR"
 link "$here/.device/build" "$AIJP_HOST_BUILD_DIR"
-mkdir -p "$here/.device/petsc_prefix"; link "$here/.device/petsc" "$here/.device/petsc_prefix/lib"
-link "$here/.device/petsc_prefix" "$AIJP_HOST_PETSC_DIR"
+if [ -n "$AIJP_HOST_PETSC_DIR" ]; then
+  mkdir -p "$here/.device/petsc_prefix"; link "$here/.device/petsc" "$here/.device/petsc_prefix/lib"
+  link "$here/.device/petsc_prefix" "$AIJP_HOST_PETSC_DIR"
+fi
 link "$here/.device/matrices" "$AIJP_HOST_MATRIX_DIR"
 export LD_LIBRARY_PATH="$here/.device/lib:$here/.device/petsc:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export PATH="$here/.device/lib:$PATH:/usr/local/cuda/bin"

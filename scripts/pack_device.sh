@@ -12,7 +12,8 @@ if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
   exit 0
 fi
 [ -f "$AIJP_BUILD/CMakeCache.txt" ] || { echo "pack_device.sh: no build at $AIJP_BUILD (run scripts/build.sh)" >&2; exit 1; }
-PETSC_DIR="$("$AIJP_ROOT/scripts/setup_petsc.sh" --print-dir)"
+PETSC_DIR="$("$AIJP_ROOT/scripts/setup_petsc.sh" --print-dir 2>/dev/null || true)"
+[ -n "$PETSC_DIR" ] || echo "pack_device.sh: WARNING: no PETSc build found; packing without PETSc" >&2
 out="$AIJP_ROOT/.device"
 rm -rf "$out"; mkdir -p "$out/lib" "$out/petsc"
 grep -qx '/.device/' "$AIJP_ROOT/.git/info/exclude" 2>/dev/null || grep -qx '/.device/' "$AIJP_ROOT/.gitignore" || {
@@ -24,20 +25,24 @@ tar -C "$AIJP_BUILD" --exclude='*.o' --exclude='*.a' --exclude='CMakeFiles/*.dir
 find "$out/build" -type f -perm -u+x -exec sh -c 'file -b "$1" | grep -q ELF && strip --strip-debug "$1"' _ {} \; 2>/dev/null || true
 
 # PETSc shared libraries (headers are not needed to run).
-cp -a "$PETSC_DIR"/lib/libpetsc.so* "$out/petsc/"
-strip --strip-debug "$out"/petsc/libpetsc.so.*.*.* 2>/dev/null || true
+if [ -n "$PETSC_DIR" ]; then
+  cp -a "$PETSC_DIR"/lib/libpetsc.so* "$out/petsc/"
+  strip --strip-debug "$out"/petsc/libpetsc.so.*.*.* 2>/dev/null || true
+fi
 
 # Non-CUDA, non-libc dependencies of everything we ship.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcusparse|libcublas|libcublasLt|libcusolver|libcufft|libcurand|libnvJitLink|libnvrtc)'
-{ ldd "$out"/petsc/libpetsc.so.*.*.*; find "$out/build" -type f -perm -u+x -exec sh -c 'file -b "$1" | grep -q ELF && ldd "$1"' _ {} \; ; } 2>/dev/null |
+{ ldd "$out"/petsc/libpetsc.so.*.*.* 2>/dev/null; find "$out/build" -type f -perm -u+x -exec sh -c 'file -b "$1" | grep -q ELF && ldd "$1"' _ {} \; ; } 2>/dev/null |
   awk '/=> \//{print $1" "$3}' | sort -u | while read -r name path; do
-    echo "$name" | grep -Eq "$skip" && continue
-    case "$path" in "$out"/*|"$AIJP_BUILD"/*|"$PETSC_DIR"/*) continue ;; esac
+    if echo "$name" | grep -Eq "$skip"; then continue; fi
+    case "$path" in "$out"/*|"$AIJP_BUILD"/*) continue ;; esac
+    if [ -n "$PETSC_DIR" ]; then case "$path" in "$PETSC_DIR"/*) continue ;; esac; fi
     cp -L "$path" "$out/lib/$name"
-  done
+  done || true
 # MPICH's launcher for multi-rank runs.
 for t in mpiexec.hydra hydra_pmi_proxy; do
-  p=$(command -v $t || true); [ -n "$p" ] && cp -L "$p" "$out/lib/$t"
+  p=$(command -v $t || true)
+  if [ -n "$p" ]; then cp -L "$p" "$out/lib/$t"; fi
 done
 strip --strip-debug "$out"/lib/*.so* 2>/dev/null || true
 

@@ -50,7 +50,9 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
         } else {
           e.feasible = true;
         }
-        e.predicted_us = p.launch_us + e.bytes / bw;
+        const bool in_l2 = in.device.l2_bytes > 0 && e.device_bytes < in.device.l2_bytes;
+        const double serial_us = s.max_len * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
+        e.predicted_us = p.launch_us + std::max(e.bytes / bw, serial_us);
         break;
       }
     }

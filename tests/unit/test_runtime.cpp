@@ -161,6 +161,16 @@ TEST(PlaceholderModel, RanksByBytesAndRespectsMemory)
   EXPECT_FALSE(est[1].reason.empty());
   EXPECT_EQ(est[aijp::select_best(est)].format, aijp::format_id::cusparse_csr);
   EXPECT_EQ(aijp::select_best({}), -1);
+
+  // One very long row: a thread-per-row layout is bound by that row's serial chain, CSR is not.
+  in.free_memory_bytes = 80LL << 30;
+  in.stats.rows = in.stats.cols = 2'000'000;
+  in.stats.nnz = 12'000'000;
+  in.stats.max_len = 200'000;
+  in.stats.n_iter_natural = in.stats.rows / 32 * 6 + 200'000;
+  est = aijp::predict_bandwidth_model(in, p, aijp::all_formats());
+  EXPECT_EQ(est[aijp::select_best(est)].format, aijp::format_id::cusparse_csr);
+  EXPECT_GT(est[1].predicted_us, 200'000 * p.serial_entry_dram_ns * 1e-3);
 }
 
 TEST(Reference, ProductAndNaNSafeBetaZero)

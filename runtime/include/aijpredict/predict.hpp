@@ -25,6 +25,12 @@ struct bandwidth_model_params {
   /// Fraction of streaming bandwidth cuSPARSE CSR ALG1 reached on the 3D 7-point Laplacian (8M rows):
   /// 72 % (DESIGN.md section 7). Our SELL reaches the streaming rate itself, so its factor is 1.
   double cusparse_csr_efficiency = 0.72;
+  /// A thread-per-row kernel cannot finish before its longest row, whose entries are a chain of dependent
+  /// x gathers: ~90 ns per entry when the matrix sits in L2 (ego-Facebook: 1045-entry row, 89 us; mbeacxc:
+  /// 484, 44 us) and ~270 ns from DRAM (circuit-like rows of 200000: 54 ms). H200,
+  /// bench/results/2026-11-22_h200_bench_first.txt.
+  double serial_entry_l2_ns = 90.0;
+  double serial_entry_dram_ns = 270.0;
 };
 
 struct format_estimate {
