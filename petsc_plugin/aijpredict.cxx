@@ -142,7 +142,7 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     PetscCall(PetscLogCpuToGpu(sizeof(PetscScalar) * ai[m]));
     PetscCall(PetscLogEventEnd(AIJP_EVENT_CONVERT, A, 0, 0, 0));
   } else {
-    aijp::context *ctx;
+    aijp::context *ctx = nullptr;
     PetscCall(AIJPGetContext(p->cache_dir, &ctx));
     aijp::plan_options opts;
     PetscCallCXX(opts.candidates = aijp::parse_format_list(p->formats));

@@ -18,6 +18,9 @@ while [ $# -gt 0 ]; do
 done
 [ -f "$here/.device/paths.env" ] || { echo "device_run.sh: .device/ missing: run scripts/pack_device.sh and carry .device" >&2; exit 1; }
 source "$here/.device/paths.env"
+if [ -f "$here/.device/bundle.tar.xz" ] && [ ! -d "$here/.device/build" ]; then
+  tar -C "$here/.device" -xJf "$here/.device/bundle.tar.xz"
+fi
 link() {  # link TARGET PATH: make PATH point at TARGET unless it already is TARGET
   [ "$(readlink -f "$2" 2>/dev/null)" = "$(readlink -f "$1")" ] && return 0
   if [ -e "$2" ] && [ ! -L "$2" ]; then echo "device_run.sh: $2 exists and is not a link; not replacing it" >&2; return 1; fi

@@ -46,6 +46,8 @@ for t in mpiexec.hydra hydra_pmi_proxy; do
 done
 strip --strip-debug "$out"/lib/*.so* 2>/dev/null || true
 
+# Compress the large parts (libmpich alone is 41 MB): device_run.sh unpacks them there.
+( cd "$out" && XZ_OPT="-T0 -6" tar -cJf bundle.tar.xz build lib petsc && rm -rf build lib petsc )
 cp -a "$(cd "$AIJP_ROOT/.." && pwd)/shared/matrices" "$out/matrices"
 cat > "$out/paths.env" <<PATHS
 AIJP_HOST_SOURCE_DIR=$AIJP_ROOT

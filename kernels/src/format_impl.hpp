@@ -3,7 +3,9 @@
 #pragma once
 
 #include <aijpredict/csr.hpp>
+#include <aijpredict/error.hpp>
 #include <aijpredict/formats.hpp>
+#include <aijpredict/stats.hpp>
 
 #include "device_buffer.hpp"
 
@@ -58,6 +60,43 @@ std::unique_ptr<format_impl<Value>> make_cusparse_csr(const device_csr<Value>& a
 /// SELL-C-sigma with C = 32 and sigma = 1 (slices of 32 consecutive rows, column-major inside a slice).
 template <typename Value>
 std::unique_ptr<format_impl<Value>> make_sell(const device_csr<Value>& a, cudaStream_t stream);
+
+/// What every format factory receives. `a` outlives the format (formats may keep pointers into it, as
+/// cuSPARSE CSR does); `stats` are the device-computed row statistics of `a`. A factory throws
+/// aijp::not_supported when the matrix does not fit the layout (the caller falls back to cuSPARSE CSR) and
+/// aijp::device_out_of_memory when an allocation fails.
+template <typename Value>
+struct build_args {
+  const device_csr<Value>& a;
+  const row_stats& stats;
+  cusparseHandle_t handle;
+  cudaStream_t stream;
+};
+
+#define AIJP_DECLARE_FORMAT_FACTORY(name) \
+  template <typename Value>               \
+  std::unique_ptr<format_impl<Value>> name(const build_args<Value>& args);
+
+// kernels/src/formats/csr.cu, coo.cu
+AIJP_DECLARE_FORMAT_FACTORY(make_csr_scalar)
+AIJP_DECLARE_FORMAT_FACTORY(make_csr_vector)
+AIJP_DECLARE_FORMAT_FACTORY(make_coo)
+// kernels/src/formats/ell.cu, jad.cu, hyb.cu
+AIJP_DECLARE_FORMAT_FACTORY(make_ell)
+AIJP_DECLARE_FORMAT_FACTORY(make_ellr)
+AIJP_DECLARE_FORMAT_FACTORY(make_pellr)
+AIJP_DECLARE_FORMAT_FACTORY(make_jad)
+AIJP_DECLARE_FORMAT_FACTORY(make_hyb)
+// kernels/src/formats/sell_sigma.cu, sell_delta16.cu, cusparse_variants.cu
+AIJP_DECLARE_FORMAT_FACTORY(make_sell_sigma)
+AIJP_DECLARE_FORMAT_FACTORY(make_sell_delta16)
+AIJP_DECLARE_FORMAT_FACTORY(make_cusparse_csr_alg2)
+AIJP_DECLARE_FORMAT_FACTORY(make_cusparse_sell)
+
+/// Explicit instantiation of a factory for double and float (one line at the end of each format file).
+#define AIJP_INSTANTIATE_FORMAT_FACTORY(name)                                                              \
+  template std::unique_ptr<format_impl<double>> name<double>(const build_args<double>&);                  \
+  template std::unique_ptr<format_impl<float>> name<float>(const build_args<float>&);
 
 /// Transpose product through cuSPARSE on the CSR copy: y = alpha A^T x + beta y.
 template <typename Value>

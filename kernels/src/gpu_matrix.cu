@@ -63,9 +63,22 @@ struct gpu_matrix<Value>::impl {
 
   std::unique_ptr<detail::format_impl<Value>> build(format_id f, cudaStream_t stream)
   {
+    const detail::build_args<Value> args{csr, report.stats, handle.get(), stream};
     switch (f) {
       case format_id::cusparse_csr: return detail::make_cusparse_csr(csr, handle.get());
       case format_id::sell_c_sigma: return detail::make_sell(csr, stream);
+      case format_id::cusparse_csr_alg2: return detail::make_cusparse_csr_alg2(args);
+      case format_id::cusparse_sell: return detail::make_cusparse_sell(args);
+      case format_id::csr_scalar: return detail::make_csr_scalar(args);
+      case format_id::csr_vector: return detail::make_csr_vector(args);
+      case format_id::coo: return detail::make_coo(args);
+      case format_id::ell: return detail::make_ell(args);
+      case format_id::ellr: return detail::make_ellr(args);
+      case format_id::pellr: return detail::make_pellr(args);
+      case format_id::jad: return detail::make_jad(args);
+      case format_id::hyb: return detail::make_hyb(args);
+      case format_id::sell_sigma: return detail::make_sell_sigma(args);
+      case format_id::sell_delta16: return detail::make_sell_delta16(args);
     }
     AIJP_THROW(error, "unknown format id");
   }
@@ -136,6 +149,12 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, c
   if (opts.forced) {
     choice = *opts.forced;
     rep.decision = std::string("forced by the caller: ") + format_name(choice);
+    for (const auto& e : rep.estimates) {
+      if (e.format == choice && !e.feasible) {
+        rep.decision += " is infeasible here (" + e.reason + "): cuSPARSE CSR";
+        choice = format_id::cusparse_csr;
+      }
+    }
   } else if (best >= 0) {
     choice = rep.estimates[best].format;
     double csr_us = 0;
@@ -158,6 +177,11 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, c
   } catch (const device_out_of_memory& e) {
     if (choice == format_id::cusparse_csr) throw;
     rep.decision += std::string("; out of device memory while converting (") + e.what() + "), using cuSPARSE CSR";
+    choice = format_id::cusparse_csr;
+    m.format = m.build(choice, stream);
+  } catch (const not_supported& e) {
+    if (choice == format_id::cusparse_csr) throw;
+    rep.decision += std::string("; ") + format_name(choice) + " cannot hold this matrix (" + e.what() + "), using cuSPARSE CSR";
     choice = format_id::cusparse_csr;
     m.format = m.build(choice, stream);
   }

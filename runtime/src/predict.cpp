@@ -1,20 +1,125 @@
 #include <aijpredict/predict.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace aijp {
 
 namespace {
 
-constexpr int sell_slice_height = 32;  // must match kernels/src/sell.cu
+constexpr int slice_height = 32;  // SELL slice height and warp size of the thread-per-row kernels
 
-double csr_bytes(const row_stats& s, int vb)
+struct layout_cost {
+  double device_bytes = 0;  // memory the layout holds beyond the CSR copy
+  double moved_bytes = 0;   // bytes one SpMV reads and writes (matrix part only)
+  double padded_entries = 0;
+  int launches = 1;
+  double serial_entries = 0;  // longest dependent chain of entries one thread walks
+  double efficiency = 1.0;    // fraction of streaming bandwidth the access pattern reaches
+  double fixed_us = 0;        // library overhead beyond one launch (cuSPARSE)
+};
+
+// Lanes per row of csr_vector: the smallest power of two >= the mean row length, at most 32 (the rule of the
+// 2013 Kepler CRS study). Must match kernels/src/formats/csr.cu.
+int csr_vector_lanes(const row_stats& s)
 {
-  const double matrix = static_cast<double>(s.nnz) * (vb + sizeof(index_type)) + (s.rows + 1) * 4.0;
-  const double x = static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb;  // each x entry once at best
-  const double y = static_cast<double>(s.rows) * vb;
-  return matrix + x + y;
+  int lanes = 2;
+  while (lanes < 32 && lanes < s.mean) lanes *= 2;
+  return lanes;
+}
+
+layout_cost cost_of(format_id f, const row_stats& s, int vb, const bandwidth_model_params& p)
+{
+  const double entry = vb + sizeof(index_type);
+  const double rows = static_cast<double>(s.rows), nnz = static_cast<double>(s.nnz);
+  const double row_ptr = (rows + 1) * sizeof(index_type);
+  const double slices = std::ceil(rows / slice_height);
+  layout_cost c;
+  switch (f) {
+    case format_id::cusparse_csr:
+      c.moved_bytes = nnz * entry + row_ptr;
+      c.efficiency = p.cusparse_csr_efficiency;
+      c.fixed_us = p.cusparse_csr_overhead_us - p.launch_us;
+      break;
+    case format_id::cusparse_csr_alg2:
+      c.device_bytes = rows * 8;  // preprocess data (estimate)
+      c.moved_bytes = nnz * entry + row_ptr;
+      c.efficiency = 0.85;
+      c.fixed_us = p.cusparse_csr_overhead_us - p.launch_us;
+      break;
+    case format_id::csr_scalar:
+      // Each thread walks its own row: the warp's loads touch 32 rows, about one sector per entry.
+      c.moved_bytes = slice_height * static_cast<double>(s.n_iter_natural) * 32.0 + row_ptr;
+      c.serial_entries = s.max_len;
+      break;
+    case format_id::csr_vector: {
+      const int lanes = csr_vector_lanes(s);
+      c.moved_bytes = nnz * entry + row_ptr;
+      c.efficiency = std::min(1.0, s.mean / lanes + 0.25);  // idle lanes on short rows
+      c.serial_entries = std::ceil(s.max_len / static_cast<double>(lanes));
+      break;
+    }
+    case format_id::coo:
+      c.device_bytes = nnz * sizeof(index_type);  // row indices (columns and values shared with CSR)
+      c.moved_bytes = nnz * (entry + sizeof(index_type)) + 2 * rows * vb;  // atomics read-modify-write y
+      c.launches = 2;                                                     // y = beta y, then the products
+      c.efficiency = 0.7;
+      break;
+    case format_id::ell:
+      c.padded_entries = rows * s.max_len;
+      c.device_bytes = c.padded_entries * entry;
+      c.moved_bytes = c.device_bytes;
+      c.serial_entries = s.max_len;
+      break;
+    case format_id::ellr:
+      c.padded_entries = rows * s.max_len;
+      c.device_bytes = c.padded_entries * entry + rows * sizeof(index_type);
+      c.moved_bytes = slice_height * static_cast<double>(s.n_iter_natural) * entry + rows * sizeof(index_type);
+      c.serial_entries = s.max_len;
+      break;
+    case format_id::pellr:
+      c.padded_entries = rows * s.max_len;
+      c.device_bytes = c.padded_entries * entry + 2 * rows * sizeof(index_type);
+      c.moved_bytes = slice_height * static_cast<double>(s.n_iter_sorted) * entry + 2 * rows * sizeof(index_type);
+      c.serial_entries = s.max_len;
+      break;
+    case format_id::jad:
+      c.device_bytes = nnz * entry + rows * sizeof(index_type) + (s.max_len + 1.0) * sizeof(index_type);
+      c.moved_bytes = nnz * entry + rows * sizeof(index_type);
+      c.serial_entries = s.max_len;
+      break;
+    case format_id::hyb:
+      c.padded_entries = rows * s.hyb_ell_width;
+      c.device_bytes = c.padded_entries * entry + s.hyb_coo_nnz * (entry + sizeof(index_type));
+      c.moved_bytes = c.device_bytes + (s.hyb_coo_nnz > 0 ? 2 * rows * vb : 0);
+      c.launches = s.hyb_coo_nnz > 0 ? 2 : 1;
+      c.serial_entries = s.hyb_ell_width;
+      break;
+    case format_id::sell_c_sigma:
+    case format_id::cusparse_sell:
+      // Natural order: the slices are the warps of Eq. 1, so the padded size is exactly 32 x N_iter.
+      c.padded_entries = slice_height * static_cast<double>(s.n_iter_natural);
+      c.device_bytes = c.padded_entries * entry + (slices + 1) * 8.0;
+      c.moved_bytes = c.device_bytes;
+      c.serial_entries = s.max_len;
+      if (f == format_id::cusparse_sell) c.fixed_us = 1.5;  // DESIGN.md section 7: ~5 us per call on H100
+      break;
+    case format_id::sell_sigma:
+      // Sorting inside windows brings the padding down towards the globally sorted N_iter.
+      c.padded_entries = slice_height * static_cast<double>(s.n_iter_sorted);
+      c.device_bytes = c.padded_entries * entry + (slices + 1) * 8.0 + rows * sizeof(index_type);
+      c.moved_bytes = c.device_bytes;
+      c.serial_entries = s.max_len;
+      break;
+    case format_id::sell_delta16:
+      c.padded_entries = slice_height * static_cast<double>(s.n_iter_natural);
+      c.device_bytes = c.padded_entries * (vb + 2) + rows * sizeof(index_type) + (slices + 1) * 8.0;
+      c.moved_bytes = c.device_bytes;
+      c.serial_entries = s.max_len;
+      break;
+  }
+  return c;
 }
 
 }  // namespace
@@ -25,36 +130,33 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
   const row_stats& s = in.stats;
   const int vb = in.value_bytes;
   const double bw = p.stream_read_gbs * 1e3;  // bytes per microsecond
+  // x is read at least once (at best), y written once: common to every layout.
+  const double vectors = static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + static_cast<double>(s.rows) * vb;
   std::vector<format_estimate> out;
   for (format_id f : candidates) {
+    const layout_cost c = cost_of(f, s, vb, p);
     format_estimate e;
     e.format = f;
-    switch (f) {
-      case format_id::cusparse_csr:
-        e.feasible = true;
-        e.bytes = csr_bytes(s, vb);
-        e.predicted_us = std::max(p.cusparse_csr_overhead_us, p.launch_us + e.bytes / (bw * p.cusparse_csr_efficiency));
-        break;
-      case format_id::sell_c_sigma: {
-        // Natural row order (sigma = 1): slices are the groups of 32 consecutive rows, so the padded entry
-        // count is exactly 32 x N_iter (Eq. 1 of the PELLR paper).
-        const double padded = static_cast<double>(sell_slice_height) * s.n_iter_natural;
-        const size_type slices = (s.rows + sell_slice_height - 1) / sell_slice_height;
-        e.device_bytes = padded * (vb + sizeof(index_type)) + (slices + 1) * 8.0;
-        e.bytes = e.device_bytes + static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + s.rows * double(vb);
-        if (padded > static_cast<double>(std::numeric_limits<index_type>::max()) * 64) {
-          e.reason = "padded size exceeds the index range";
-        } else if (in.free_memory_bytes > 0 && e.device_bytes > 0.8 * static_cast<double>(in.free_memory_bytes)) {
-          e.reason = "padded layout needs " + std::to_string(static_cast<long long>(e.device_bytes / 1048576)) +
-                     " MiB, more than 80% of free device memory";
-        } else {
-          e.feasible = true;
-        }
-        const bool in_l2 = in.device.l2_bytes > 0 && e.device_bytes < in.device.l2_bytes;
-        const double serial_us = s.max_len * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
-        e.predicted_us = p.launch_us + std::max(e.bytes / bw, serial_us);
-        break;
-      }
+    e.device_bytes = c.device_bytes;
+    e.bytes = c.moved_bytes + vectors;
+    const bool in_l2 = in.device.l2_bytes > 0 && c.moved_bytes < in.device.l2_bytes;
+    const double serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
+    e.predicted_us = c.launches * p.launch_us + c.fixed_us + std::max(e.bytes / (bw * c.efficiency), serial_us);
+    // Feasibility: padding blow-up, index range, free memory. cuSPARSE CSR is always feasible.
+    if (c.padded_entries > 16.0 * static_cast<double>(s.nnz) + 1e6) {
+      e.reason = "padding blow-up: " + std::to_string(static_cast<long long>(c.padded_entries)) + " stored entries for " +
+                 std::to_string(static_cast<long long>(s.nnz)) + " nonzeros";
+    } else if (c.padded_entries > static_cast<double>(std::numeric_limits<index_type>::max()) * 64.0) {
+      e.reason = "padded size exceeds the index range";
+    } else if (in.free_memory_bytes > 0 && c.device_bytes > 0.8 * static_cast<double>(in.free_memory_bytes)) {
+      e.reason = "needs " + std::to_string(static_cast<long long>(c.device_bytes / 1048576)) +
+                 " MiB, more than 80% of free device memory";
+    } else {
+      e.feasible = true;
+    }
+    if (f == format_id::cusparse_csr) {
+      e.feasible = true;
+      e.reason.clear();
     }
     out.push_back(e);
   }

@@ -100,7 +100,12 @@ void check_format(const aijp::csr_matrix<double>& a64, aijp::format_id f, const 
   aijp::plan_options opts;
   opts.forced = f;
   aijp::gpu_matrix<T> m(shared_context(), a.view(), opts, nullptr);
-  ASSERT_EQ(m.format(), f) << what;
+  bool feasible = true;
+  for (const auto& e : m.report().estimates) {
+    if (e.format == f) feasible = e.feasible;
+  }
+  // An infeasible forced format (padding blow-up, memory) must fall back to cuSPARSE CSR and still be right.
+  ASSERT_EQ(m.format(), feasible ? f : aijp::format_id::cusparse_csr) << what << ": " << m.report().decision;
 
   const auto xd = aijp::test::random_vector(a.cols, 11);
   const auto yd = aijp::test::random_vector(a.rows, 12);

@@ -8,7 +8,7 @@ set -euo pipefail
 prog="$1"; lib="$2"; shift 2
 ref=aij; vec=standard
 if nvidia-smi -L >/dev/null 2>&1; then ref=aijcusparse; vec=cuda; fi
-common=(-ksp_converged_reason -ksp_monitor_short -vec_type "$vec" "$@")
+common=(-ksp_converged_reason -ksp_monitor -vec_type "$vec" "$@")
 out_p=$("$prog" -dll_append "$lib" -mat_type aijpredict -mat_aijpredict_view "${common[@]}" 2>&1) || { echo "$out_p"; exit 1; }
 out_r=$("$prog" -mat_type "$ref" "${common[@]}" 2>&1) || { echo "$out_r"; exit 1; }
 echo "== -mat_type aijpredict (-dll_append $lib)"; echo "$out_p"

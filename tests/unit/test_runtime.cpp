@@ -123,6 +123,8 @@ TEST(StripGeometry, FromDeviceProperties)
 TEST(Formats, ParseNamesAndLists)
 {
   EXPECT_EQ(aijp::parse_format("sell"), aijp::format_id::sell_c_sigma);
+  for (auto f : aijp::all_formats()) EXPECT_EQ(aijp::parse_format(aijp::format_name(f)), f);
+  EXPECT_EQ(aijp::all_formats().size(), static_cast<size_t>(aijp::format_count));
   EXPECT_EQ(aijp::parse_format("cusparse_csr"), aijp::format_id::cusparse_csr);
   try {
     aijp::parse_format("elll");
@@ -148,7 +150,8 @@ TEST(PlaceholderModel, RanksByBytesAndRespectsMemory)
   in.stats.n_iter_natural = in.stats.rows / 32 * 7;
   in.free_memory_bytes = 80LL << 30;
   aijp::bandwidth_model_params p;
-  auto est = aijp::predict_bandwidth_model(in, p, aijp::all_formats());
+  const std::vector<aijp::format_id> two{aijp::format_id::cusparse_csr, aijp::format_id::sell_c_sigma};
+  auto est = aijp::predict_bandwidth_model(in, p, two);
   ASSERT_EQ(est.size(), 2u);
   EXPECT_TRUE(est[0].feasible);
   EXPECT_TRUE(est[1].feasible);
@@ -156,7 +159,7 @@ TEST(PlaceholderModel, RanksByBytesAndRespectsMemory)
   EXPECT_GT(est[0].predicted_us / est[1].predicted_us, 1.2);
 
   in.free_memory_bytes = 1 << 20;  // 1 MiB free: the padded layout does not fit, CSR always does
-  est = aijp::predict_bandwidth_model(in, p, aijp::all_formats());
+  est = aijp::predict_bandwidth_model(in, p, two);
   EXPECT_FALSE(est[1].feasible);
   EXPECT_FALSE(est[1].reason.empty());
   EXPECT_EQ(est[aijp::select_best(est)].format, aijp::format_id::cusparse_csr);
@@ -168,9 +171,32 @@ TEST(PlaceholderModel, RanksByBytesAndRespectsMemory)
   in.stats.nnz = 12'000'000;
   in.stats.max_len = 200'000;
   in.stats.n_iter_natural = in.stats.rows / 32 * 6 + 200'000;
-  est = aijp::predict_bandwidth_model(in, p, aijp::all_formats());
+  est = aijp::predict_bandwidth_model(in, p, two);
   EXPECT_EQ(est[aijp::select_best(est)].format, aijp::format_id::cusparse_csr);
   EXPECT_GT(est[1].predicted_us, 200'000 * p.serial_entry_dram_ns * 1e-3);
+}
+
+TEST(PlaceholderModel, EveryFormatHasAnEstimateAndPaddingBlowUpIsInfeasible)
+{
+  aijp::prediction_input in;
+  in.device = h100_like();
+  in.stats.rows = in.stats.cols = 100000;
+  in.stats.nnz = 100000 + 10000;
+  in.stats.max_len = 10001;  // one dense row: ELL would store 1e9 entries
+  in.stats.mean = 1.1;
+  in.stats.n_iter_natural = 100000 / 32 + 10000;
+  in.stats.n_iter_sorted = in.stats.n_iter_natural;
+  in.free_memory_bytes = 80LL << 30;
+  const auto est = aijp::predict_bandwidth_model(in, aijp::bandwidth_model_params{}, aijp::all_formats());
+  ASSERT_EQ(est.size(), static_cast<size_t>(aijp::format_count));
+  for (const auto& e : est) {
+    EXPECT_GT(e.predicted_us, 0) << aijp::format_name(e.format);
+    EXPECT_EQ(e.feasible, e.reason.empty()) << aijp::format_name(e.format);
+  }
+  EXPECT_FALSE(est[static_cast<int>(aijp::format_id::ell)].feasible);
+  EXPECT_NE(est[static_cast<int>(aijp::format_id::ell)].reason.find("padding"), std::string::npos);
+  EXPECT_TRUE(est[static_cast<int>(aijp::format_id::cusparse_csr)].feasible);
+  EXPECT_TRUE(est[static_cast<int>(aijp::format_id::coo)].feasible);
 }
 
 TEST(Reference, ProductAndNaNSafeBetaZero)

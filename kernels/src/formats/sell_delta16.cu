@@ -1,0 +1,14 @@
+// PLACEHOLDER until the format is implemented: the factory reports not_supported, so the runtime falls back
+// to cuSPARSE CSR. Replace with the real layout, conversion and kernel.
+#include "../format_impl.hpp"
+
+namespace aijp::detail {
+
+template <typename Value>
+std::unique_ptr<format_impl<Value>> make_sell_delta16(const build_args<Value>&)
+{
+  AIJP_THROW(not_supported, "make_sell_delta16: format not implemented yet");
+}
+AIJP_INSTANTIATE_FORMAT_FACTORY(make_sell_delta16)
+
+}  // namespace aijp::detail
