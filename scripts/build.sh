@@ -13,6 +13,6 @@ PETSC_DIR="$("$AIJP_ROOT/scripts/setup_petsc.sh" | tail -n 1)"
 export PETSC_DIR
 if [ ! -f "$AIJP_BUILD/CMakeCache.txt" ] || ! grep -q "PETSC_DIR:.*=$PETSC_DIR\$" "$AIJP_BUILD/CMakeCache.txt"; then
   cmake -S "$AIJP_ROOT" -B "$AIJP_BUILD" -DCMAKE_BUILD_TYPE=Release -DPETSC_DIR="$PETSC_DIR" \
-        -DAIJP_MATRIX_DIR="$(cd "$AIJP_ROOT/.." && pwd)/shared/matrices"
+        -DAIJP_MATRIX_DIR="$AIJP_SHARED/matrices"
 fi
 cmake --build "$AIJP_BUILD" -j "$(nproc)"

@@ -14,7 +14,7 @@ fi
 [ -f "$AIJP_BUILD/CMakeCache.txt" ] || { echo "pack_device.sh: no build at $AIJP_BUILD (run scripts/build.sh)" >&2; exit 1; }
 PETSC_DIR="$("$AIJP_ROOT/scripts/setup_petsc.sh" --print-dir 2>/dev/null || true)"
 [ -n "$PETSC_DIR" ] || echo "pack_device.sh: WARNING: no PETSc build found; packing without PETSc" >&2
-out="$AIJP_ROOT/.device"
+out="${AIJP_DEVICE_DIR:-$AIJP_ROOT/.device}"
 rm -rf "$out"; mkdir -p "$out/lib" "$out/petsc"
 grep -qx '/.device/' "$AIJP_ROOT/.git/info/exclude" 2>/dev/null || grep -qx '/.device/' "$AIJP_ROOT/.gitignore" || {
   echo "pack_device.sh: .device/ must be git-ignored" >&2; exit 1; }
@@ -48,12 +48,12 @@ strip --strip-debug "$out"/lib/*.so* 2>/dev/null || true
 
 # Compress the large parts (libmpich alone is 41 MB): device_run.sh unpacks them there.
 ( cd "$out" && XZ_OPT="-T0 -6" tar -cJf bundle.tar.xz build lib petsc && rm -rf build lib petsc )
-cp -a "$(cd "$AIJP_ROOT/.." && pwd)/shared/matrices" "$out/matrices"
+cp -a "$AIJP_SHARED/matrices" "$out/matrices"
 cat > "$out/paths.env" <<PATHS
 AIJP_HOST_SOURCE_DIR=$AIJP_ROOT
 AIJP_HOST_BUILD_DIR=$AIJP_BUILD
 AIJP_HOST_PETSC_DIR=$PETSC_DIR
-AIJP_HOST_MATRIX_DIR=$(cd "$AIJP_ROOT/.." && pwd)/shared/matrices
+AIJP_HOST_MATRIX_DIR=$AIJP_SHARED/matrices
 PATHS
 size=$(du -sm "$out" | cut -f1)
 echo "pack_device.sh: packed $out (${size} MiB)" >&2
