@@ -2,14 +2,15 @@
 # Runs on the GPU machine, in its copy of the checkout with .device/ carried (scripts/pack_device.sh):
 # recreates this machine's absolute paths as links, sets the library path, runs the GPU test label (and the
 # PETSc label, now with a GPU), then any command given after '--'.
-# Usage: bash scripts/device_run.sh [--no-tests] [--sanitize] [-- COMMAND ...]
+# Usage: bash scripts/device_run.sh [--no-tests] [--sanitize] [--labels REGEX] [-- COMMAND ...]
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-run_tests=1; sanitize=0
+run_tests=1; sanitize=0; labels='gpu|petsc|unit' 
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-tests) run_tests=0 ;;
     --sanitize) sanitize=1 ;;
+    --labels) shift; labels="$1" ;;
     --help|-h) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     *) echo "device_run.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -36,11 +37,13 @@ link "$here/.device/matrices" "$AIJP_HOST_MATRIX_DIR"
 export LD_LIBRARY_PATH="$here/.device/lib:$here/.device/petsc:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export PATH="$here/.device/lib:$PATH:/usr/local/cuda/bin"
 export AIJP_MATRIX_DIR="$AIJP_HOST_MATRIX_DIR"
+# Debian's MPICH is not GPU-aware; PETSc with CUDA refuses to start on a GPU machine unless told so.
+export PETSC_OPTIONS="${PETSC_OPTIONS:-} -use_gpu_aware_mpi 0"
 export AIJPREDICT_CACHE_DIR="${AIJPREDICT_CACHE_DIR:-/tmp/aijpredict-cache}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 rc=0
 if [ "$run_tests" = 1 ]; then
-  ctest --test-dir "$AIJP_HOST_BUILD_DIR" -L 'gpu|petsc|unit' --output-on-failure || rc=1
+  ctest --test-dir "$AIJP_HOST_BUILD_DIR" -L "$labels" --output-on-failure || rc=1
   if [ "$sanitize" = 1 ]; then
     for t in "$AIJP_HOST_BUILD_DIR"/tests/gpu/test_gpu_*; do
       [ -x "$t" ] || continue

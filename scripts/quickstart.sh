@@ -11,4 +11,4 @@ if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
 fi
 "$AIJP_ROOT/scripts/install_deps.sh"
 "$AIJP_ROOT/scripts/build.sh"
-exec "$AIJP_BUILD/examples/petsc/aijp_ksp_solve" -mat_type aijpredict -mat_aijpredict_view -ksp_type cg -pc_type jacobi "$@"
+exec "$AIJP_BUILD/examples/petsc/aijp_ksp_solve" -mat_type aijpredict -mat_aijpredict_view -ksp_type cg -pc_type jacobi -use_gpu_aware_mpi 0 "$@"

@@ -269,10 +269,10 @@ std::string plan_report::to_string() const
   }
   os << "  model: placeholder bandwidth model; parameters: " << params_source << "\n";
   char line[256];
-  std::snprintf(line, sizeof(line), "  %-14s %-9s %14s %14s\n", "format", "feasible", "bytes/SpMV", "predicted us");
+  std::snprintf(line, sizeof(line), "  %-18s %-9s %14s %14s\n", "format", "feasible", "bytes/SpMV", "predicted us");
   os << line;
   for (const auto& e : estimates) {
-    std::snprintf(line, sizeof(line), "  %-14s %-9s %14.0f %14.2f%s%s\n", format_name(e.format), e.feasible ? "yes" : "no",
+    std::snprintf(line, sizeof(line), "  %-18s %-9s %14.0f %14.2f%s%s\n", format_name(e.format), e.feasible ? "yes" : "no",
                   e.bytes, e.predicted_us, e.reason.empty() ? "" : "  ", e.reason.c_str());
     os << line;
   }
