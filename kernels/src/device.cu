@@ -265,6 +265,17 @@ context::context(const context_options& opts)
   const cache::store store(opts.cache_dir.empty() ? cache::default_directory() : std::filesystem::path(opts.cache_dir));
   const cache::device_fingerprint fp = make_fingerprint(device_);
   const cache::load_result loaded = store.load(fp);
+  if (loaded.status == cache::load_status::ok && opts.model != "placeholder") {
+    const auto it = loaded.entry->coefficients.find(opts.model);
+    if (it != loaded.entry->coefficients.end()) {
+      model_ = model::make_model(opts.model);
+      model_->set_coefficients(it->second);
+      model_source_ = "model " + opts.model + " fitted by aijp_warmup (" + loaded.path.string() + ")";
+    } else {
+      (void)model::make_model(opts.model);  // an unknown name is an error, not a silent fallback
+      model_source_ = "placeholder bandwidth model (no " + opts.model + " coefficients for this GPU yet: run aijp_warmup)";
+    }
+  }
   if (loaded.status == cache::load_status::ok && params_from_entry(*loaded.entry, params_)) {
     params_source_ = "cache file " + loaded.path.string();
     return;

@@ -6,6 +6,7 @@
 #include "format_impl.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <sstream>
@@ -87,6 +88,13 @@ struct gpu_matrix<Value>::impl {
 template <typename Value>
 gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, const plan_options& opts,
                               cudaStream_t stream)
+    : gpu_matrix(ctx, host, memory_space::host, opts, stream)
+{
+}
+
+template <typename Value>
+gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, memory_space space,
+                              const plan_options& opts, cudaStream_t stream)
     : impl_(std::make_unique<impl>())
 {
   constexpr auto index_max = std::numeric_limits<index_type>::max();
@@ -96,8 +104,18 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, c
                                   std::to_string(host.nnz) + " nonzeros exceeds 32-bit local indices");
   }
   AIJP_ENSURE(host.row_ptr != nullptr, bad_input, "row_ptr is null");
-  AIJP_ENSURE(host.row_ptr[0] == 0 && host.row_ptr[host.rows] == host.nnz, bad_input,
+  index_type ends[2] = {0, 0};
+  if (space == memory_space::host) {
+    ends[0] = host.row_ptr[0];
+    ends[1] = host.row_ptr[host.rows];
+  } else {
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(&ends[0], host.row_ptr, sizeof(index_type), cudaMemcpyDeviceToHost, stream));
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(&ends[1], host.row_ptr + host.rows, sizeof(index_type), cudaMemcpyDeviceToHost, stream));
+    AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  AIJP_ENSURE(ends[0] == 0 && ends[1] == host.nnz, bad_input,
               "row_ptr must start at 0 and end at nnz (" + std::to_string(host.nnz) + ")");
+  const cudaMemcpyKind kind = space == memory_space::host ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
   AIJP_ENSURE(host.nnz == 0 || (host.col_idx && host.values), bad_input, "column or value array is null");
 
   auto& m = *impl_;
@@ -113,11 +131,10 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, c
   a.row_ptr.resize(host.rows + 1);
   a.col_idx.resize(host.nnz);
   a.values.resize(host.nnz);
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(a.row_ptr.data(), host.row_ptr, (host.rows + 1) * sizeof(index_type),
-                                  cudaMemcpyHostToDevice, stream));
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(a.row_ptr.data(), host.row_ptr, (host.rows + 1) * sizeof(index_type), kind, stream));
   if (host.nnz > 0) {
-    AIJP_CUDA_CHECK(cudaMemcpyAsync(a.col_idx.data(), host.col_idx, host.nnz * sizeof(index_type), cudaMemcpyHostToDevice, stream));
-    AIJP_CUDA_CHECK(cudaMemcpyAsync(a.values.data(), host.values, host.nnz * sizeof(Value), cudaMemcpyHostToDevice, stream));
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(a.col_idx.data(), host.col_idx, host.nnz * sizeof(index_type), kind, stream));
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(a.values.data(), host.values, host.nnz * sizeof(Value), kind, stream));
   }
   AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
   rep.upload_ms = ms_since(t0);
@@ -137,6 +154,8 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, c
                     std::to_string(host.cols) + ")");
   }
   rep.stats = compute_row_stats_device(host.rows, host.cols, a.row_ptr.data(), stream);
+  rep.x_sectors_per_nnz = sample_x_sectors_per_nnz(host.rows, host.cols, a.row_ptr.data(), a.col_idx.data(),
+                                                   sizeof(Value), stream);
 
   prediction_input in;
   in.stats = rep.stats;
@@ -144,6 +163,19 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, c
   in.value_bytes = sizeof(Value);
   device_memory_info(&in.free_memory_bytes, nullptr);
   rep.estimates = predict_bandwidth_model(in, ctx.model_params(), opts.candidates);
+  rep.model_source = ctx.model_source();
+  if (const model::performance_model* fitted = ctx.fitted_model()) {
+    model::matrix_features feat;
+    feat.stats = rep.stats;
+    feat.value_bytes = sizeof(Value);
+    feat.x_sectors_per_nnz = rep.x_sectors_per_nnz;
+    for (auto& e : rep.estimates) {
+      if (const auto t = fitted->predict_us(e.format, feat, rep.device); t && std::isfinite(*t) && *t > 0) {
+        e.predicted_us = *t;
+        e.fitted = true;
+      }
+    }
+  }
   int best = select_best(rep.estimates);
   format_id choice = format_id::cusparse_csr;
   if (opts.forced) {
@@ -267,13 +299,13 @@ std::string plan_report::to_string() const
        << " rows; warp per row " << warp_row.strips << " x " << warp_row.rows_per_strip << " rows; COO "
        << coo.strips << " x " << coo.rows_per_strip << " nonzeros\n";
   }
-  os << "  model: placeholder bandwidth model; parameters: " << params_source << "\n";
+  os << "  model: " << model_source << "; device constants: " << params_source << "\n";
   char line[256];
   std::snprintf(line, sizeof(line), "  %-18s %-9s %14s %14s\n", "format", "feasible", "bytes/SpMV", "predicted us");
   os << line;
   for (const auto& e : estimates) {
-    std::snprintf(line, sizeof(line), "  %-18s %-9s %14.0f %14.2f%s%s\n", format_name(e.format), e.feasible ? "yes" : "no",
-                  e.bytes, e.predicted_us, e.reason.empty() ? "" : "  ", e.reason.c_str());
+    std::snprintf(line, sizeof(line), "  %-18s %-9s %14.0f %14.2f%s%s%s\n", format_name(e.format), e.feasible ? "yes" : "no",
+                  e.bytes, e.predicted_us, e.fitted ? "" : " (placeholder)", e.reason.empty() ? "" : "  ", e.reason.c_str());
     os << line;
   }
   std::snprintf(line, sizeof(line), "  upload %.3f ms, analysis %.3f ms, conversion %.3f ms\n", upload_ms, analysis_ms,

@@ -3,6 +3,7 @@
 
 #include <aijpredict/cache.hpp>
 #include <aijpredict/device_geometry.hpp>
+#include <aijpredict/models.hpp>
 #include <aijpredict/predict.hpp>
 
 #include <cuda_runtime_api.h>
@@ -33,6 +34,10 @@ bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream
 struct context_options {
   std::string cache_dir;    ///< empty: aijp::cache::default_directory()
   bool use_cache = true;    ///< false: calibrate and never touch the file system
+  /// Performance model whose fitted coefficients (from the cache, written by aijp_warmup) rank the formats;
+  /// "placeholder" uses the bandwidth model only. Formats the model has no coefficients for use the
+  /// placeholder's estimate.
+  std::string model = "aijp";
 };
 
 /// Everything per device and per process: properties, model parameters (from the per-device cache, or
@@ -46,12 +51,18 @@ class context {
   const std::string& params_source() const { return params_source_; }
   /// Warnings met on the way (corrupt cache file, unwritable directory); each one sentence.
   const std::vector<std::string>& warnings() const { return warnings_; }
+  /// The fitted model in use, or nullptr when only the placeholder model is available.
+  const model::performance_model* fitted_model() const { return model_.get(); }
+  /// One line: which model ranks the formats and where its coefficients came from.
+  const std::string& model_source() const { return model_source_; }
 
  private:
   device_properties device_;
   bandwidth_model_params params_;
   std::string params_source_;
   std::vector<std::string> warnings_;
+  std::shared_ptr<model::performance_model> model_;
+  std::string model_source_ = "placeholder bandwidth model";
 };
 
 }  // namespace aijp

@@ -23,6 +23,9 @@
 
 namespace aijp {
 
+/// Where the arrays of a csr_view live.
+enum class memory_space { host, device };
+
 struct plan_options {
   std::vector<format_id> candidates = all_formats();  ///< formats the selection may choose from
   std::optional<format_id> forced;                     ///< skip the selection (warm-up, tests, -mat_aijpredict_force)
@@ -32,10 +35,12 @@ struct plan_options {
 struct plan_report {
   device_properties device;
   row_stats stats;
+  double x_sectors_per_nnz = 0.0;  ///< sampled locality of the x gathers (see sample_x_sectors_per_nnz)
   std::vector<format_estimate> estimates;
   format_id chosen = format_id::cusparse_csr;
   std::string decision;        ///< one line: why this format
-  std::string params_source;   ///< where the model parameters came from
+  std::string params_source;   ///< where the device constants came from
+  std::string model_source;    ///< which model ranked the formats
   double upload_ms = 0.0;      ///< host -> device copy of the CSR arrays
   double analysis_ms = 0.0;    ///< statistics + prediction
   double conversion_ms = 0.0;  ///< building the chosen layout
@@ -47,6 +52,9 @@ class gpu_matrix {
  public:
   /// `host` must point to host memory with 32-bit indices, row_ptr[0] == 0 and column indices in [0, cols).
   gpu_matrix(const context& ctx, const csr_view<Value>& host, const plan_options& opts, cudaStream_t stream);
+  /// The same from arrays in `space` (device arrays are copied; the caller keeps ownership).
+  gpu_matrix(const context& ctx, const csr_view<Value>& csr, memory_space space, const plan_options& opts,
+             cudaStream_t stream);
   ~gpu_matrix();
   gpu_matrix(const gpu_matrix&) = delete;
   gpu_matrix& operator=(const gpu_matrix&) = delete;
@@ -77,5 +85,11 @@ extern template class gpu_matrix<float>;
 
 /// Row statistics computed on the device from a device CSR row_ptr (rows + 1 entries).
 row_stats compute_row_stats_device(size_type rows, size_type cols, const index_type* d_row_ptr, cudaStream_t stream);
+
+/// Locality of the x gathers, sampled on the device: over up to `max_groups` evenly spaced groups of 32
+/// consecutive rows, the number of distinct 32-byte sectors of x the group touches divided by the group's
+/// nonzeros (1: every entry in its own sector; 1/4 for doubles read contiguously). 0 for an empty matrix.
+double sample_x_sectors_per_nnz(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
+                                int value_bytes, cudaStream_t stream, int max_groups = 2048);
 
 }  // namespace aijp

@@ -40,6 +40,7 @@ struct format_estimate {
   double bytes = 0.0;          ///< bytes one SpMV moves under the layout (minimal-bytes model)
   double device_bytes = 0.0;   ///< extra device memory the format needs beyond the CSR copy
   double predicted_us = 0.0;   ///< predicted time of one y = A x
+  bool fitted = false;         ///< predicted_us comes from a fitted model (else the placeholder)
 };
 
 struct prediction_input {

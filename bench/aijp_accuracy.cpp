@@ -1,0 +1,249 @@
+// aijp_accuracy: predicted versus measured SpMV time, per format and per model, on a list of matrices, with
+// the selection regret of each model. Coefficients come from this GPU's cache (run aijp_warmup first).
+#include <aijpredict/cache.hpp>
+#include <aijpredict/generators.hpp>
+#include <aijpredict/gpu_matrix.hpp>
+#include <aijpredict/matrix_market.hpp>
+#include <aijpredict/measure.hpp>
+#include <aijpredict/models.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char* usage =
+    "Usage: aijp_accuracy [options] MATRIX...\n"
+    "\n"
+    "For each MATRIX (a Matrix Market file, or gen:SPEC as in aijp_bench --help) measures every format's SpMV\n"
+    "time (median of timed batches after warm-up, CUDA events) and compares it with each model's prediction,\n"
+    "using the coefficients stored in this GPU's cache by aijp_warmup, plus the runtime's placeholder\n"
+    "bandwidth model. Prints, per model and format, the mean, median and 95th-percentile relative error\n"
+    "|predicted - measured| / measured, and per model the selection regret (measured time of the format the\n"
+    "model predicts fastest, over the measured-fastest, among the formats the model covers) as a geometric\n"
+    "mean, with the fraction of matrices where the predicted-best is within 5 % of the measured-best.\n"
+    "\n"
+    "Options:\n"
+    "  --cache-dir DIR   cache directory (default: $AIJPREDICT_CACHE_DIR, else $XDG_CACHE_HOME/aijpredict)\n"
+    "  --min-nnz N       skip matrices with fewer nonzeros (default 0)\n"
+    "  --csv FILE        one row per (matrix, format): measured and each model's prediction (for plotting with\n"
+    "                    bench/plot_accuracy.py)\n"
+    "  --json FILE       the summary as JSON\n"
+    "  --help            this text\n";
+
+[[noreturn]] void die(const std::string& m)
+{
+  std::cerr << "aijp_accuracy: " << m << "\n";
+  std::exit(2);
+}
+
+struct row {
+  std::string matrix;
+  aijp::format_id format;
+  double measured;
+  std::map<std::string, double> predicted;  // model -> us
+};
+
+double quantile(std::vector<double> v, double q)
+{
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(std::lround(q * (v.size() - 1)))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  std::string cache_dir, csv, json;
+  long long min_nnz = 0;
+  std::vector<std::string> inputs;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << usage;
+      return 0;
+    } else if (a == "--cache-dir" && i + 1 < argc) {
+      cache_dir = argv[++i];
+    } else if (a == "--csv" && i + 1 < argc) {
+      csv = argv[++i];
+    } else if (a == "--json" && i + 1 < argc) {
+      json = argv[++i];
+    } else if (a == "--min-nnz" && i + 1 < argc) {
+      min_nnz = std::atoll(argv[++i]);
+    } else if (!a.empty() && a[0] == '-') {
+      die("unknown or incomplete option '" + a + "' (see --help)");
+    } else {
+      inputs.push_back(a);
+    }
+  }
+  if (inputs.empty()) die("no matrix given (see --help)");
+  std::string why;
+  if (!aijp::device_available(&why)) die(why + ": this tool needs a GPU");
+
+  try {
+    aijp::context_options co;
+    co.cache_dir = cache_dir;
+    aijp::context ctx(co);
+    const auto& dev = ctx.device();
+    const aijp::cache::store store(cache_dir.empty() ? aijp::cache::default_directory() : std::filesystem::path(cache_dir));
+    const auto loaded = store.load(aijp::make_fingerprint(dev));
+    if (loaded.status != aijp::cache::load_status::ok) die("no usable cache for this GPU (" + loaded.message + "); run aijp_warmup first");
+    std::vector<std::unique_ptr<aijp::model::performance_model>> models;
+    for (const auto& name : aijp::model::model_names()) {
+      const auto it = loaded.entry->coefficients.find(name);
+      if (it == loaded.entry->coefficients.end()) {
+        std::fprintf(stderr, "aijp_accuracy: model %s has no coefficients in %s; skipped\n", name.c_str(), loaded.path.c_str());
+        continue;
+      }
+      auto m = aijp::model::make_model(name);
+      m->set_coefficients(it->second);
+      models.push_back(std::move(m));
+    }
+    std::printf("# device: %s\n# coefficients: %s\n", dev.to_string().c_str(), loaded.path.c_str());
+
+    cudaStream_t stream;
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) die("cannot create a stream");
+    std::vector<row> rows;
+    int idx = 0;
+    for (const auto& in : inputs) {
+      ++idx;
+      aijp::csr_matrix<double> a;
+      std::string name = in;
+      try {
+        if (in.rfind("gen:", 0) == 0) {
+          a = aijp::gen::from_spec(in.substr(4));
+        } else {
+          a = aijp::io::read_matrix_market(in);
+          name = std::filesystem::path(in).filename().string();
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "aijp_accuracy: skipping %s: %s\n", in.c_str(), e.what());
+        continue;
+      }
+      if (a.nnz() < min_nnz) continue;
+      std::fprintf(stderr, "[%d/%zu] %s (%lld nnz)\n", idx, inputs.size(), name.c_str(), (long long)a.nnz());
+      aijp::gpu_matrix<double> probe(ctx, a.view(), aijp::plan_options{}, stream);
+      aijp::model::matrix_features feat;
+      feat.stats = probe.report().stats;
+      feat.value_bytes = 8;
+      feat.x_sectors_per_nnz = probe.report().x_sectors_per_nnz;
+      double *x = nullptr, *y = nullptr;
+      if (cudaMalloc(reinterpret_cast<void**>(&x), std::max<size_t>(1, a.cols) * sizeof(double)) != cudaSuccess ||
+          cudaMalloc(reinterpret_cast<void**>(&y), std::max<size_t>(1, a.rows) * sizeof(double)) != cudaSuccess) {
+        die("out of device memory");
+      }
+      cudaMemsetAsync(x, 0, a.cols * sizeof(double), stream);
+      for (auto f : aijp::all_formats()) {
+        aijp::plan_options po;
+        po.forced = f;
+        aijp::gpu_matrix<double> g(ctx, a.view(), po, stream);
+        if (g.format() != f) continue;
+        row r{name, f, aijp::time_spmv(g, x, y, stream).median_us, {}};
+        for (const auto& m : models) {
+          if (const auto p = m->predict_us(f, feat, dev)) r.predicted[m->name()] = *p;
+        }
+        for (const auto& e : probe.report().estimates) {
+          if (e.format == f) r.predicted["placeholder"] = e.predicted_us;
+        }
+        rows.push_back(r);
+      }
+      cudaFree(x);
+      cudaFree(y);
+    }
+    cudaStreamDestroy(stream);
+
+    std::vector<std::string> names{"placeholder"};
+    for (const auto& m : models) names.push_back(m->name());
+    // Errors per model and format.
+    std::printf("\n%-20s %-18s %6s %8s %8s %8s\n", "model", "format", "n", "mean%", "median%", "p95%");
+    std::ofstream js;
+    if (!json.empty()) {
+      js.open(json);
+      js << "{\n  \"device\": \"" << dev.name << "\",\n  \"errors\": [\n";
+    }
+    bool first = true;
+    for (const auto& name : names) {
+      for (auto f : aijp::all_formats()) {
+        std::vector<double> err;
+        for (const auto& r : rows) {
+          const auto it = r.predicted.find(name);
+          if (r.format == f && it != r.predicted.end()) err.push_back(aijp::model::relative_error(it->second, r.measured));
+        }
+        if (err.empty()) continue;
+        double mean = 0;
+        for (double e : err) mean += e;
+        mean /= err.size();
+        std::printf("%-20s %-18s %6zu %8.1f %8.1f %8.1f\n", name.c_str(), aijp::format_name(f), err.size(), 100 * mean,
+                    100 * quantile(err, 0.5), 100 * quantile(err, 0.95));
+        if (js) {
+          js << (first ? "" : ",\n") << "    {\"model\": \"" << name << "\", \"format\": \"" << aijp::format_name(f)
+             << "\", \"n\": " << err.size() << ", \"mean\": " << mean << ", \"median\": " << quantile(err, 0.5)
+             << ", \"p95\": " << quantile(err, 0.95) << "}";
+          first = false;
+        }
+      }
+    }
+    // Selection regret per model, among the formats it covers.
+    std::printf("\n%-20s %10s %12s %8s\n", "model", "matrices", "regret_geo", "within5%");
+    if (js) js << "\n  ],\n  \"regret\": [\n";
+    first = true;
+    for (const auto& name : names) {
+      std::map<std::string, std::vector<const row*>> by_matrix;
+      for (const auto& r : rows) {
+        if (r.predicted.count(name)) by_matrix[r.matrix].push_back(&r);
+      }
+      double log_sum = 0;
+      int n = 0, within = 0;
+      for (const auto& [mname, rs] : by_matrix) {
+        if (rs.size() < 2) continue;
+        const row* best = rs[0];
+        const row* pick = rs[0];
+        for (const row* r : rs) {
+          if (r->measured < best->measured) best = r;
+          if (r->predicted.at(name) < pick->predicted.at(name)) pick = r;
+        }
+        const double regret = pick->measured / best->measured;
+        log_sum += std::log(regret);
+        ++n;
+        within += regret <= 1.05;
+      }
+      if (n == 0) continue;
+      std::printf("%-20s %10d %12.3f %7.0f%%\n", name.c_str(), n, std::exp(log_sum / n), 100.0 * within / n);
+      if (js) {
+        js << (first ? "" : ",\n") << "    {\"model\": \"" << name << "\", \"matrices\": " << n
+           << ", \"regret_geomean\": " << std::exp(log_sum / n) << ", \"within_5pct\": " << double(within) / n << "}";
+        first = false;
+      }
+    }
+    if (js) js << "\n  ]\n}\n";
+    if (!csv.empty()) {
+      std::ofstream c(csv);
+      c << "matrix,format,measured_us";
+      for (const auto& n : names) c << "," << n;
+      c << "\n";
+      for (const auto& r : rows) {
+        c << r.matrix << "," << aijp::format_name(r.format) << "," << r.measured;
+        for (const auto& n : names) {
+          const auto it = r.predicted.find(n);
+          c << ",";
+          if (it != r.predicted.end()) c << it->second;
+        }
+        c << "\n";
+      }
+    }
+  } catch (const std::exception& e) {
+    die(e.what());
+  }
+  return 0;
+}

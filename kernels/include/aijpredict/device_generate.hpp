@@ -1,0 +1,59 @@
+// Benchmark matrices generated directly on the GPU (the warm-up's instrumenting matrices): millions of
+// rows in milliseconds, no host round trip. Deterministic for a given spec (counter-based hashing).
+#pragma once
+
+#include <aijpredict/csr.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace aijp {
+
+struct device_generator_spec {
+  enum class lengths { constant, normal, uniform };
+  lengths dist = lengths::constant;
+  size_type rows = 0;
+  size_type cols = 0;
+  double mean = 1.0;   ///< mean row length (constant: every row)
+  double param = 0.0;  ///< normal: standard deviation; uniform: half width
+  /// Row r's columns lie in a window of this many columns centred on r * cols / rows, spread evenly over it
+  /// (one random column per equal segment, so sorted and distinct). window >= cols spreads them over the
+  /// whole row (random x gathers); window = mean gives contiguous runs (banded, cache-friendly).
+  size_type window = 0;
+  std::uint64_t seed = 1;
+  std::string to_string() const;
+};
+
+/// An owning CSR matrix in device memory.
+template <typename Value>
+class device_csr_matrix {
+ public:
+  device_csr_matrix(size_type rows, size_type cols, size_type nnz);
+  ~device_csr_matrix();
+  device_csr_matrix(device_csr_matrix&&) noexcept;
+  device_csr_matrix& operator=(device_csr_matrix&&) noexcept;
+  device_csr_matrix(const device_csr_matrix&) = delete;
+  device_csr_matrix& operator=(const device_csr_matrix&) = delete;
+
+  csr_view<Value> view() const;
+  index_type* row_ptr();
+  index_type* col_idx();
+  Value* values();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+/// Generates the matrix on the device. Throws aijp::bad_input for an invalid spec and aijp::not_supported
+/// when the nonzeros exceed 32-bit indices.
+template <typename Value>
+device_csr_matrix<Value> generate_on_device(const device_generator_spec& spec, cudaStream_t stream);
+
+extern template class device_csr_matrix<double>;
+extern template class device_csr_matrix<float>;
+
+}  // namespace aijp

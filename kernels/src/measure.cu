@@ -1,0 +1,70 @@
+#include <aijpredict/measure.hpp>
+
+#include "cuda_check.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace aijp {
+
+namespace {
+class events {
+ public:
+  events()
+  {
+    AIJP_CUDA_CHECK(cudaEventCreate(&a_));
+    AIJP_CUDA_CHECK(cudaEventCreate(&b_));
+  }
+  ~events()
+  {
+    cudaEventDestroy(a_);
+    cudaEventDestroy(b_);
+  }
+  template <typename F>
+  double time_ms(cudaStream_t s, F&& f)
+  {
+    AIJP_CUDA_CHECK(cudaEventRecord(a_, s));
+    f();
+    AIJP_CUDA_CHECK(cudaEventRecord(b_, s));
+    AIJP_CUDA_CHECK(cudaEventSynchronize(b_));
+    float ms = 0;
+    AIJP_CUDA_CHECK(cudaEventElapsedTime(&ms, a_, b_));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t a_{}, b_{};
+};
+}  // namespace
+
+template <typename Value>
+timing_result time_spmv(gpu_matrix<Value>& m, const Value* x, Value* y, cudaStream_t stream, const timing_options& o)
+{
+  events ev;
+  const auto run = [&](int n) {
+    for (int i = 0; i < n; ++i) m.apply(Value(1), x, Value(0), y, stream);
+  };
+  run(std::max(1, o.warmup));
+  const double probe_ms = ev.time_ms(stream, [&] { run(1); });
+  timing_result r;
+  // Batches of at least min_sample_ms each, but the whole measurement within about max_total_ms.
+  const double per = std::max(probe_ms, 1e-4);
+  const int by_sample = static_cast<int>(std::ceil(o.min_sample_ms / per));
+  const int by_total = static_cast<int>(o.max_total_ms / (per * std::max(1, o.min_samples)));
+  r.batch = std::max(1, std::min({1000, by_sample, std::max(1, by_total)}));
+  std::vector<double> t;
+  for (int i = 0; i < std::max(1, o.min_samples); ++i) {
+    t.push_back(ev.time_ms(stream, [&] { run(r.batch); }) * 1e3 / r.batch);
+  }
+  std::sort(t.begin(), t.end());
+  r.samples = static_cast<int>(t.size());
+  r.median_us = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  r.min_us = t.front();
+  return r;
+}
+
+template timing_result time_spmv<double>(gpu_matrix<double>&, const double*, double*, cudaStream_t, const timing_options&);
+template timing_result time_spmv<float>(gpu_matrix<float>&, const float*, float*, cudaStream_t, const timing_options&);
+
+}  // namespace aijp

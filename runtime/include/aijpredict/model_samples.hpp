@@ -1,0 +1,27 @@
+// Measured samples on disk: one JSON object per line (JSON Lines), appended as the warm-up measures, so an
+// interrupted warm-up resumes where it stopped and the accuracy report can refit offline.
+#pragma once
+
+#include <aijpredict/models.hpp>
+
+#include <string>
+#include <vector>
+
+namespace aijp::model {
+
+/// One line of JSON for a sample (no newline).
+std::string to_json_line(const sample& s);
+/// Parses a line written by to_json_line; throws aijp::bad_input on anything else.
+sample from_json_line(const std::string& line);
+
+/// Appends one line to `path` (creating it) and flushes it to disk.
+void append_sample(const std::string& path, const sample& s);
+
+struct sample_file {
+  std::vector<sample> samples;
+  int bad_lines = 0;  ///< lines that did not parse (a write cut short by an interruption); skipped
+};
+/// Reads every sample of `path`; a missing file gives no samples.
+sample_file read_samples(const std::string& path);
+
+}  // namespace aijp::model

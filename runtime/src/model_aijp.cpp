@@ -1,0 +1,267 @@
+// Our model ("aijp"): for every format, T = sum_k c_k phi_k(features) with c_k >= 0, fitted per format by
+// non-negative least squares on the relative error (weights 1 / measured^2) over all samples of that format.
+//
+// Features (aijp_coefficient_names() gives the coefficient of each, in this order):
+//   0 launch_us                 1: launches plus library overhead of the format
+//   1 us_per_byte_l2            min(W, L2) with W the working set of one SpMV (layout bytes + x once + y)
+//   2 us_per_byte_dram          max(W - L2, 0): the part of the working set that must come from DRAM
+//   3 us_per_x_gather_byte      x_sectors_per_nnz x nnz x 32: sector traffic of the x gathers (0 if unknown)
+//   4 us_per_serial_entry_l2    longest dependent chain of one thread (max_len; ceil(max_len / lanes) for
+//                               csr_vector) when W <= L2 ...
+//   5 us_per_serial_entry_dram  ... and when W > L2 (a dependent load from DRAM costs ~3x one from L2)
+//   6 us_per_slot_iteration     average load iterations of one thread slot of the full device
+//                               (S1 = N_SM x threads/SM slots): 32 N_iter / S1 for thread-per-row layouts
+//                               (N_iter of PELLR Eq. 1, natural or sorted order as the layout walks rows),
+//                               rows x max_len / S1 for ELL, nnz / S1 for COO and the cuSPARSE CSR kernels,
+//                               rows x lanes x ceil(mean / lanes) / S1 for csr_vector. It is the wave
+//                               quantisation / latency term the strip models capture with I x P_NZ.
+// Layout bytes and serial chains are copied from the placeholder model (predict.cpp, cost_of), which stays
+// private there; keep the two in step when a layout changes.
+#include "model_fit.hpp"
+
+#include <aijpredict/device_geometry.hpp>
+#include <aijpredict/error.hpp>
+
+#include <array>
+#include <map>
+
+namespace aijp::model {
+
+namespace {
+
+constexpr int feature_count = 7;
+constexpr int slice_height = 32;  // SELL slice height and the warp of Eq. 1 (stats_warp_size)
+
+const std::array<const char*, feature_count> feature_names = {
+    "launch_us",
+    "us_per_byte_l2",
+    "us_per_byte_dram",
+    "us_per_x_gather_byte",
+    "us_per_serial_entry_l2",
+    "us_per_serial_entry_dram",
+    "us_per_slot_iteration",
+};
+
+/// Lanes per row of our csr_vector kernel: the smallest power of two >= the mean row length, 2..32
+/// (as predict.cpp and kernels/src/formats/csr.cu).
+int csr_vector_lanes(const row_stats& s)
+{
+  int lanes = 2;
+  while (lanes < 32 && lanes < s.mean) lanes *= 2;
+  return lanes;
+}
+
+struct layout_traffic {
+  double moved_bytes = 0;     // matrix bytes one SpMV reads and writes
+  double serial_entries = 0;  // longest dependent chain of entries one thread walks
+  double slot_work = 0;       // thread-slot iterations of the whole SpMV (divided by S1 later)
+};
+
+layout_traffic traffic_of(format_id f, const row_stats& s, int vb)
+{
+  const double entry = vb + sizeof(index_type);
+  const double idx = sizeof(index_type);
+  const double rows = static_cast<double>(s.rows), nnz = static_cast<double>(s.nnz);
+  const double row_ptr = (rows + 1) * idx;
+  const double slices = std::ceil(rows / slice_height);
+  const double natural = slice_height * static_cast<double>(s.n_iter_natural);
+  const double sorted = slice_height * static_cast<double>(s.n_iter_sorted);
+  layout_traffic c;
+  switch (f) {
+    case format_id::cusparse_csr:
+    case format_id::cusparse_csr_alg2:
+      c.moved_bytes = nnz * entry + row_ptr;
+      c.slot_work = nnz;
+      break;
+    case format_id::csr_scalar:
+      // Each thread walks its own row: the warp's loads touch 32 rows, about one sector per entry.
+      c.moved_bytes = natural * 32.0 + row_ptr;
+      c.serial_entries = s.max_len;
+      c.slot_work = natural;
+      break;
+    case format_id::csr_vector: {
+      const int lanes = csr_vector_lanes(s);
+      c.moved_bytes = nnz * entry + row_ptr;
+      c.serial_entries = std::ceil(s.max_len / static_cast<double>(lanes));
+      c.slot_work = rows * lanes * std::max(1.0, std::ceil(s.mean / lanes));
+      break;
+    }
+    case format_id::coo:
+      c.moved_bytes = nnz * (entry + idx) + 2 * rows * vb;  // atomics read-modify-write y
+      c.slot_work = nnz;
+      break;
+    case format_id::ell:
+      c.moved_bytes = rows * s.max_len * entry;
+      c.serial_entries = s.max_len;
+      c.slot_work = rows * s.max_len;
+      break;
+    case format_id::ellr:
+      c.moved_bytes = natural * entry + rows * idx;
+      c.serial_entries = s.max_len;
+      c.slot_work = natural;
+      break;
+    case format_id::pellr:
+      c.moved_bytes = sorted * entry + 2 * rows * idx;
+      c.serial_entries = s.max_len;
+      c.slot_work = sorted;
+      break;
+    case format_id::jad:
+      c.moved_bytes = nnz * entry + rows * idx;
+      c.serial_entries = s.max_len;
+      c.slot_work = sorted;
+      break;
+    case format_id::hyb:
+      c.moved_bytes = rows * s.hyb_ell_width * entry + s.hyb_coo_nnz * (entry + idx) +
+                      (s.hyb_coo_nnz > 0 ? 2 * rows * vb : 0);
+      c.serial_entries = s.hyb_ell_width;
+      c.slot_work = rows * s.hyb_ell_width + static_cast<double>(s.hyb_coo_nnz);
+      break;
+    case format_id::sell_c_sigma:
+    case format_id::cusparse_sell:
+      c.moved_bytes = natural * entry + (slices + 1) * 8.0;
+      c.serial_entries = s.max_len;
+      c.slot_work = natural;
+      break;
+    case format_id::sell_sigma:
+      c.moved_bytes = sorted * entry + (slices + 1) * 8.0 + rows * idx;
+      c.serial_entries = s.max_len;
+      c.slot_work = sorted;
+      break;
+    case format_id::sell_delta16:
+      c.moved_bytes = natural * (vb + 2) + rows * idx + (slices + 1) * 8.0;
+      c.serial_entries = s.max_len;
+      c.slot_work = natural;
+      break;
+  }
+  return c;
+}
+
+/// Fewest samples per fitted coefficient (and in all) before a format is fitted: a guard against fitting
+/// noise with as many unknowns as points.
+constexpr std::size_t min_samples = 6;
+constexpr std::size_t samples_per_coefficient = 2;
+
+class aijp_model final : public performance_model {
+ public:
+  std::string name() const override { return "aijp"; }
+  bool covers(format_id) const override { return true; }
+
+  std::optional<double> predict_us(format_id f, const matrix_features& m, const device_properties& d) const override
+  {
+    const auto it = coef_.find(f);
+    if (it == coef_.end()) return std::nullopt;
+    const std::vector<double> phi = aijp_features(f, m, d);
+    double t = 0;
+    for (int k = 0; k < feature_count; ++k) t += it->second[k] * phi[k];
+    if (!std::isfinite(t)) return std::nullopt;
+    return t;
+  }
+
+  void fit(const std::vector<sample>& samples, const device_properties& d) override
+  {
+    coef_.clear();
+    for (format_id f : all_formats()) {
+      std::vector<std::vector<double>> phi;
+      std::vector<double> t;
+      for (const auto& s : samples) {
+        if (s.format != f || !(s.measured_us > 0) || !std::isfinite(s.measured_us)) continue;
+        auto x = aijp_features(f, s.features, d);
+        bool finite = true;
+        for (double v : x) finite = finite && std::isfinite(v);
+        if (!finite) continue;
+        phi.push_back(std::move(x));
+        t.push_back(s.measured_us);
+      }
+      if (phi.size() < min_samples) continue;
+      // Keep the constant and every feature that varies; a constant feature is the launch term again.
+      std::vector<int> active{0};
+      for (int k = 1; k < feature_count; ++k) {
+        double lo = phi[0][k], hi = phi[0][k];
+        for (const auto& x : phi) {
+          lo = std::min(lo, x[k]);
+          hi = std::max(hi, x[k]);
+        }
+        if (hi - lo > 1e-9 * std::max(std::fabs(hi), std::fabs(lo))) active.push_back(k);
+      }
+      if (phi.size() < samples_per_coefficient * active.size()) continue;
+      // Relative residuals: row i is phi_i / t_i against 1. Columns scaled to unit norm for the solver.
+      detail::dense_matrix A(phi.size(), active.size());
+      std::vector<double> b(phi.size(), 1.0);
+      for (std::size_t i = 0; i < phi.size(); ++i)
+        for (std::size_t j = 0; j < active.size(); ++j) A(i, j) = phi[i][active[j]] / t[i];
+      std::vector<double> scale(active.size(), 0.0);
+      for (std::size_t j = 0; j < active.size(); ++j) {
+        for (std::size_t i = 0; i < phi.size(); ++i) scale[j] += A(i, j) * A(i, j);
+        scale[j] = std::sqrt(scale[j]);
+        if (!(scale[j] > 0)) scale[j] = 1.0;
+        for (std::size_t i = 0; i < phi.size(); ++i) A(i, j) /= scale[j];
+      }
+      const std::vector<double> y = detail::nnls(A, b);
+      std::array<double, feature_count> c{};
+      for (std::size_t j = 0; j < active.size(); ++j) c[active[j]] = y[j] / scale[j];
+      coef_[f] = c;
+    }
+  }
+
+  coefficient_table coefficients() const override
+  {
+    coefficient_table table;
+    for (const auto& [f, c] : coef_) {
+      auto& row = table[format_name(f)];
+      for (int k = 0; k < feature_count; ++k) row[feature_names[k]] = c[k];
+    }
+    return table;
+  }
+
+  void set_coefficients(const coefficient_table& table) override
+  {
+    coef_.clear();
+    for (format_id f : all_formats()) {
+      const auto row = table.find(format_name(f));
+      if (row == table.end()) continue;
+      std::array<double, feature_count> c{};
+      bool complete = true;
+      for (int k = 0; k < feature_count && complete; ++k) {
+        const auto it = row->second.find(feature_names[k]);
+        complete = it != row->second.end() && std::isfinite(it->second);
+        if (complete) c[k] = it->second;
+      }
+      if (complete) coef_[f] = c;
+    }
+  }
+
+ private:
+  std::map<format_id, std::array<double, feature_count>> coef_;
+};
+
+}  // namespace
+
+std::vector<std::string> aijp_coefficient_names() { return {feature_names.begin(), feature_names.end()}; }
+
+std::vector<double> aijp_features(format_id f, const matrix_features& m, const device_properties& d)
+{
+  const row_stats& s = m.stats;
+  const int vb = m.value_bytes;
+  const layout_traffic c = traffic_of(f, s, vb);
+  // x is read at least once, y written once (as predict.cpp).
+  const double vectors =
+      static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + static_cast<double>(s.rows) * vb;
+  const double working_set = c.moved_bytes + vectors;
+  const double l2 = std::max(0, d.l2_bytes);
+  const bool in_l2 = working_set <= l2;
+  const double slots = static_cast<double>(strips_for_lanes(d, 1, 0).rows_per_strip);
+  std::vector<double> phi(feature_count, 0.0);
+  phi[0] = 1.0;
+  phi[1] = std::min(working_set, l2);
+  phi[2] = std::max(working_set - l2, 0.0);
+  phi[3] = m.x_sectors_per_nnz > 0 ? m.x_sectors_per_nnz * static_cast<double>(s.nnz) * 32.0 : 0.0;
+  phi[in_l2 ? 4 : 5] = c.serial_entries;
+  phi[6] = c.slot_work / slots;
+  return phi;
+}
+
+namespace detail {
+std::unique_ptr<performance_model> make_aijp_model() { return std::make_unique<aijp_model>(); }
+}  // namespace detail
+
+}  // namespace aijp::model

@@ -1,0 +1,106 @@
+#include <aijpredict/model_samples.hpp>
+
+#include <aijpredict/error.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
+namespace aijp::model {
+
+namespace {
+
+using json = nlohmann::json;
+
+family family_from(const std::string& s)
+{
+  for (auto f : {family::constant, family::normal, family::uniform, family::other}) {
+    if (s == family_name(f)) return f;
+  }
+  AIJP_THROW(bad_input, "unknown sample family '" + s + "'");
+}
+
+}  // namespace
+
+std::string to_json_line(const sample& s)
+{
+  const row_stats& t = s.features.stats;
+  json j = {{"format", format_name(s.format)},
+            {"family", family_name(s.source)},
+            {"matrix", s.matrix},
+            {"measured_us", s.measured_us},
+            {"value_bytes", s.features.value_bytes},
+            {"x_sectors_per_nnz", s.features.x_sectors_per_nnz},
+            {"stats",
+             {{"rows", t.rows}, {"cols", t.cols}, {"nnz", t.nnz}, {"mean", t.mean}, {"stddev", t.stddev},
+              {"min_len", t.min_len}, {"max_len", t.max_len}, {"mode_len", t.mode_len}, {"mode_count", t.mode_count},
+              {"empty_rows", t.empty_rows}, {"n_iter_natural", t.n_iter_natural}, {"n_iter_sorted", t.n_iter_sorted},
+              {"n_p", t.n_p}, {"hyb_ell_width", t.hyb_ell_width}, {"hyb_coo_nnz", t.hyb_coo_nnz}}}};
+  return j.dump();
+}
+
+sample from_json_line(const std::string& line)
+{
+  try {
+    const json j = json::parse(line);
+    sample s;
+    s.format = parse_format(j.at("format").get<std::string>());
+    s.source = family_from(j.at("family").get<std::string>());
+    s.matrix = j.at("matrix").get<std::string>();
+    s.measured_us = j.at("measured_us").get<double>();
+    s.features.value_bytes = j.at("value_bytes").get<int>();
+    s.features.x_sectors_per_nnz = j.at("x_sectors_per_nnz").get<double>();
+    const json& t = j.at("stats");
+    row_stats& r = s.features.stats;
+    r.rows = t.at("rows").get<size_type>();
+    r.cols = t.at("cols").get<size_type>();
+    r.nnz = t.at("nnz").get<size_type>();
+    r.mean = t.at("mean").get<double>();
+    r.stddev = t.at("stddev").get<double>();
+    r.min_len = t.at("min_len").get<index_type>();
+    r.max_len = t.at("max_len").get<index_type>();
+    r.mode_len = t.at("mode_len").get<index_type>();
+    r.mode_count = t.at("mode_count").get<size_type>();
+    r.empty_rows = t.at("empty_rows").get<size_type>();
+    r.n_iter_natural = t.at("n_iter_natural").get<size_type>();
+    r.n_iter_sorted = t.at("n_iter_sorted").get<size_type>();
+    r.n_p = t.at("n_p").get<size_type>();
+    r.hyb_ell_width = t.at("hyb_ell_width").get<index_type>();
+    r.hyb_coo_nnz = t.at("hyb_coo_nnz").get<size_type>();
+    AIJP_ENSURE(s.measured_us > 0, bad_input, "non-positive measured time");
+    return s;
+  } catch (const json::exception& e) {
+    AIJP_THROW(bad_input, std::string("bad sample line: ") + e.what());
+  }
+}
+
+void append_sample(const std::string& path, const sample& s)
+{
+  const std::string line = to_json_line(s) + "\n";
+  FILE* f = std::fopen(path.c_str(), "a");
+  AIJP_ENSURE(f != nullptr, error, "cannot append to " + path);
+  const bool ok = std::fwrite(line.data(), 1, line.size(), f) == line.size() && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+  std::fclose(f);
+  AIJP_ENSURE(ok, error, "write to " + path + " failed");
+}
+
+sample_file read_samples(const std::string& path)
+{
+  sample_file out;
+  std::ifstream in(path);
+  if (!in) return out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      out.samples.push_back(from_json_line(line));
+    } catch (const bad_input&) {
+      ++out.bad_lines;
+    }
+  }
+  return out;
+}
+
+}  // namespace aijp::model
