@@ -15,12 +15,13 @@
 //                               rows x max_len / S1 for ELL, nnz / S1 for COO and the cuSPARSE CSR kernels,
 //                               rows x lanes x ceil(mean / lanes) / S1 for csr_vector. It is the wave
 //                               quantisation / latency term the strip models capture with I x P_NZ.
-// Layout bytes and serial chains are copied from the placeholder model (predict.cpp, cost_of), which stays
-// private there; keep the two in step when a layout changes.
+// Layout bytes, serial chains and slot work come from aijp::layout_traffic_of (predict.hpp), shared with the
+// placeholder model.
 #include "model_fit.hpp"
 
 #include <aijpredict/device_geometry.hpp>
 #include <aijpredict/error.hpp>
+#include <aijpredict/predict.hpp>
 
 #include <array>
 #include <map>
@@ -30,7 +31,6 @@ namespace aijp::model {
 namespace {
 
 constexpr int feature_count = 7;
-constexpr int slice_height = 32;  // SELL slice height and the warp of Eq. 1 (stats_warp_size)
 
 const std::array<const char*, feature_count> feature_names = {
     "launch_us",
@@ -41,100 +41,6 @@ const std::array<const char*, feature_count> feature_names = {
     "us_per_serial_entry_dram",
     "us_per_slot_iteration",
 };
-
-/// Lanes per row of our csr_vector kernel: the smallest power of two >= the mean row length, 2..32
-/// (as predict.cpp and kernels/src/formats/csr.cu).
-int csr_vector_lanes(const row_stats& s)
-{
-  int lanes = 2;
-  while (lanes < 32 && lanes < s.mean) lanes *= 2;
-  return lanes;
-}
-
-struct layout_traffic {
-  double moved_bytes = 0;     // matrix bytes one SpMV reads and writes
-  double serial_entries = 0;  // longest dependent chain of entries one thread walks
-  double slot_work = 0;       // thread-slot iterations of the whole SpMV (divided by S1 later)
-};
-
-layout_traffic traffic_of(format_id f, const row_stats& s, int vb)
-{
-  const double entry = vb + sizeof(index_type);
-  const double idx = sizeof(index_type);
-  const double rows = static_cast<double>(s.rows), nnz = static_cast<double>(s.nnz);
-  const double row_ptr = (rows + 1) * idx;
-  const double slices = std::ceil(rows / slice_height);
-  const double natural = slice_height * static_cast<double>(s.n_iter_natural);
-  const double sorted = slice_height * static_cast<double>(s.n_iter_sorted);
-  layout_traffic c;
-  switch (f) {
-    case format_id::cusparse_csr:
-    case format_id::cusparse_csr_alg2:
-      c.moved_bytes = nnz * entry + row_ptr;
-      c.slot_work = nnz;
-      break;
-    case format_id::csr_scalar:
-      // Each thread walks its own row: the warp's loads touch 32 rows, about one sector per entry.
-      c.moved_bytes = natural * 32.0 + row_ptr;
-      c.serial_entries = s.max_len;
-      c.slot_work = natural;
-      break;
-    case format_id::csr_vector: {
-      const int lanes = csr_vector_lanes(s);
-      c.moved_bytes = nnz * entry + row_ptr;
-      c.serial_entries = std::ceil(s.max_len / static_cast<double>(lanes));
-      c.slot_work = rows * lanes * std::max(1.0, std::ceil(s.mean / lanes));
-      break;
-    }
-    case format_id::coo:
-      c.moved_bytes = nnz * (entry + idx) + 2 * rows * vb;  // atomics read-modify-write y
-      c.slot_work = nnz;
-      break;
-    case format_id::ell:
-      c.moved_bytes = rows * s.max_len * entry;
-      c.serial_entries = s.max_len;
-      c.slot_work = rows * s.max_len;
-      break;
-    case format_id::ellr:
-      c.moved_bytes = natural * entry + rows * idx;
-      c.serial_entries = s.max_len;
-      c.slot_work = natural;
-      break;
-    case format_id::pellr:
-      c.moved_bytes = sorted * entry + 2 * rows * idx;
-      c.serial_entries = s.max_len;
-      c.slot_work = sorted;
-      break;
-    case format_id::jad:
-      c.moved_bytes = nnz * entry + rows * idx;
-      c.serial_entries = s.max_len;
-      c.slot_work = sorted;
-      break;
-    case format_id::hyb:
-      c.moved_bytes = rows * s.hyb_ell_width * entry + s.hyb_coo_nnz * (entry + idx) +
-                      (s.hyb_coo_nnz > 0 ? 2 * rows * vb : 0);
-      c.serial_entries = s.hyb_ell_width;
-      c.slot_work = rows * s.hyb_ell_width + static_cast<double>(s.hyb_coo_nnz);
-      break;
-    case format_id::sell_c_sigma:
-    case format_id::cusparse_sell:
-      c.moved_bytes = natural * entry + (slices + 1) * 8.0;
-      c.serial_entries = s.max_len;
-      c.slot_work = natural;
-      break;
-    case format_id::sell_sigma:
-      c.moved_bytes = sorted * entry + (slices + 1) * 8.0 + rows * idx;
-      c.serial_entries = s.max_len;
-      c.slot_work = sorted;
-      break;
-    case format_id::sell_delta16:
-      c.moved_bytes = natural * (vb + 2) + rows * idx + (slices + 1) * 8.0;
-      c.serial_entries = s.max_len;
-      c.slot_work = natural;
-      break;
-  }
-  return c;
-}
 
 /// Fewest samples per fitted coefficient (and in all) before a format is fitted: a guard against fitting
 /// noise with as many unknowns as points.
@@ -242,7 +148,7 @@ std::vector<double> aijp_features(format_id f, const matrix_features& m, const d
 {
   const row_stats& s = m.stats;
   const int vb = m.value_bytes;
-  const layout_traffic c = traffic_of(f, s, vb);
+  const layout_traffic c = layout_traffic_of(f, s, vb);
   // x is read at least once, y written once (as predict.cpp).
   const double vectors =
       static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + static_cast<double>(s.rows) * vb;

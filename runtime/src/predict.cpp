@@ -10,18 +10,41 @@ namespace {
 
 constexpr int slice_height = 32;  // SELL slice height and warp size of the thread-per-row kernels
 
-struct layout_cost {
-  double device_bytes = 0;  // memory the layout holds beyond the CSR copy
-  double moved_bytes = 0;   // bytes one SpMV reads and writes (matrix part only)
-  double padded_entries = 0;
-  int launches = 1;
-  double serial_entries = 0;  // longest dependent chain of entries one thread walks
-  double efficiency = 1.0;    // fraction of streaming bandwidth the access pattern reaches
-  double fixed_us = 0;        // library overhead beyond one launch (cuSPARSE)
+// Access-pattern efficiency and library overhead of the placeholder model (not layout facts).
+struct placeholder_terms {
+  double efficiency = 1.0;  // fraction of streaming bandwidth the access pattern reaches
+  double fixed_us = 0;      // library overhead beyond the launches (cuSPARSE)
 };
 
-// Lanes per row of csr_vector: the smallest power of two >= the mean row length, at most 32 (the rule of the
-// 2013 Kepler CRS study). Must match kernels/src/formats/csr.cu.
+placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const bandwidth_model_params& p)
+{
+  placeholder_terms t;
+  switch (f) {
+    case format_id::cusparse_csr:
+      t.efficiency = p.cusparse_csr_efficiency;
+      t.fixed_us = p.cusparse_csr_overhead_us - p.launch_us;
+      break;
+    case format_id::cusparse_csr_alg2:
+      t.efficiency = 0.85;
+      t.fixed_us = p.cusparse_csr_overhead_us - p.launch_us;
+      break;
+    case format_id::cusparse_sell:
+      t.fixed_us = 1.5;  // DESIGN.md section 7: cuSPARSE SELL ~5 us per call on H100
+      break;
+    case format_id::csr_vector:
+      t.efficiency = std::min(1.0, s.mean / csr_vector_lanes(s) + 0.25);  // idle lanes on short rows
+      break;
+    case format_id::coo:
+      t.efficiency = 0.7;
+      break;
+    default:
+      break;
+  }
+  return t;
+}
+
+}  // namespace
+
 int csr_vector_lanes(const row_stats& s)
 {
   int lanes = 2;
@@ -29,100 +52,107 @@ int csr_vector_lanes(const row_stats& s)
   return lanes;
 }
 
-layout_cost cost_of(format_id f, const row_stats& s, int vb, const bandwidth_model_params& p)
+layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb)
 {
   const double entry = vb + sizeof(index_type);
+  const double idx = sizeof(index_type);
   const double rows = static_cast<double>(s.rows), nnz = static_cast<double>(s.nnz);
-  const double row_ptr = (rows + 1) * sizeof(index_type);
+  const double row_ptr = (rows + 1) * idx;
   const double slices = std::ceil(rows / slice_height);
-  layout_cost c;
+  // Natural order: the SELL slices are the warps of Eq. 1, so a padded slice layout stores 32 x N_iter.
+  const double natural = slice_height * static_cast<double>(s.n_iter_natural);
+  const double sorted = slice_height * static_cast<double>(s.n_iter_sorted);
+  layout_traffic c;
   switch (f) {
     case format_id::cusparse_csr:
       c.moved_bytes = nnz * entry + row_ptr;
-      c.efficiency = p.cusparse_csr_efficiency;
-      c.fixed_us = p.cusparse_csr_overhead_us - p.launch_us;
+      c.slot_work = nnz;
       break;
     case format_id::cusparse_csr_alg2:
       c.device_bytes = rows * 8;  // preprocess data (estimate)
       c.moved_bytes = nnz * entry + row_ptr;
-      c.efficiency = 0.85;
-      c.fixed_us = p.cusparse_csr_overhead_us - p.launch_us;
+      c.slot_work = nnz;
       break;
     case format_id::csr_scalar:
       // Each thread walks its own row: the warp's loads touch 32 rows, about one sector per entry.
-      c.moved_bytes = slice_height * static_cast<double>(s.n_iter_natural) * 32.0 + row_ptr;
+      c.moved_bytes = natural * 32.0 + row_ptr;
       c.serial_entries = s.max_len;
+      c.slot_work = natural;
       break;
     case format_id::csr_vector: {
       const int lanes = csr_vector_lanes(s);
       c.moved_bytes = nnz * entry + row_ptr;
-      c.efficiency = std::min(1.0, s.mean / lanes + 0.25);  // idle lanes on short rows
       c.serial_entries = std::ceil(s.max_len / static_cast<double>(lanes));
+      c.slot_work = rows * lanes * std::max(1.0, std::ceil(s.mean / lanes));
       break;
     }
     case format_id::coo:
-      c.device_bytes = nnz * sizeof(index_type);  // row indices (columns and values shared with CSR)
-      c.moved_bytes = nnz * (entry + sizeof(index_type)) + 2 * rows * vb;  // atomics read-modify-write y
-      c.launches = 2;                                                     // y = beta y, then the products
-      c.efficiency = 0.7;
+      c.device_bytes = nnz * idx;                            // row indices; columns and values shared with CSR
+      c.moved_bytes = nnz * (entry + idx) + 2 * rows * vb;  // atomics read-modify-write y
+      c.launches = 2;                                       // y = beta y, then the products
+      c.slot_work = nnz;
       break;
     case format_id::ell:
       c.padded_entries = rows * s.max_len;
       c.device_bytes = c.padded_entries * entry;
       c.moved_bytes = c.device_bytes;
       c.serial_entries = s.max_len;
+      c.slot_work = c.padded_entries;
       break;
     case format_id::ellr:
       c.padded_entries = rows * s.max_len;
-      c.device_bytes = c.padded_entries * entry + rows * sizeof(index_type);
-      c.moved_bytes = slice_height * static_cast<double>(s.n_iter_natural) * entry + rows * sizeof(index_type);
+      c.device_bytes = c.padded_entries * entry + rows * idx;
+      c.moved_bytes = natural * entry + rows * idx;
       c.serial_entries = s.max_len;
+      c.slot_work = natural;
       break;
     case format_id::pellr:
       c.padded_entries = rows * s.max_len;
-      c.device_bytes = c.padded_entries * entry + 2 * rows * sizeof(index_type);
-      c.moved_bytes = slice_height * static_cast<double>(s.n_iter_sorted) * entry + 2 * rows * sizeof(index_type);
+      c.device_bytes = c.padded_entries * entry + 2 * rows * idx;
+      c.moved_bytes = sorted * entry + 2 * rows * idx;
       c.serial_entries = s.max_len;
+      c.slot_work = sorted;
       break;
     case format_id::jad:
-      c.device_bytes = nnz * entry + rows * sizeof(index_type) + (s.max_len + 1.0) * sizeof(index_type);
-      c.moved_bytes = nnz * entry + rows * sizeof(index_type);
+      c.device_bytes = nnz * entry + rows * idx + (s.max_len + 1.0) * idx;
+      c.moved_bytes = nnz * entry + rows * idx;
       c.serial_entries = s.max_len;
+      c.slot_work = sorted;
       break;
     case format_id::hyb:
       c.padded_entries = rows * s.hyb_ell_width;
-      c.device_bytes = c.padded_entries * entry + s.hyb_coo_nnz * (entry + sizeof(index_type));
+      c.device_bytes = c.padded_entries * entry + s.hyb_coo_nnz * (entry + idx);
       c.moved_bytes = c.device_bytes + (s.hyb_coo_nnz > 0 ? 2 * rows * vb : 0);
       c.launches = s.hyb_coo_nnz > 0 ? 2 : 1;
       c.serial_entries = s.hyb_ell_width;
+      c.slot_work = c.padded_entries + static_cast<double>(s.hyb_coo_nnz);
       break;
     case format_id::sell_c_sigma:
     case format_id::cusparse_sell:
-      // Natural order: the slices are the warps of Eq. 1, so the padded size is exactly 32 x N_iter.
-      c.padded_entries = slice_height * static_cast<double>(s.n_iter_natural);
-      c.device_bytes = c.padded_entries * entry + (slices + 1) * 8.0;
+      c.padded_entries = natural;
+      c.device_bytes = natural * entry + (slices + 1) * 8.0;
       c.moved_bytes = c.device_bytes;
       c.serial_entries = s.max_len;
-      if (f == format_id::cusparse_sell) c.fixed_us = 1.5;  // DESIGN.md section 7: ~5 us per call on H100
+      c.slot_work = natural;
       break;
     case format_id::sell_sigma:
       // Sorting inside windows brings the padding down towards the globally sorted N_iter.
-      c.padded_entries = slice_height * static_cast<double>(s.n_iter_sorted);
-      c.device_bytes = c.padded_entries * entry + (slices + 1) * 8.0 + rows * sizeof(index_type);
+      c.padded_entries = sorted;
+      c.device_bytes = sorted * entry + (slices + 1) * 8.0 + rows * idx;
       c.moved_bytes = c.device_bytes;
       c.serial_entries = s.max_len;
+      c.slot_work = sorted;
       break;
     case format_id::sell_delta16:
-      c.padded_entries = slice_height * static_cast<double>(s.n_iter_natural);
-      c.device_bytes = c.padded_entries * (vb + 2) + rows * sizeof(index_type) + (slices + 1) * 8.0;
+      c.padded_entries = natural;
+      c.device_bytes = natural * (vb + 2) + rows * idx + (slices + 1) * 8.0;
       c.moved_bytes = c.device_bytes;
       c.serial_entries = s.max_len;
+      c.slot_work = natural;
       break;
   }
   return c;
 }
-
-}  // namespace
 
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
                                                      const std::vector<format_id>& candidates)
@@ -134,14 +164,15 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
   const double vectors = static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + static_cast<double>(s.rows) * vb;
   std::vector<format_estimate> out;
   for (format_id f : candidates) {
-    const layout_cost c = cost_of(f, s, vb, p);
+    const layout_traffic c = layout_traffic_of(f, s, vb);
+    const placeholder_terms pt = placeholder_terms_of(f, s, p);
     format_estimate e;
     e.format = f;
     e.device_bytes = c.device_bytes;
     e.bytes = c.moved_bytes + vectors;
     const bool in_l2 = in.device.l2_bytes > 0 && c.moved_bytes < in.device.l2_bytes;
     const double serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
-    e.predicted_us = c.launches * p.launch_us + c.fixed_us + std::max(e.bytes / (bw * c.efficiency), serial_us);
+    e.predicted_us = c.launches * p.launch_us + pt.fixed_us + std::max(e.bytes / (bw * pt.efficiency), serial_us);
     // Feasibility: padding blow-up, index range, free memory. cuSPARSE CSR is always feasible.
     if (c.padded_entries > 16.0 * static_cast<double>(s.nnz) + 1e6) {
       e.reason = "padding blow-up: " + std::to_string(static_cast<long long>(c.padded_entries)) + " stored entries for " +

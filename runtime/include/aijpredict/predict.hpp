@@ -33,6 +33,22 @@ struct bandwidth_model_params {
   double serial_entry_dram_ns = 270.0;
 };
 
+/// What one SpMV in a layout stores, moves and waits for, derived from the row statistics alone. Shared by
+/// the placeholder model and our fitted model (runtime/src/model_aijp.cpp) so their layouts agree.
+struct layout_traffic {
+  double device_bytes = 0;    ///< memory the layout holds beyond the CSR copy
+  double moved_bytes = 0;     ///< matrix bytes one SpMV reads and writes (x and y excluded)
+  double padded_entries = 0;  ///< stored entries of a padded layout (0 for unpadded ones)
+  int launches = 1;           ///< kernel launches per SpMV
+  double serial_entries = 0;  ///< longest dependent chain of entries one thread walks
+  double slot_work = 0;       ///< thread-slot iterations of the whole SpMV
+};
+layout_traffic layout_traffic_of(format_id f, const row_stats& s, int value_bytes);
+
+/// Lanes per row of our csr_vector kernel: the smallest power of two >= the mean row length, at most 32
+/// (the rule of the 2013 Kepler CRS study). kernels/src/formats/csr.cu uses the same rule.
+int csr_vector_lanes(const row_stats& s);
+
 struct format_estimate {
   format_id format = format_id::cusparse_csr;
   bool feasible = false;
