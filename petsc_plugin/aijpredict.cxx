@@ -13,6 +13,7 @@
 #include <petsc/private/matimpl.h>
 
 #include <aijpredict/gpu_matrix.hpp>
+#include <aijpredict/warmup.hpp>
 
 #include <memory>
 #include <string>
@@ -39,6 +40,8 @@ struct Mat_SeqAIJPredict {
   std::string formats;   /* -mat_aijpredict_formats */
   std::string force;     /* -mat_aijpredict_force */
   std::string cache_dir; /* -mat_aijpredict_cache_dir */
+  std::string model = "aijp"; /* -mat_aijpredict_model */
+  PetscBool   warmup  = PETSC_FALSE;
   PetscBool   view    = PETSC_FALSE;
   PetscBool   use_gpu = PETSC_TRUE;
 
@@ -62,18 +65,35 @@ PetscBool     aijp_package_initialized = PETSC_FALSE;
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
 /* One context per process and device: model parameters from the per-device cache (or calibrated once). */
 std::unique_ptr<aijp::context> aijp_context;
-std::string                    aijp_context_dir;
+std::string                    aijp_context_key;
+bool                           aijp_warmup_done = false;
 
-PetscErrorCode AIJPGetContext(const std::string &cache_dir, aijp::context **ctx)
+/* The context of (cache directory, model); with -mat_aijpredict_warmup, runs the quick warm-up once per
+   process when this GPU has no fitted coefficients yet. */
+PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
 {
+  const std::string key = p->cache_dir + "|" + p->model;
+
   PetscFunctionBegin;
-  if (!aijp_context || cache_dir != aijp_context_dir) {
+  if (!aijp_context || key != aijp_context_key) {
     aijp::context_options opts;
-    opts.cache_dir = cache_dir;
+    opts.cache_dir = p->cache_dir;
+    opts.model     = p->model;
     PetscCallCXX(aijp_context = std::make_unique<aijp::context>(opts));
-    aijp_context_dir = cache_dir;
-    for (const auto &w : aijp_context->warnings()) PetscCall(PetscInfo(nullptr, "%s\n", w.c_str()));
+    aijp_context_key = key;
     for (const auto &w : aijp_context->warnings()) PetscCall(PetscPrintf(PETSC_COMM_SELF, "WARNING: %s\n", w.c_str()));
+    if (p->warmup && !aijp_warmup_done && p->model != "placeholder" && aijp_context->model_source().find("fitted on this GPU") == std::string::npos) {
+      aijp::warmup_options wo;
+      wo.cache_dir = p->cache_dir;
+      wo.progress  = [](size_t done, size_t total, double s, const std::string &what) { (void)PetscInfo(nullptr, "aijpredict warm-up %zu/%zu (%.1f s): %s\n", done, total, s, what.c_str()); };
+      PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: -mat_aijpredict_warmup: fitting the models on this GPU (quick grid, about 30 s)...\n"));
+      aijp::warmup_result r;
+      PetscCallCXX(r = aijp::run_warmup(*aijp_context, wo));
+      PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: warm-up done in %.1f s (%zu samples), coefficients in %s\n", r.seconds, r.samples, r.cache_file.c_str()));
+      aijp_warmup_done = true;
+      PetscCallCXX(aijp_context = std::make_unique<aijp::context>(opts));
+    }
+    PetscCall(PetscInfo(nullptr, "aijpredict: %s\n", aijp_context->model_source().c_str()));
   }
   *ctx = aijp_context.get();
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -143,7 +163,7 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     PetscCall(PetscLogEventEnd(AIJP_EVENT_CONVERT, A, 0, 0, 0));
   } else {
     aijp::context *ctx = nullptr;
-    PetscCall(AIJPGetContext(p->cache_dir, &ctx));
+    PetscCall(AIJPGetContext(p, &ctx));
     aijp::plan_options opts;
     PetscCallCXX(opts.candidates = aijp::parse_format_list(p->formats));
     if (!p->force.empty()) PetscCallCXX(opts.forced = aijp::parse_format(p->force));
@@ -424,7 +444,7 @@ std::string AIJPFormatHelp()
 
 PetscErrorCode MatSeqAIJPredictSetFromOptions_Private(Mat B, Mat_SeqAIJPredict *p)
 {
-  char      formats[256] = "", force[64] = "", dir[PETSC_MAX_PATH_LEN] = "";
+  char      formats[256] = "", force[64] = "", dir[PETSC_MAX_PATH_LEN] = "", model[64] = "";
   PetscBool set;
 
   PetscFunctionBegin;
@@ -436,6 +456,9 @@ PetscErrorCode MatSeqAIJPredictSetFromOptions_Private(Mat B, Mat_SeqAIJPredict *
   if (set) p->force = force;
   PetscCall(PetscOptionsString("-mat_aijpredict_cache_dir", "Directory of the per-GPU coefficient cache (default $AIJPREDICT_CACHE_DIR, else $XDG_CACHE_HOME/aijpredict)", "MatCreateSeqAIJPredict", dir, dir, sizeof(dir), &set));
   if (set) p->cache_dir = dir;
+  PetscCall(PetscOptionsString("-mat_aijpredict_model", "Performance model ranking the formats: aijp (fitted on this GPU by the warm-up), guo_wang, wang_gu_li_normal, wang_gu_li_uniform, or placeholder (bandwidth model)", "MatCreateSeqAIJPredict", p->model.c_str(), model, sizeof(model), &set));
+  if (set) p->model = model;
+  PetscCall(PetscOptionsBool("-mat_aijpredict_warmup", "If this GPU has no fitted coefficients yet, run the quick warm-up (about 30 s) once and store them in the cache", "MatCreateSeqAIJPredict", p->warmup, &p->warmup, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_view", "Print the row statistics, each format's predicted time and the choice", "MatCreateSeqAIJPredict", p->view, &p->view, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", p->use_gpu, &p->use_gpu, nullptr));
   PetscOptionsEnd();
@@ -443,8 +466,9 @@ PetscErrorCode MatSeqAIJPredictSetFromOptions_Private(Mat B, Mat_SeqAIJPredict *
   try {
     (void)aijp::parse_format_list(p->formats);
     if (!p->force.empty()) (void)aijp::parse_format(p->force);
+    if (p->model != "placeholder") (void)aijp::model::make_model(p->model);
   } catch (const std::exception &e) {
-    SETERRQ(PetscObjectComm((PetscObject)B), PETSC_ERR_ARG_OUTOFRANGE, "aijpredict: bad -mat_aijpredict_formats/-mat_aijpredict_force: %s", e.what());
+    SETERRQ(PetscObjectComm((PetscObject)B), PETSC_ERR_ARG_OUTOFRANGE, "aijpredict: bad -mat_aijpredict_formats, -mat_aijpredict_force or -mat_aijpredict_model: %s", e.what());
   }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -500,6 +524,8 @@ PETSC_INTERN PetscErrorCode MatConvert_SeqAIJ_SeqAIJPredict(Mat A, MatType type,
 .  -mat_aijpredict_formats <list>   - candidate formats (comma-separated)
 .  -mat_aijpredict_force <format>   - skip the prediction and use this format
 .  -mat_aijpredict_cache_dir <dir>  - directory of the per-GPU coefficient cache
+.  -mat_aijpredict_model <name>     - performance model: aijp (default), guo_wang, wang_gu_li_normal, wang_gu_li_uniform, placeholder
+.  -mat_aijpredict_warmup           - fit the models on this GPU first if it has no fitted coefficients (quick warm-up)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice
 

@@ -3,6 +3,7 @@
 #include <aijpredict/cache.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <cerrno>
 #include <chrono>
 #include <ctime>
@@ -89,7 +90,7 @@ load_result make_result(const fs::path& path, load_status status, const std::str
   return result;
 }
 
-load_result read_cache_file(const fs::path& path, const device_fingerprint& device)
+load_result read_cache_file(const fs::path& path, const device_fingerprint* device)
 {
   const int fd = retry_on_eintr([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY); });
   if (fd < 0) {
@@ -120,7 +121,7 @@ load_result read_cache_file(const fs::path& path, const device_fingerprint& devi
 
   detail::parse_outcome parsed = detail::parse_json_text(text);
   if (parsed.status != load_status::ok) return make_result(path, parsed.status, parsed.problem);
-  const std::string difference = detail::first_difference(parsed.entry->device, device);
+  const std::string difference = device ? detail::first_difference(parsed.entry->device, *device) : std::string();
   if (!difference.empty()) {
     return make_result(path, load_status::other_device,
                        "it was written for another device (" + difference + ")");
@@ -327,7 +328,7 @@ std::filesystem::path store::path_for(const device_fingerprint& device) const
 
 load_result store::load(const device_fingerprint& device) const
 {
-  return read_cache_file(path_for(device), device);
+  return read_cache_file(path_for(device), &device);
 }
 
 void store::save(const cache_entry& entry) const
@@ -371,6 +372,31 @@ void store::update(const device_fingerprint& device, const std::function<void(ca
     move_aside(current.path, current.status);
   }
   write_atomically(current.path, text);
+}
+
+load_result read_file_any_device(const std::filesystem::path& path) { return read_cache_file(path, nullptr); }
+
+std::optional<load_result> nearest_default(const std::filesystem::path& dir, const device_fingerprint& device)
+{
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return std::nullopt;
+  std::optional<load_result> best;
+  long best_score = 0;
+  for (const auto& item : fs::directory_iterator(dir, ec)) {
+    if (item.path().extension() != ".json") continue;
+    load_result r = read_cache_file(item.path(), nullptr);
+    if (r.status != load_status::ok) continue;
+    const device_fingerprint& d = r.entry->device;
+    // Same product first, then the same architecture, then the closest SM count.
+    const long score = (d.name == device.name ? 0 : 1000000) +
+                       (d.cc_major == device.cc_major && d.cc_minor == device.cc_minor ? 0 : 100000) +
+                       std::labs(static_cast<long>(d.sm_count) - device.sm_count);
+    if (!best || score < best_score) {
+      best = std::move(r);
+      best_score = score;
+    }
+  }
+  return best;
 }
 
 }  // namespace cache

@@ -6,11 +6,16 @@
 #include "format_impl.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <vector>
 
+#ifndef AIJP_DEFAULTS_DIR
+#error "AIJP_DEFAULTS_DIR must be defined by the build (the shipped cache defaults)"
+#endif
 #ifndef AIJP_KERNEL_SET_HASH
 #error "AIJP_KERNEL_SET_HASH must be defined by the build (hash of the kernel sources)"
 #endif
@@ -246,60 +251,97 @@ context::context(const context_options& opts)
   int ordinal = 0;
   AIJP_CUDA_CHECK(cudaGetDevice(&ordinal));
   device_ = query_device_properties(ordinal);
-  const auto calibrate = [&] {
-    cudaStream_t s = nullptr;
-    AIJP_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    try {
-      params_ = calibrate_device(device_, s);
-    } catch (...) {
-      cudaStreamDestroy(s);
-      throw;
-    }
-    AIJP_CUDA_CHECK(cudaStreamDestroy(s));
-  };
+  if (opts.model != "placeholder") (void)model::make_model(opts.model);  // an unknown name is an error
   if (!opts.use_cache) {
-    calibrate();
+    calibrate_();
     params_source_ = "calibrated now (cache disabled)";
+    load_default_model_(opts, make_fingerprint(device_));
     return;
   }
   const cache::store store(opts.cache_dir.empty() ? cache::default_directory() : std::filesystem::path(opts.cache_dir));
   const cache::device_fingerprint fp = make_fingerprint(device_);
   const cache::load_result loaded = store.load(fp);
-  if (loaded.status == cache::load_status::ok && opts.model != "placeholder") {
+  if (loaded.status == cache::load_status::ok && params_from_entry(*loaded.entry, params_)) {
+    params_source_ = "cache file " + loaded.path.string();
+  } else {
+    if (loaded.status != cache::load_status::ok && loaded.status != cache::load_status::missing) {
+      warnings_.push_back(loaded.message);
+    }
+    calibrate_();
+    params_source_ = "calibrated now";
+    if (loaded.status != cache::load_status::ok && loaded.status != cache::load_status::missing) {
+      params_source_ += " (existing cache file not used)";  // never overwrite a file we could not read
+    } else {
+      try {
+        cache::cache_entry initial;
+        initial.schema_version = cache::schema_version;
+        initial.device = fp;
+        initial.created_by = "aijpredict runtime";
+        initial.created_at = utc_now();
+        store.update(fp, [&](cache::cache_entry& e) { params_to_entry(params_, e); }, initial);
+        params_source_ += ", saved to " + store.path_for(fp).string();
+      } catch (const error& e) {
+        warnings_.push_back(std::string("aijpredict: could not write the coefficient cache: ") + e.what());
+      }
+    }
+  }
+  if (opts.model == "placeholder") return;
+  if (loaded.status == cache::load_status::ok) {
     const auto it = loaded.entry->coefficients.find(opts.model);
     if (it != loaded.entry->coefficients.end()) {
       model_ = model::make_model(opts.model);
       model_->set_coefficients(it->second);
-      model_source_ = "model " + opts.model + " fitted by aijp_warmup (" + loaded.path.string() + ")";
-    } else {
-      (void)model::make_model(opts.model);  // an unknown name is an error, not a silent fallback
-      model_source_ = "placeholder bandwidth model (no " + opts.model + " coefficients for this GPU yet: run aijp_warmup)";
+      model_source_ = "model " + opts.model + " fitted on this GPU (" + loaded.path.string() + ")";
+      return;
     }
   }
-  if (loaded.status == cache::load_status::ok && params_from_entry(*loaded.entry, params_)) {
-    params_source_ = "cache file " + loaded.path.string();
+  load_default_model_(opts, fp);
+}
+
+void context::calibrate_()
+{
+  cudaStream_t s = nullptr;
+  AIJP_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  try {
+    params_ = calibrate_device(device_, s);
+  } catch (...) {
+    cudaStreamDestroy(s);
+    throw;
+  }
+  AIJP_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+// No coefficients fitted on this GPU: take the shipped default of the nearest GPU (cache/defaults), with its
+// times scaled by the ratio of the two GPUs' measured streaming bandwidths (an approximation: launch
+// overheads do not scale with bandwidth; the warm-up replaces it with a real fit).
+void context::load_default_model_(const context_options& opts, const cache::device_fingerprint& fp)
+{
+  if (opts.model == "placeholder") return;
+  const char* env = std::getenv("AIJPREDICT_DEFAULTS_DIR");
+  const std::filesystem::path dir = env && *env ? env : AIJP_DEFAULTS_DIR;
+  const auto def = cache::nearest_default(dir, fp);
+  if (!def) {
+    model_source_ = "placeholder bandwidth model (no " + opts.model + " coefficients for this GPU and no shipped default in " +
+                    dir.string() + ": run aijp_warmup)";
     return;
   }
-  if (loaded.status != cache::load_status::ok && loaded.status != cache::load_status::missing) {
-    warnings_.push_back(loaded.message);
+  const auto it = def->entry->coefficients.find(opts.model);
+  if (it == def->entry->coefficients.end()) {
+    model_source_ = "placeholder bandwidth model (the nearest shipped default " + def->path.string() + " has no " +
+                    opts.model + " coefficients)";
+    return;
   }
-  calibrate();
-  params_source_ = "calibrated now";
-  if (loaded.status != cache::load_status::ok && loaded.status != cache::load_status::missing) {
-    params_source_ += " (existing cache file not used)";
-    return;  // never overwrite a file we could not read: the user may want to inspect it
+  model_ = model::make_model(opts.model);
+  model_->set_coefficients(it->second);
+  const auto bw = def->entry->device_metrics.find("stream_read_gbs");
+  const bool same_gpu = def->entry->device.name == fp.name;
+  if (!same_gpu && bw != def->entry->device_metrics.end() && bw->second > 0 && params_.stream_read_gbs > 0) {
+    model_scale_ = bw->second / params_.stream_read_gbs;
   }
-  try {
-    cache::cache_entry initial;
-    initial.schema_version = cache::schema_version;
-    initial.device = fp;
-    initial.created_by = "aijpredict runtime";
-    initial.created_at = utc_now();
-    store.update(fp, [&](cache::cache_entry& e) { params_to_entry(params_, e); }, initial);
-    params_source_ += ", saved to " + store.path_for(fp).string();
-  } catch (const error& e) {
-    warnings_.push_back(std::string("aijpredict: could not write the coefficient cache: ") + e.what());
-  }
+  char scale[64];
+  std::snprintf(scale, sizeof(scale), "%.3f", model_scale_);
+  model_source_ = "model " + opts.model + " from the shipped default " + def->path.string() + " (" + def->entry->device.name +
+                  (same_gpu ? ")" : std::string("), times scaled by ") + scale + " (bandwidth ratio); run aijp_warmup to fit this GPU");
 }
 
 }  // namespace aijp

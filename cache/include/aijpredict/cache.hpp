@@ -191,5 +191,13 @@ class store {
   std::filesystem::path directory_;
 };
 
+/// Reads a cache file written for any device (the shipped defaults in cache/defaults): every check of
+/// store::load() except the device comparison.
+load_result read_file_any_device(const std::filesystem::path& path);
+
+/// The usable cache file in `dir` closest to `device`: the same GPU name first, then the same compute
+/// capability, then the nearest SM count. nullopt when `dir` holds none.
+std::optional<load_result> nearest_default(const std::filesystem::path& dir, const device_fingerprint& device);
+
 }  // namespace cache
 }  // namespace aijp

@@ -55,6 +55,8 @@ class context {
   const model::performance_model* fitted_model() const { return model_.get(); }
   /// One line: which model ranks the formats and where its coefficients came from.
   const std::string& model_source() const { return model_source_; }
+  /// Factor applied to the fitted model's times (1 unless the coefficients come from another GPU's default).
+  double model_scale() const { return model_scale_; }
 
  private:
   device_properties device_;
@@ -63,6 +65,10 @@ class context {
   std::vector<std::string> warnings_;
   std::shared_ptr<model::performance_model> model_;
   std::string model_source_ = "placeholder bandwidth model";
+  double model_scale_ = 1.0;
+
+  void calibrate_();
+  void load_default_model_(const context_options& opts, const cache::device_fingerprint& fp);
 };
 
 }  // namespace aijp

@@ -1,0 +1,188 @@
+#include <aijpredict/warmup.hpp>
+
+#include <aijpredict/cache.hpp>
+#include <aijpredict/gpu_matrix.hpp>
+#include <aijpredict/measure.hpp>
+#include <aijpredict/model_samples.hpp>
+
+#include "cuda_check.hpp"
+#include "device_buffer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+namespace aijp {
+
+// The benchmark grid, in units of this GPU's strips (never hard-coded sizes): DESIGN.md section 3. The
+// published grids (P_NZ up to 2048 and 10 strips on a 14-SM Fermi) would be billions of nonzeros on a
+// 132-SM Hopper, so the thread-per-row series stops at 4 strips and P_NZ 64 (at most ~70M nonzeros), and
+// the warp-per-row series (strips 32x smaller) keeps P_NZ up to 2048.
+std::vector<warmup_point> warmup_grid(const device_properties& d, bool full)
+{
+  using L = device_generator_spec::lengths;
+  using F = model::family;
+  const size_type s1 = strips_for_lanes(d, 1, 1).rows_per_strip;
+  const size_type s32 = strips_for_lanes(d, d.warp_size, 1).rows_per_strip;
+  std::vector<warmup_point> g;
+  auto add = [&](L dist, size_type rows, double mean, double param, size_type window, F fam) {
+    device_generator_spec s;
+    s.dist = dist;
+    s.rows = rows;
+    s.cols = rows;
+    s.mean = mean;
+    s.param = param;
+    s.window = window;
+    s.seed = 1 + g.size();
+    g.push_back({s, fam});
+  };
+  const std::vector<int> pnz1 = full ? std::vector<int>{2, 4, 8, 16, 32, 64} : std::vector<int>{4, 16, 64};
+  const std::vector<int> strips1 = full ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{1, 2};
+  for (int p : pnz1) {
+    for (int i : strips1) add(L::constant, s1 * i, p, 0, s1 * i, F::constant);
+  }
+  // Guo-Wang split the CSR-vector line at max threads per block (1024): two P_NZ above it per strip count.
+  const std::vector<int> pnz32 = full ? std::vector<int>{32, 128, 512, 1024, 1536, 2048} : std::vector<int>{128, 512, 1536, 2048};
+  const std::vector<int> strips32 = full ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1, 4};
+  for (int p : pnz32) {
+    for (int i : strips32) add(L::constant, s32 * i, p, 0, s32 * i, F::constant);
+  }
+  for (int p : full ? std::vector<int>{10, 40, 70, 100} : std::vector<int>{10, 100}) {
+    add(L::constant, s1, p, 0, s1, F::constant);  // COO series: one strip, P_NZ 10..100 (Guo-Wang)
+  }
+  // Wang-Gu-Li: every mean on the same strip multiples (their fits pair means at a fixed strip count).
+  for (double mean : full ? std::vector<double>{8, 24, 64, 128} : std::vector<double>{8, 32}) {
+    for (int i : {1, 2}) {
+      add(L::normal, s1 * i, mean, mean / 4, s1 * i, F::normal);
+      add(L::uniform, s1 * i, mean, mean / 2, s1 * i, F::uniform);
+    }
+  }
+  // Our model's extra coverage: launch-bound small matrices, banded columns (x reuse), skewed rows.
+  for (size_type rows : full ? std::vector<size_type>{2000, 16000, 128000, 1000000}
+                                   : std::vector<size_type>{4000, 64000, 1000000}) {
+    for (double mean : {5.0, 24.0}) {
+      add(L::constant, rows, mean, 0, static_cast<size_type>(2 * mean), F::other);  // banded
+      add(L::normal, rows, mean, mean, rows, F::other);                                  // skewed, random
+      if (full) add(L::uniform, rows, mean, mean, static_cast<size_type>(8 * mean), F::other);
+    }
+  }
+  return g;
+}
+
+namespace {
+class stream_guard {
+ public:
+  stream_guard() { AIJP_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~stream_guard() { cudaStreamDestroy(s_); }
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_{};
+};
+}  // namespace
+
+warmup_result run_warmup(const context& ctx, const warmup_options& opts)
+{
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  const auto& dev = ctx.device();
+  const cache::store store(opts.cache_dir.empty() ? cache::default_directory() : std::filesystem::path(opts.cache_dir));
+  const auto fp = make_fingerprint(dev);
+  warmup_result res;
+  res.cache_file = store.path_for(fp).string();
+  res.samples_file = (store.directory() / (fp.file_stem() + ".samples.jsonl")).string();
+  std::filesystem::create_directories(store.directory());
+  if (opts.restart) std::filesystem::remove(res.samples_file);
+  auto previous = model::read_samples(res.samples_file);
+  std::set<std::string> done;
+  for (const auto& s : previous.samples) done.insert(s.matrix + "|" + format_name(s.format));
+  std::vector<model::sample> samples = std::move(previous.samples);
+
+  const auto grid = warmup_grid(dev, opts.full);
+  stream_guard sg;
+  const cudaStream_t stream = sg.get();
+  timing_options topt;
+  topt.warmup = 3;
+  topt.min_samples = 5;
+  topt.min_sample_ms = 0.1;
+  topt.max_total_ms = 40;
+  size_t step = 0;
+  for (const auto& gp : grid) {
+    const std::string key = gp.key();
+    if (opts.progress) opts.progress(step++, grid.size(), elapsed(), key);
+    bool all_done = true;
+    for (auto f : opts.formats) all_done = all_done && done.count(key + "|" + format_name(f));
+    if (all_done) continue;
+    auto m = generate_on_device<double>(gp.spec, stream);
+    const auto v = m.view();
+    model::matrix_features feat;
+    feat.stats = compute_row_stats_device(v.rows, v.cols, v.row_ptr, stream);
+    feat.value_bytes = sizeof(double);
+    feat.x_sectors_per_nnz = sample_x_sectors_per_nnz(v.rows, v.cols, v.row_ptr, v.col_idx, sizeof(double), stream);
+    detail::device_buffer<double> x(v.cols), y(v.rows);
+    AIJP_CUDA_CHECK(cudaMemsetAsync(x.data(), 0, v.cols * sizeof(double), stream));
+    for (auto f : opts.formats) {
+      if (done.count(key + "|" + format_name(f))) continue;
+      plan_options po;
+      po.forced = f;
+      try {
+        gpu_matrix<double> g(ctx, v, memory_space::device, po, stream);
+        if (g.format() != f) continue;  // infeasible here: nothing to learn
+        model::sample s;
+        s.format = f;
+        s.source = gp.source;
+        s.features = feat;
+        s.measured_us = time_spmv(g, x.data(), y.data(), stream, topt).median_us;
+        s.matrix = key;
+        model::append_sample(res.samples_file, s);
+        samples.push_back(s);
+        ++res.measured_now;
+      } catch (const device_out_of_memory&) {
+        // this format does not fit next to the benchmark matrix: no sample
+      }
+    }
+  }
+  if (opts.progress) opts.progress(grid.size(), grid.size(), elapsed(), "measured");
+  res.samples = samples.size();
+  if (opts.fit) {
+    cache::cache_entry initial;
+    initial.device = fp;
+    initial.created_by = "aijpredict warm-up";
+    initial.created_at = cache::iso8601_utc_now();
+    std::map<std::string, model::coefficient_table> fitted;
+    for (const auto& name : model::model_names()) {
+      auto mdl = model::make_model(name);
+      mdl->fit(samples, dev);
+      fitted[name] = mdl->coefficients();
+      std::vector<double> err;
+      for (const auto& s : samples) {
+        if (const auto p = mdl->predict_us(s.format, s.features, dev)) err.push_back(model::relative_error(*p, s.measured_us));
+      }
+      std::sort(err.begin(), err.end());
+      char line[160];
+      if (err.empty()) {
+        std::snprintf(line, sizeof(line), "%-20s no predictions (not enough samples of its benchmark families)", name.c_str());
+      } else {
+        double mean = 0;
+        for (double e : err) mean += e;
+        std::snprintf(line, sizeof(line), "%-20s %5zu predictions, in-sample mean error %5.1f %%, p95 %5.1f %%",
+                      name.c_str(), err.size(), 100 * mean / err.size(), 100 * err[static_cast<size_t>(0.95 * (err.size() - 1))]);
+      }
+      res.lines.push_back(line);
+    }
+    store.update(
+        fp,
+        [&](cache::cache_entry& e) {
+          for (const auto& [name, table] : fitted) e.coefficients[name] = table;
+          e.provenance["warmup"] = std::string(opts.full ? "full" : "quick") + " grid, " + std::to_string(samples.size()) +
+                                   " samples, " + cache::iso8601_utc_now();
+        },
+        initial);
+  }
+  res.seconds = elapsed();
+  return res;
+}
+
+}  // namespace aijp
