@@ -49,6 +49,7 @@ strip --strip-debug "$out"/lib/*.so* 2>/dev/null || true
 # Compress the large parts (libmpich alone is 41 MB): device_run.sh unpacks them there.
 ( cd "$out" && XZ_OPT="-T0 -6" tar -cJf bundle.tar.xz build lib petsc && rm -rf build lib petsc )
 cp -a "$AIJP_SHARED/matrices" "$out/matrices"
+git -C "$AIJP_ROOT" describe --always --dirty > "$out/commit" 2>/dev/null || echo unknown > "$out/commit"
 cat > "$out/paths.env" <<PATHS
 AIJP_HOST_SOURCE_DIR=$AIJP_ROOT
 AIJP_HOST_BUILD_DIR=$AIJP_BUILD
