@@ -57,9 +57,6 @@ class cusparse_handle {
 template <typename Value>
 std::unique_ptr<format_impl<Value>> make_cusparse_csr(const device_csr<Value>& a, cusparseHandle_t handle);
 
-/// SELL-C-sigma with C = 32 and sigma = 1 (slices of 32 consecutive rows, column-major inside a slice).
-template <typename Value>
-std::unique_ptr<format_impl<Value>> make_sell(const device_csr<Value>& a, cudaStream_t stream);
 
 /// What every format factory receives. `a` outlives the format (formats may keep pointers into it, as
 /// cuSPARSE CSR does); `stats` are the device-computed row statistics of `a`. A factory throws
@@ -87,7 +84,8 @@ AIJP_DECLARE_FORMAT_FACTORY(make_ellr)
 AIJP_DECLARE_FORMAT_FACTORY(make_pellr)
 AIJP_DECLARE_FORMAT_FACTORY(make_jad)
 AIJP_DECLARE_FORMAT_FACTORY(make_hyb)
-// kernels/src/formats/sell_sigma.cu, sell_delta16.cu, cusparse_variants.cu
+// kernels/src/formats/sell_sigma.cu (make_sell: sigma = 1), sell_delta16.cu, cusparse_variants.cu
+AIJP_DECLARE_FORMAT_FACTORY(make_sell)
 AIJP_DECLARE_FORMAT_FACTORY(make_sell_sigma)
 AIJP_DECLARE_FORMAT_FACTORY(make_sell_delta16)
 AIJP_DECLARE_FORMAT_FACTORY(make_cusparse_csr_alg2)

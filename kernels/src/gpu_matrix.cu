@@ -21,16 +21,33 @@ double ms_since(clock_type::time_point t0)
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 }
 
-// Counts rows whose row_ptr decreases or whose columns fall outside [0, cols).
-__global__ void validate_csr(size_type rows, size_type cols, const index_type* __restrict__ row_ptr,
-                             const index_type* __restrict__ col_idx, unsigned long long* bad)
+struct column_summary {
+  unsigned long long bad_rows;       // row_ptr decreasing or a column outside [0, cols)
+  unsigned long long unsorted_rows;  // columns not strictly increasing
+  int max_step;                      // largest step between consecutive columns of a row
+};
+
+// Validates the pattern and measures what compressed-index layouts need (sell_delta16: sorted rows, steps
+// below 2^16). One thread per row; rows are short on average, so the serial loop is cheap.
+__global__ void inspect_columns(size_type rows, size_type cols, const index_type* __restrict__ row_ptr,
+                                const index_type* __restrict__ col_idx, column_summary* out)
 {
   const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows) return;
   const index_type b = row_ptr[r], e = row_ptr[r + 1];
-  bool ok = b <= e;
-  for (index_type k = b; ok && k < e; ++k) ok = col_idx[k] >= 0 && col_idx[k] < cols;
-  if (!ok) atomicAdd(bad, 1ull);
+  bool ok = b <= e, sorted = true;
+  int step = 0;
+  for (index_type k = b; ok && k < e; ++k) {
+    const index_type c = col_idx[k];
+    ok = c >= 0 && c < cols;
+    if (k > b) {
+      sorted = sorted && c > col_idx[k - 1];
+      step = max(step, c - col_idx[k - 1]);
+    }
+  }
+  if (!ok) atomicAdd(&out->bad_rows, 1ull);
+  if (!sorted) atomicAdd(&out->unsorted_rows, 1ull);
+  if (step > 0) atomicMax(&out->max_step, step);
 }
 
 template <typename Value>
@@ -67,7 +84,7 @@ struct gpu_matrix<Value>::impl {
     const detail::build_args<Value> args{csr, report.stats, handle.get(), stream};
     switch (f) {
       case format_id::cusparse_csr: return detail::make_cusparse_csr(csr, handle.get());
-      case format_id::sell_c_sigma: return detail::make_sell(csr, stream);
+      case format_id::sell_c_sigma: return detail::make_sell(args);
       case format_id::cusparse_csr_alg2: return detail::make_cusparse_csr_alg2(args);
       case format_id::cusparse_sell: return detail::make_cusparse_sell(args);
       case format_id::csr_scalar: return detail::make_csr_scalar(args);
@@ -140,17 +157,17 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
   rep.upload_ms = ms_since(t0);
 
   t0 = clock_type::now();
+  column_summary cs{};
   if (host.rows > 0) {
-    detail::device_buffer<unsigned long long> bad(1);
-    AIJP_CUDA_CHECK(cudaMemsetAsync(bad.data(), 0, sizeof(unsigned long long), stream));
-    validate_csr<<<static_cast<unsigned>((host.rows + 255) / 256), 256, 0, stream>>>(host.rows, host.cols, a.row_ptr.data(),
-                                                                                    a.col_idx.data(), bad.data());
+    detail::device_buffer<column_summary> d_cs(1);
+    AIJP_CUDA_CHECK(cudaMemsetAsync(d_cs.data(), 0, sizeof(column_summary), stream));
+    inspect_columns<<<static_cast<unsigned>((host.rows + 255) / 256), 256, 0, stream>>>(host.rows, host.cols, a.row_ptr.data(),
+                                                                                       a.col_idx.data(), d_cs.data());
     AIJP_CHECK_LAUNCH();
-    unsigned long long h_bad = 0;
-    AIJP_CUDA_CHECK(cudaMemcpyAsync(&h_bad, bad.data(), sizeof(h_bad), cudaMemcpyDeviceToHost, stream));
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(&cs, d_cs.data(), sizeof(cs), cudaMemcpyDeviceToHost, stream));
     AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
-    AIJP_ENSURE(h_bad == 0, bad_input,
-                std::to_string(h_bad) + " rows have a decreasing row_ptr or a column index outside [0, " +
+    AIJP_ENSURE(cs.bad_rows == 0, bad_input,
+                std::to_string(cs.bad_rows) + " rows have a decreasing row_ptr or a column index outside [0, " +
                     std::to_string(host.cols) + ")");
   }
   rep.stats = compute_row_stats_device(host.rows, host.cols, a.row_ptr.data(), stream);
@@ -161,6 +178,8 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
   in.stats = rep.stats;
   in.device = rep.device;
   in.value_bytes = sizeof(Value);
+  in.columns_sorted = cs.unsorted_rows == 0;
+  in.max_column_step = cs.max_step;
   device_memory_info(&in.free_memory_bytes, nullptr);
   rep.estimates = predict_bandwidth_model(in, ctx.model_params(), opts.candidates);
   rep.model_source = ctx.model_source();

@@ -130,7 +130,7 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb)
     case format_id::sell_c_sigma:
     case format_id::cusparse_sell:
       c.padded_entries = natural;
-      c.device_bytes = natural * entry + (slices + 1) * 8.0;
+      c.device_bytes = natural * entry + (slices + 1) * (f == format_id::cusparse_sell ? 4.0 : 8.0);
       c.moved_bytes = c.device_bytes;
       c.serial_entries = s.max_len;
       c.slot_work = natural;
@@ -174,7 +174,10 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
     const double serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
     e.predicted_us = c.launches * p.launch_us + pt.fixed_us + std::max(e.bytes / (bw * pt.efficiency), serial_us);
     // Feasibility: padding blow-up, index range, free memory. cuSPARSE CSR is always feasible.
-    if (c.padded_entries > 16.0 * static_cast<double>(s.nnz) + 1e6) {
+    if (f == format_id::sell_delta16 && (!in.columns_sorted || in.max_column_step > 65535)) {
+      e.reason = !in.columns_sorted ? "rows with unsorted columns cannot be delta-encoded"
+                                    : "a column step of " + std::to_string(in.max_column_step) + " does not fit in 16 bits";
+    } else if (c.padded_entries > 16.0 * static_cast<double>(s.nnz) + 1e6) {
       e.reason = "padding blow-up: " + std::to_string(static_cast<long long>(c.padded_entries)) + " stored entries for " +
                  std::to_string(static_cast<long long>(s.nnz)) + " nonzeros";
     } else if (c.padded_entries > static_cast<double>(std::numeric_limits<index_type>::max()) * 64.0) {

@@ -199,6 +199,25 @@ TEST(PlaceholderModel, EveryFormatHasAnEstimateAndPaddingBlowUpIsInfeasible)
   EXPECT_TRUE(est[static_cast<int>(aijp::format_id::coo)].feasible);
 }
 
+TEST(PlaceholderModel, DeltaEncodingNeedsSortedRowsAndSmallSteps)
+{
+  aijp::prediction_input in;
+  in.device = h100_like();
+  in.stats = aijp::compute_row_stats(with_lengths({3, 3, 3}, 4).view());
+  const std::vector<aijp::format_id> f{aijp::format_id::sell_delta16};
+  in.max_column_step = 65535;
+  EXPECT_TRUE(aijp::predict_bandwidth_model(in, {}, f)[0].feasible);
+  in.max_column_step = 65536;
+  auto e = aijp::predict_bandwidth_model(in, {}, f)[0];
+  EXPECT_FALSE(e.feasible);
+  EXPECT_NE(e.reason.find("16 bits"), std::string::npos);
+  in.max_column_step = 2;
+  in.columns_sorted = false;
+  e = aijp::predict_bandwidth_model(in, {}, f)[0];
+  EXPECT_FALSE(e.feasible);
+  EXPECT_NE(e.reason.find("unsorted"), std::string::npos);
+}
+
 TEST(Reference, ProductAndNaNSafeBetaZero)
 {
   auto a = with_lengths({2, 0, 1}, 2);  // [[1 2],[0 0],[1 0]]

@@ -64,6 +64,8 @@ struct prediction_input {
   device_properties device;
   size_type free_memory_bytes = 0;  ///< free device memory at analysis time
   int value_bytes = 8;              ///< sizeof(double) or sizeof(float)
+  bool columns_sorted = true;       ///< every row's columns strictly increasing (compressed-index layouts)
+  index_type max_column_step = 0;   ///< largest step between consecutive columns of a row
 };
 
 /// Estimates every format in `candidates` (feasibility first, then cost).
