@@ -121,7 +121,7 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb)
       break;
     case format_id::hyb:
       c.padded_entries = rows * s.hyb_ell_width;
-      c.device_bytes = c.padded_entries * entry + s.hyb_coo_nnz * (entry + idx);
+      c.device_bytes = c.padded_entries * entry + s.hyb_coo_nnz * (entry + idx) + (s.hyb_coo_nnz > 0 ? (rows + 1) * idx : 0);
       c.moved_bytes = c.device_bytes + (s.hyb_coo_nnz > 0 ? 2 * rows * vb : 0);
       c.launches = s.hyb_coo_nnz > 0 ? 2 : 1;
       c.serial_entries = s.hyb_ell_width;
