@@ -1,5 +1,7 @@
 #include <aijpredict/predict.hpp>
 
+#include <aijpredict/layout_ref_csr.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -45,12 +47,7 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
 
 }  // namespace
 
-int csr_vector_lanes(const row_stats& s)
-{
-  int lanes = 2;
-  while (lanes < 32 && lanes < s.mean) lanes *= 2;
-  return lanes;
-}
+int csr_vector_lanes(const row_stats& s) { return layout_ref::csr_vector_lanes(s.mean); }
 
 layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb)
 {

@@ -1,20 +1,227 @@
-// PLACEHOLDER until the format is implemented: the factory reports not_supported, so the runtime falls back
-// to cuSPARSE CSR. Replace with the real layout, conversion and kernel.
+// CSR kernels on the device CSR copy itself (no conversion, no extra memory; `a` outlives the format):
+//  - csr_scalar: one thread per row.
+//  - csr_vector: L lanes per row, L = the smallest power of two >= the mean row length in [2, 32]
+//    (layout_ref::csr_vector_lanes, the rule predict.cpp models); 1 or 4 rows per lane group (4 once the
+//    matrix needs more than a wave), per-lane partial sums, then a sub-warp __shfl_down_sync tree of width L.
+// Both accumulate with explicit fma and finish with y = alpha s or fma(alpha, s, beta y), so the host
+// references in aijpredict/layout_ref_csr.hpp reproduce them bit for bit.
 #include "../format_impl.hpp"
+
+#include <aijpredict/layout_ref_csr.hpp>
 
 namespace aijp::detail {
 
-template <typename Value>
-std::unique_ptr<format_impl<Value>> make_csr_scalar(const build_args<Value>&)
+namespace {
+
+constexpr int block_size = 256;
+constexpr unsigned full_mask = 0xffffffffu;
+// Rows per lane group of csr_vector on matrices that need more than one wave of resident blocks with one
+// row per group. H200, double, CUDA 13.0, 2026-11-22 (scratch benchmark through gpu_matrix::apply): the 3D
+// 7-point Laplacian (8M rows, mean 7, 8 lanes) took 398-442 us with one row per group and 244 us with 4;
+// a 3-dof FEM matrix (648k rows, mean 21, 32 lanes) 122 us and 74 us; 2 rows gave 269 / 83 us, 8 rows
+// 236 / 76 us. Below one wave one row per group wins: the warp of the longest row is the critical path
+// (ego-Facebook, 4k rows, longest 1045: 7.0 us with one, 16 us with 4).
+constexpr int stacked_slots = 4;
+
+template <typename Value, bool beta_zero>
+__device__ __forceinline__ void write_result(Value* y, size_type row, Value alpha, Value sum, Value beta)
 {
-  AIJP_THROW(not_supported, "make_csr_scalar: format not implemented yet");
+  if (beta_zero) {
+    y[row] = alpha * sum;  // y is not read: NaN planted in y must not propagate
+  } else {
+    y[row] = fma(alpha, sum, beta * y[row]);
+  }
+}
+
+template <typename Value, bool beta_zero>
+__global__ void __launch_bounds__(block_size) csr_scalar_spmv(size_type rows, const index_type* __restrict__ row_ptr,
+                                                              const index_type* __restrict__ col_idx,
+                                                              const Value* __restrict__ values, Value alpha,
+                                                              const Value* __restrict__ x, Value beta, Value* __restrict__ y)
+{
+  const size_type row = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  const index_type end = row_ptr[row + 1];
+  Value sum = 0;
+#pragma unroll 4
+  for (index_type k = row_ptr[row]; k < end; ++k) sum = fma(values[k], __ldg(x + col_idx[k]), sum);
+  write_result<Value, beta_zero>(y, row, alpha, sum, beta);
+}
+
+// `lanes` consecutive threads own a row; each group owns `slots` rows of the block, slot i of group g being
+// row block_first + i * groups + g (so every slot of a warp reads consecutive rows). With one slot the row
+// runs in a counted loop unrolled by 4 (a `k < end` loop on unsigned k does not unroll), 4 loads in flight
+// on long rows. With several slots all rows of the thread advance together (unrolled by 2): a load per
+// slot in flight, where one row per group left short-row matrices with a single dependent load chain per
+// warp. No thread returns early: every lane of the warp takes part in the full-mask shuffles; rows past
+// the end read nothing.
+template <typename Value, int lanes, int slots, bool beta_zero>
+__global__ void __launch_bounds__(block_size) csr_vector_spmv(size_type rows, const index_type* __restrict__ row_ptr,
+                                                              const index_type* __restrict__ col_idx,
+                                                              const Value* __restrict__ values, Value alpha,
+                                                              const Value* __restrict__ x, Value beta, Value* __restrict__ y)
+{
+  static_assert(lanes >= 2 && lanes <= 32 && (lanes & (lanes - 1)) == 0, "lanes must be a power of two in [2, 32]");
+  constexpr int aligned = layout_ref::csr_vector_aligned_lanes;
+  constexpr int groups = block_size / lanes;
+  const int lane = static_cast<int>(threadIdx.x % lanes);
+  const size_type first_row = static_cast<size_type>(blockIdx.x) * groups * slots + threadIdx.x / lanes;
+  // 32-bit unsigned positions: k < end <= 2^31 - 1, so k + lanes cannot wrap.
+  unsigned k[slots], steps[slots];
+  Value sum[slots];
+  unsigned max_steps = 0;
+#pragma unroll
+  for (int i = 0; i < slots; ++i) {
+    const size_type row = first_row + static_cast<size_type>(i) * groups;
+    unsigned begin = 0, end = 0;
+    if (row < rows) {
+      begin = static_cast<unsigned>(row_ptr[row]);
+      end = static_cast<unsigned>(row_ptr[row + 1]);
+    }
+    k[i] = begin + lane;
+    if (lanes == aligned && end - begin > aligned) {
+      // Long rows under a full warp start at the aligned index below `begin` (CUSP's csr_vector): each step
+      // then reads whole 32-entry segments of col_idx / values instead of straddling two.
+      k[i] = (begin & ~static_cast<unsigned>(aligned - 1)) + lane;
+    }
+    sum[i] = 0;
+    if (k[i] >= begin && k[i] < end) sum[i] = fma(values[k[i]], __ldg(x + col_idx[k[i]]), sum[i]);
+    k[i] += lanes;  // now >= begin on every lane
+    steps[i] = k[i] < end ? (end - k[i] + lanes - 1) / lanes : 0;
+    max_steps = max(max_steps, steps[i]);
+  }
+  if (slots == 1) {
+#pragma unroll 4
+    for (unsigned s = 0; s < steps[0]; ++s) {
+      sum[0] = fma(values[k[0]], __ldg(x + col_idx[k[0]]), sum[0]);
+      k[0] += lanes;
+    }
+  } else {
+#pragma unroll 2
+    for (unsigned s = 0; s < max_steps; ++s) {
+#pragma unroll
+      for (int i = 0; i < slots; ++i) {
+        if (s < steps[i]) {
+          sum[i] = fma(values[k[i]], __ldg(x + col_idx[k[i]]), sum[i]);
+          k[i] += lanes;
+        }
+      }
+    }
+  }
+  // Width `lanes`: each group reduces independently; lane 0 of the group ends with the row sum.
+#pragma unroll
+  for (int i = 0; i < slots; ++i) {
+    for (int off = lanes / 2; off > 0; off /= 2) sum[i] += __shfl_down_sync(full_mask, sum[i], off, lanes);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int i = 0; i < slots; ++i) {
+      const size_type row = first_row + static_cast<size_type>(i) * groups;
+      if (row < rows) write_result<Value, beta_zero>(y, row, alpha, sum[i], beta);
+    }
+  }
+}
+
+unsigned blocks_for(size_type threads) { return static_cast<unsigned>((threads + block_size - 1) / block_size); }
+
+template <typename Value>
+class csr_scalar final : public format_impl<Value> {
+ public:
+  explicit csr_scalar(const device_csr<Value>& a) : a_(a) {}
+  format_id id() const override { return format_id::csr_scalar; }
+  void refresh_values(const device_csr<Value>&, cudaStream_t) override {}  // runs on the CSR copy itself
+  void apply(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream) override
+  {
+    if (a_.rows == 0) return;
+    const unsigned grid = blocks_for(a_.rows);
+    if (beta == Value(0)) {
+      csr_scalar_spmv<Value, true><<<grid, block_size, 0, stream>>>(a_.rows, a_.row_ptr.data(), a_.col_idx.data(),
+                                                                    a_.values.data(), alpha, x, beta, y);
+    } else {
+      csr_scalar_spmv<Value, false><<<grid, block_size, 0, stream>>>(a_.rows, a_.row_ptr.data(), a_.col_idx.data(),
+                                                                     a_.values.data(), alpha, x, beta, y);
+    }
+    AIJP_CHECK_LAUNCH();
+  }
+  size_type device_bytes() const override { return 0; }
+
+ private:
+  const device_csr<Value>& a_;
+};
+
+template <typename Value>
+class csr_vector final : public format_impl<Value> {
+ public:
+  csr_vector(const device_csr<Value>& a, const row_stats& stats) : a_(a), lanes_(layout_ref::csr_vector_lanes(stats.mean))
+  {
+    // Stack rows only when one row per group would need more than one wave of resident blocks. Every
+    // variant compiles to 32 registers and no shared memory (ptxas -v, CUDA 13.0), so one query serves all.
+    int device = 0, sm_count = 0, blocks_per_sm = 0;
+    AIJP_CUDA_CHECK(cudaGetDevice(&device));
+    AIJP_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+    AIJP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel_for<32, 1, true>(), block_size, 0));
+    const size_type one_row_blocks = blocks(lanes_, 1);
+    slots_ = one_row_blocks > static_cast<size_type>(sm_count) * blocks_per_sm ? stacked_slots : 1;
+  }
+  format_id id() const override { return format_id::csr_vector; }
+  void refresh_values(const device_csr<Value>&, cudaStream_t) override {}  // runs on the CSR copy itself
+  void apply(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream) override
+  {
+    if (a_.rows == 0) return;
+    // The compiled set is layout_ref::csr_vector_lane_set; csr_vector_lanes only returns members of it.
+    switch (lanes_) {
+      case 2: launch<2>(alpha, x, beta, y, stream); break;
+      case 4: launch<4>(alpha, x, beta, y, stream); break;
+      case 8: launch<8>(alpha, x, beta, y, stream); break;
+      case 16: launch<16>(alpha, x, beta, y, stream); break;
+      default: launch<32>(alpha, x, beta, y, stream); break;
+    }
+  }
+  size_type device_bytes() const override { return 0; }
+
+ private:
+  using kernel_type = void (*)(size_type, const index_type*, const index_type*, const Value*, Value, const Value*, Value,
+                               Value*);
+  template <int lanes, int slots, bool beta_zero>
+  static kernel_type kernel_for()
+  {
+    return csr_vector_spmv<Value, lanes, slots, beta_zero>;
+  }
+  size_type blocks(int lanes, int slots) const
+  {
+    const size_type rows_per_block = static_cast<size_type>(block_size / lanes) * slots;
+    return (a_.rows + rows_per_block - 1) / rows_per_block;
+  }
+  template <int lanes>
+  void launch(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream)
+  {
+    const bool beta_zero = beta == Value(0);
+    kernel_type kernel = beta_zero ? kernel_for<lanes, 1, true>() : kernel_for<lanes, 1, false>();
+    if (slots_ > 1) kernel = beta_zero ? kernel_for<lanes, stacked_slots, true>() : kernel_for<lanes, stacked_slots, false>();
+    const unsigned grid = static_cast<unsigned>(blocks(lanes, slots_));
+    kernel<<<grid, block_size, 0, stream>>>(a_.rows, a_.row_ptr.data(), a_.col_idx.data(), a_.values.data(), alpha, x,
+                                            beta, y);
+    AIJP_CHECK_LAUNCH();
+  }
+
+  const device_csr<Value>& a_;
+  int lanes_;
+  int slots_ = 1;
+};
+
+}  // namespace
+
+template <typename Value>
+std::unique_ptr<format_impl<Value>> make_csr_scalar(const build_args<Value>& args)
+{
+  return std::make_unique<csr_scalar<Value>>(args.a);
 }
 AIJP_INSTANTIATE_FORMAT_FACTORY(make_csr_scalar)
 
 template <typename Value>
-std::unique_ptr<format_impl<Value>> make_csr_vector(const build_args<Value>&)
+std::unique_ptr<format_impl<Value>> make_csr_vector(const build_args<Value>& args)
 {
-  AIJP_THROW(not_supported, "make_csr_vector: format not implemented yet");
+  return std::make_unique<csr_vector<Value>>(args.a, args.stats);
 }
 AIJP_INSTANTIATE_FORMAT_FACTORY(make_csr_vector)
 

@@ -8,7 +8,8 @@
 //  - csr_vector: L lanes per row (csr_vector_lanes), lane l accumulating its entries with fma, then the
 //    tree reduction of __shfl_down_sync (offsets L/2, ..., 1). For L = 32 and rows longer than 32 the
 //    kernel starts at the 32-aligned index below the row start (coalesced segments, as in CUSP), so the
-//    entry at absolute index k belongs to lane k mod 32; this is emulated too. Bit-identical as well.
+//    entry at absolute index k belongs to lane k mod 32; this is emulated too. Bit-identical as well (the
+//    kernel may give a lane group several rows at once; that changes no lane's order within a row).
 //  - coo: row indices expanded from row_ptr (the device builds them by binary search over row_ptr),
 //    y = beta y (zeroed, not multiplied, when beta == 0) and then one update y[r] += alpha * s per run of
 //    consecutive entries of row r. The device splits runs at warp-tile and chunk boundaries and adds the
