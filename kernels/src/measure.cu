@@ -45,8 +45,11 @@ timing_result time_spmv(gpu_matrix<Value>& m, const Value* x, Value* y, cudaStre
   const auto run = [&](int n) {
     for (int i = 0; i < n; ++i) m.apply(Value(1), x, Value(0), y, stream);
   };
-  run(std::max(1, o.warmup));
+  // Probe first: a product slower than a tenth of the budget (a thread-per-row layout on a matrix with a
+  // huge row) gets one warm-up and three samples, so a pathological format costs seconds, not minutes.
   const double probe_ms = ev.time_ms(stream, [&] { run(1); });
+  const bool slow = probe_ms > o.max_total_ms / 10;
+  run(slow ? 1 : std::max(1, o.warmup));
   timing_result r;
   // Batches of at least min_sample_ms each, but the whole measurement within about max_total_ms.
   const double per = std::max(probe_ms, 1e-4);
@@ -54,7 +57,7 @@ timing_result time_spmv(gpu_matrix<Value>& m, const Value* x, Value* y, cudaStre
   const int by_total = static_cast<int>(o.max_total_ms / (per * std::max(1, o.min_samples)));
   r.batch = std::max(1, std::min({1000, by_sample, std::max(1, by_total)}));
   std::vector<double> t;
-  for (int i = 0; i < std::max(1, o.min_samples); ++i) {
+  for (int i = 0; i < (slow ? 3 : std::max(1, o.min_samples)); ++i) {
     t.push_back(ev.time_ms(stream, [&] { run(r.batch); }) * 1e3 / r.batch);
   }
   std::sort(t.begin(), t.end());
