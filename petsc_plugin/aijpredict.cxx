@@ -33,6 +33,7 @@ struct Mat_SeqAIJPredict {
   ops_multadd    multadd          = nullptr;
   ops_mult       multtranspose    = nullptr;
   ops_multadd    multtransposeadd = nullptr;
+  PetscErrorCode (*getdiagonal)(Mat, Vec)             = nullptr;
   PetscErrorCode (*assemblyend)(Mat, MatAssemblyType) = nullptr;
   PetscErrorCode (*destroy)(Mat)                      = nullptr;
 
@@ -322,6 +323,39 @@ PetscErrorCode MatMultTransposeAdd_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+PetscErrorCode MatGetDiagonal_SeqAIJPredict(Mat A, Vec v)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+
+  PetscFunctionBegin;
+  PetscCall(MatSeqAIJPredictSync(A, p));
+  if (p->cpu_only) {
+    PetscCall((*p->getdiagonal)(A, v));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  PetscScalar *d;
+  PetscMemType mtype;
+  PetscInt     n;
+  cudaStream_t stream;
+  PetscCall(PetscGetCurrentCUDAStream(&stream));
+  PetscCall(VecGetLocalSize(v, &n));
+  PetscCheck(n == p->gpu->rows(), PETSC_COMM_SELF, PETSC_ERR_ARG_SIZ, "vector of local size %" PetscInt_FMT " for a matrix of %" PetscInt_FMT " rows", n, (PetscInt)p->gpu->rows());
+  PetscCall(VecGetArrayWriteAndMemType(v, &d, &mtype));
+  if (PetscMemTypeDevice(mtype)) {
+    PetscCallCXX(p->gpu->diagonal(d, stream));
+  } else {
+    PetscCall(AIJPStaging(&p->dy, &p->ny, n));
+    PetscCallCXX(p->gpu->diagonal(p->dy, stream));
+    PetscCallCUDA(cudaMemcpyAsync(d, p->dy, sizeof(PetscScalar) * n, cudaMemcpyDeviceToHost, stream));
+    PetscCallCUDA(cudaStreamSynchronize(stream));
+    PetscCall(PetscLogGpuToCpu(sizeof(PetscScalar) * n));
+  }
+  PetscCall(VecRestoreArrayWriteAndMemType(v, &d));
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* Installs our products over whatever SeqAIJ put there (assembly may switch to the inode variants, which
    then become the CPU path). */
 void AIJPInstallOps(Mat A, Mat_SeqAIJPredict *p)
@@ -337,6 +371,10 @@ void AIJPInstallOps(Mat A, Mat_SeqAIJPredict *p)
   if (A->ops->multtranspose != MatMultTranspose_SeqAIJPredict) {
     p->multtranspose      = A->ops->multtranspose;
     A->ops->multtranspose = MatMultTranspose_SeqAIJPredict;
+  }
+  if (A->ops->getdiagonal != MatGetDiagonal_SeqAIJPredict) {
+    p->getdiagonal      = A->ops->getdiagonal;
+    A->ops->getdiagonal = MatGetDiagonal_SeqAIJPredict;
   }
   if (A->ops->multtransposeadd != MatMultTransposeAdd_SeqAIJPredict) {
     p->multtransposeadd      = A->ops->multtransposeadd;
@@ -379,6 +417,7 @@ PetscErrorCode MatConvert_SeqAIJPredict_SeqAIJ(Mat A, MatType, MatReuse reuse, M
   B->ops->multadd           = p->multadd;
   B->ops->multtranspose     = p->multtranspose;
   B->ops->multtransposeadd  = p->multtransposeadd;
+  B->ops->getdiagonal       = p->getdiagonal;
   B->ops->assemblyend       = p->assemblyend;
   B->ops->destroy           = p->destroy;
   PetscCall(AIJPFreeDeviceData(p));

@@ -69,6 +69,19 @@ void scale_or_zero(size_type n, Value beta, Value* y, cudaStream_t stream)
   }
 }
 
+template <typename Value>
+__global__ void extract_diagonal(size_type rows, const index_type* __restrict__ row_ptr, const index_type* __restrict__ col_idx,
+                                 const Value* __restrict__ values, Value* __restrict__ d)
+{
+  const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  Value v = 0;
+  for (index_type k = row_ptr[r]; k < row_ptr[r + 1]; ++k) {
+    if (col_idx[k] == r) v += values[k];  // duplicates (unassembled input) add up, as in the products
+  }
+  d[r] = v;
+}
+
 }  // namespace
 
 template <typename Value>
@@ -276,6 +289,16 @@ void gpu_matrix<Value>::apply_transpose(Value alpha, const Value* x, Value beta,
   }
   if (!m.transpose) m.transpose = std::make_unique<detail::cusparse_transpose<Value>>(m.csr, m.handle.get());
   m.transpose->apply(alpha, x, beta, y, stream);
+}
+
+template <typename Value>
+void gpu_matrix<Value>::diagonal(Value* d, cudaStream_t stream) const
+{
+  const auto& a = impl_->csr;
+  if (a.rows == 0) return;
+  extract_diagonal<<<static_cast<unsigned>((a.rows + 255) / 256), 256, 0, stream>>>(a.rows, a.row_ptr.data(), a.col_idx.data(),
+                                                                                   a.values.data(), d);
+  AIJP_CHECK_LAUNCH();
 }
 
 template <typename Value>

@@ -96,6 +96,11 @@ void compare_products(Mat A, Mat B, VecType vt, const std::string& what)
   ASSERT_PETSC(MatMultTransposeAdd(B, xt, zt, t2));
   EXPECT_LE(rel_diff(t1, t2), tol) << what << " MatMultTransposeAdd";
 
+  ASSERT_PETSC(MatGetDiagonal(A, y1));
+  ASSERT_PETSC(VecSet(y2, NAN));
+  ASSERT_PETSC(MatGetDiagonal(B, y2));
+  EXPECT_EQ(rel_diff(y1, y2), 0.0) << what << " MatGetDiagonal";
+
   for (Vec* v : {&x, &xt, &z, &zt, &y1, &y2, &t1, &t2}) VecDestroy(v);
 }
 

@@ -69,6 +69,9 @@ class gpu_matrix {
   /// y = alpha A^T x + beta y (through cuSPARSE CSR), device pointers, x: rows entries, y: cols entries.
   void apply_transpose(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream);
 
+  /// d[r] = A(r, r) for r < rows (0 where the diagonal entry is not stored), device pointer. Asynchronous.
+  void diagonal(Value* d, cudaStream_t stream) const;
+
   format_id format() const;
   const plan_report& report() const;
   size_type rows() const;
