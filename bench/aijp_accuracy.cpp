@@ -138,6 +138,12 @@ int main(int argc, char** argv)
       feat.stats = probe.report().stats;
       feat.value_bytes = 8;
       feat.x_sectors_per_nnz = probe.report().x_sectors_per_nnz;
+      // The placeholder's own estimates (the probe's report holds the fitted model's where there is one).
+      aijp::prediction_input pin;
+      pin.stats = feat.stats;
+      pin.device = dev;
+      pin.value_bytes = 8;
+      const auto placeholder = aijp::predict_bandwidth_model(pin, ctx.model_params(), aijp::all_formats());
       double *x = nullptr, *y = nullptr;
       if (cudaMalloc(reinterpret_cast<void**>(&x), std::max<size_t>(1, a.cols) * sizeof(double)) != cudaSuccess ||
           cudaMalloc(reinterpret_cast<void**>(&y), std::max<size_t>(1, a.rows) * sizeof(double)) != cudaSuccess) {
@@ -153,7 +159,7 @@ int main(int argc, char** argv)
         for (const auto& m : models) {
           if (const auto p = m->predict_us(f, feat, dev)) r.predicted[m->name()] = *p;
         }
-        for (const auto& e : probe.report().estimates) {
+        for (const auto& e : placeholder) {
           if (e.format == f) r.predicted["placeholder"] = e.predicted_us;
         }
         rows.push_back(r);
@@ -233,7 +239,7 @@ int main(int argc, char** argv)
       for (const auto& n : names) c << "," << n;
       c << "\n";
       for (const auto& r : rows) {
-        c << r.matrix << "," << aijp::format_name(r.format) << "," << r.measured;
+        c << '"' << r.matrix << "\"," << aijp::format_name(r.format) << "," << r.measured;
         for (const auto& n : names) {
           const auto it = r.predicted.find(n);
           c << ",";

@@ -41,7 +41,7 @@ struct Mat_SeqAIJPredict {
   std::string formats;   /* -mat_aijpredict_formats */
   std::string force;     /* -mat_aijpredict_force */
   std::string cache_dir; /* -mat_aijpredict_cache_dir */
-  std::string model = "aijp"; /* -mat_aijpredict_model */
+  std::string model = "placeholder"; /* -mat_aijpredict_model (see aijp::context_options::model) */
   PetscBool   warmup  = PETSC_FALSE;
   PetscBool   view    = PETSC_FALSE;
   PetscBool   use_gpu = PETSC_TRUE;
@@ -83,6 +83,7 @@ PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
     PetscCallCXX(aijp_context = std::make_unique<aijp::context>(opts));
     aijp_context_key = key;
     for (const auto &w : aijp_context->warnings()) PetscCall(PetscPrintf(PETSC_COMM_SELF, "WARNING: %s\n", w.c_str()));
+    if (p->warmup && p->model == "placeholder") PetscCall(PetscInfo(nullptr, "aijpredict: -mat_aijpredict_warmup has no effect with -mat_aijpredict_model placeholder\n"));
     if (p->warmup && !aijp_warmup_done && p->model != "placeholder" && aijp_context->model_source().find("fitted on this GPU") == std::string::npos) {
       aijp::warmup_options wo;
       wo.cache_dir = p->cache_dir;
@@ -495,7 +496,7 @@ PetscErrorCode MatSeqAIJPredictSetFromOptions_Private(Mat B, Mat_SeqAIJPredict *
   if (set) p->force = force;
   PetscCall(PetscOptionsString("-mat_aijpredict_cache_dir", "Directory of the per-GPU coefficient cache (default $AIJPREDICT_CACHE_DIR, else $XDG_CACHE_HOME/aijpredict)", "MatCreateSeqAIJPredict", dir, dir, sizeof(dir), &set));
   if (set) p->cache_dir = dir;
-  PetscCall(PetscOptionsString("-mat_aijpredict_model", "Performance model ranking the formats: aijp (fitted on this GPU by the warm-up), guo_wang, wang_gu_li_normal, wang_gu_li_uniform, or placeholder (bandwidth model)", "MatCreateSeqAIJPredict", p->model.c_str(), model, sizeof(model), &set));
+  PetscCall(PetscOptionsString("-mat_aijpredict_model", "Performance model ranking the formats: placeholder (calibrated bandwidth + serial-row model, default), aijp (fitted on this GPU by the warm-up), guo_wang, wang_gu_li_normal, wang_gu_li_uniform", "MatCreateSeqAIJPredict", p->model.c_str(), model, sizeof(model), &set));
   if (set) p->model = model;
   PetscCall(PetscOptionsBool("-mat_aijpredict_warmup", "If this GPU has no fitted coefficients yet, run the quick warm-up (about 30 s) once and store them in the cache", "MatCreateSeqAIJPredict", p->warmup, &p->warmup, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_view", "Print the row statistics, each format's predicted time and the choice", "MatCreateSeqAIJPredict", p->view, &p->view, nullptr));
@@ -563,7 +564,7 @@ PETSC_INTERN PetscErrorCode MatConvert_SeqAIJ_SeqAIJPredict(Mat A, MatType type,
 .  -mat_aijpredict_formats <list>   - candidate formats (comma-separated)
 .  -mat_aijpredict_force <format>   - skip the prediction and use this format
 .  -mat_aijpredict_cache_dir <dir>  - directory of the per-GPU coefficient cache
-.  -mat_aijpredict_model <name>     - performance model: aijp (default), guo_wang, wang_gu_li_normal, wang_gu_li_uniform, placeholder
+.  -mat_aijpredict_model <name>     - performance model: placeholder (default), aijp, guo_wang, wang_gu_li_normal, wang_gu_li_uniform
 .  -mat_aijpredict_warmup           - fit the models on this GPU first if it has no fitted coefficients (quick warm-up)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice
