@@ -6,6 +6,8 @@
 
 #include "test_matrices.hpp"
 
+#include <aijpredict/generators.hpp>
+
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -193,6 +195,17 @@ TEST_F(GpuTest, EveryFormatOnEdgeCases)
   for (const auto& e : aijp::test::edge_cases()) {
     SCOPED_TRACE(e.name);
     check_matrix(e.a, e.name);
+  }
+}
+
+TEST_F(GpuTest, EveryFormatAboveTwoToThe24Nonzeros)
+{
+  // 27-point stencil on 90^3: 729000 rows, 19.2M nonzeros > 2^24 (float indices and counters would break).
+  const auto a = aijp::gen::laplacian_3d_27pt(90, 90, 90);
+  ASSERT_GT(a.nnz(), aijp::size_type(1) << 24);
+  for (auto f : aijp::all_formats()) {
+    check_format<double>(a, f, "lap27_90");
+    check_format<float>(a, f, "lap27_90");
   }
 }
 
