@@ -203,7 +203,7 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
     feat.x_sectors_per_nnz = rep.x_sectors_per_nnz;
     for (auto& e : rep.estimates) {
       if (const auto t = fitted->predict_us(e.format, feat, rep.device); t && std::isfinite(*t) && *t > 0) {
-        e.predicted_us = *t * ctx.model_scale();
+        e.predicted_us = at_least_launches(e.format, rep.stats, sizeof(Value), ctx.model_params(), *t * ctx.model_scale());
         e.fitted = true;
       }
     }

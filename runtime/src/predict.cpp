@@ -194,6 +194,11 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
   return out;
 }
 
+double at_least_launches(format_id f, const row_stats& s, int value_bytes, const bandwidth_model_params& p, double predicted_us)
+{
+  return std::max(predicted_us, layout_traffic_of(f, s, value_bytes).launches * p.launch_us);
+}
+
 int select_best(const std::vector<format_estimate>& estimates)
 {
   int best = -1;

@@ -72,6 +72,11 @@ struct prediction_input {
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
                                                      const std::vector<format_id>& candidates);
 
+/// A physical floor for any model's prediction: one SpMV cannot finish before its kernel launches do
+/// (`launches` x the measured empty-launch time). Fitted models extrapolated below their samples' sizes
+/// otherwise predict sub-launch times for small matrices.
+double at_least_launches(format_id f, const row_stats& s, int value_bytes, const bandwidth_model_params& p, double predicted_us);
+
 /// Index into `estimates` of the feasible format with the smallest predicted time; cuSPARSE CSR wins ties.
 /// Returns -1 when none is feasible.
 int select_best(const std::vector<format_estimate>& estimates);
