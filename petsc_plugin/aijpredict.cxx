@@ -252,76 +252,41 @@ PetscErrorCode MatSeqAIJPredictApply(Mat A, Mat_SeqAIJPredict *p, Vec xx, Vec yy
 
 Mat_SeqAIJPredict *AIJP(Mat A) { return static_cast<Mat_SeqAIJPredict *>(A->spptr); }
 
+/* The four products: zz = op(A) xx (+ yy), on the GPU, or on the CPU path SeqAIJ installed. */
+PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool transpose)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+
+  PetscFunctionBegin;
+  PetscCall(MatSeqAIJPredictSync(A, p));
+  if (p->cpu_only) {
+    if (yy) PetscCall((*(transpose ? p->multtransposeadd : p->multadd))(A, xx, yy, zz));
+    else PetscCall((*(transpose ? p->multtranspose : p->mult))(A, xx, zz));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  PetscCall(PetscLogEventBegin(AIJP_EVENT_SPMV, A, xx, zz, 0));
+  PetscCall(MatSeqAIJPredictApply(A, p, xx, yy, zz, transpose));
+  PetscCall(PetscLogEventEnd(AIJP_EVENT_SPMV, A, xx, zz, 0));
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscErrorCode MatMult_SeqAIJPredict(Mat A, Vec xx, Vec yy)
 {
-  Mat_SeqAIJPredict *p = AIJP(A);
-
-  PetscFunctionBegin;
-  PetscCall(MatSeqAIJPredictSync(A, p));
-  if (p->cpu_only) {
-    PetscCall((*p->mult)(A, xx, yy));
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
-  PetscCall(PetscLogEventBegin(AIJP_EVENT_SPMV, A, xx, yy, 0));
-  PetscCall(MatSeqAIJPredictApply(A, p, xx, nullptr, yy, false));
-  PetscCall(PetscLogEventEnd(AIJP_EVENT_SPMV, A, xx, yy, 0));
-#endif
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return MatProduct_SeqAIJPredict(A, xx, nullptr, yy, false);
 }
-
 PetscErrorCode MatMultAdd_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz)
 {
-  Mat_SeqAIJPredict *p = AIJP(A);
-
-  PetscFunctionBegin;
-  PetscCall(MatSeqAIJPredictSync(A, p));
-  if (p->cpu_only) {
-    PetscCall((*p->multadd)(A, xx, yy, zz));
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
-  PetscCall(PetscLogEventBegin(AIJP_EVENT_SPMV, A, xx, zz, 0));
-  PetscCall(MatSeqAIJPredictApply(A, p, xx, yy, zz, false));
-  PetscCall(PetscLogEventEnd(AIJP_EVENT_SPMV, A, xx, zz, 0));
-#endif
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return MatProduct_SeqAIJPredict(A, xx, yy, zz, false);
 }
-
 PetscErrorCode MatMultTranspose_SeqAIJPredict(Mat A, Vec xx, Vec yy)
 {
-  Mat_SeqAIJPredict *p = AIJP(A);
-
-  PetscFunctionBegin;
-  PetscCall(MatSeqAIJPredictSync(A, p));
-  if (p->cpu_only) {
-    PetscCall((*p->multtranspose)(A, xx, yy));
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
-  PetscCall(PetscLogEventBegin(AIJP_EVENT_SPMV, A, xx, yy, 0));
-  PetscCall(MatSeqAIJPredictApply(A, p, xx, nullptr, yy, true));
-  PetscCall(PetscLogEventEnd(AIJP_EVENT_SPMV, A, xx, yy, 0));
-#endif
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return MatProduct_SeqAIJPredict(A, xx, nullptr, yy, true);
 }
-
 PetscErrorCode MatMultTransposeAdd_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz)
 {
-  Mat_SeqAIJPredict *p = AIJP(A);
-
-  PetscFunctionBegin;
-  PetscCall(MatSeqAIJPredictSync(A, p));
-  if (p->cpu_only) {
-    PetscCall((*p->multtransposeadd)(A, xx, yy, zz));
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
-  PetscCall(PetscLogEventBegin(AIJP_EVENT_SPMV, A, xx, zz, 0));
-  PetscCall(MatSeqAIJPredictApply(A, p, xx, yy, zz, true));
-  PetscCall(PetscLogEventEnd(AIJP_EVENT_SPMV, A, xx, zz, 0));
-#endif
-  PetscFunctionReturn(PETSC_SUCCESS);
+  return MatProduct_SeqAIJPredict(A, xx, yy, zz, true);
 }
 
 PetscErrorCode MatGetDiagonal_SeqAIJPredict(Mat A, Vec v)

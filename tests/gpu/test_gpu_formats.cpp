@@ -4,6 +4,7 @@
 #include <aijpredict/gpu_matrix.hpp>
 #include <aijpredict/reference.hpp>
 
+#include "test_checks.hpp"
 #include "test_matrices.hpp"
 
 #include <aijpredict/generators.hpp>
@@ -18,6 +19,9 @@
 #include <vector>
 
 namespace {
+
+using aijp::test::cast;
+using aijp::test::expect_close;
 
 const aijp::context& shared_context()
 {
@@ -66,32 +70,6 @@ class GpuTest : public ::testing::Test {
     }
   }
 };
-
-template <typename T>
-aijp::csr_matrix<T> cast(const aijp::csr_matrix<double>& a)
-{
-  aijp::csr_matrix<T> b;
-  b.rows = a.rows;
-  b.cols = a.cols;
-  b.row_ptr = a.row_ptr;
-  b.col_idx = a.col_idx;
-  b.values.assign(a.values.begin(), a.values.end());
-  return b;
-}
-
-template <typename T>
-void expect_close(const std::vector<T>& got, const std::vector<T>& want, const std::vector<double>& bound,
-                  const std::string& what)
-{
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i]));
-    if (!(err <= bound[i]) && reported++ < 5) {
-      ADD_FAILURE() << what << ": entry " << i << " got " << got[i] << " want " << want[i] << " bound " << bound[i];
-    }
-  }
-}
 
 // Checks one format on one matrix: y = A x (NaN planted), y = 2 A x + 0.5 y, A^T x, refresh with new values.
 template <typename T>

@@ -5,6 +5,7 @@
 #include <aijpredict/reference.hpp>
 #include <aijpredict/stats.hpp>
 
+#include "test_checks.hpp"
 #include "test_matrices.hpp"
 
 #include <gtest/gtest.h>
@@ -17,6 +18,9 @@
 #include <vector>
 
 namespace {
+
+using aijp::test::cast;
+using aijp::test::expect_close;
 
 using aijp::index_type;
 using aijp::size_type;
@@ -58,18 +62,6 @@ aijp::csr_matrix<double> with_lengths(const std::vector<int>& lengths, size_type
 aijp::csr_matrix<double> four_by_four()
 {
   return from_rows(4, {{{0, 1}, {2, 2}}, {{0, 3}, {1, 4}, {3, 5}}, {}, {{2, 6}}});
-}
-
-template <typename T>
-aijp::csr_matrix<T> cast(const aijp::csr_matrix<double>& a)
-{
-  aijp::csr_matrix<T> b;
-  b.rows = a.rows;
-  b.cols = a.cols;
-  b.row_ptr = a.row_ptr;
-  b.col_idx = a.col_idx;
-  b.values.assign(a.values.begin(), a.values.end());
-  return b;
 }
 
 // Every layout's product against the CSR reference: y = A x into NaN-filled y (beta = 0 must not read it)

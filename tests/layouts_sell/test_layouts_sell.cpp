@@ -6,6 +6,7 @@
 #include <aijpredict/reference.hpp>
 #include <aijpredict/stats.hpp>
 
+#include "test_checks.hpp"
 #include "test_matrices.hpp"
 
 #include <gtest/gtest.h>
@@ -19,21 +20,12 @@
 
 namespace {
 
+using aijp::test::cast;
+using aijp::test::expect_close;
+
 namespace lr = aijp::layout_ref;
 using aijp::index_type;
 using aijp::size_type;
-
-template <typename T>
-aijp::csr_matrix<T> cast(const aijp::csr_matrix<double>& a)
-{
-  aijp::csr_matrix<T> b;
-  b.rows = a.rows;
-  b.cols = a.cols;
-  b.row_ptr = a.row_ptr;
-  b.col_idx = a.col_idx;
-  b.values.assign(a.values.begin(), a.values.end());
-  return b;
-}
 
 aijp::csr_matrix<double> from_rows(size_type rows, size_type cols, const std::vector<std::vector<std::pair<int, double>>>& r)
 {
@@ -48,20 +40,6 @@ aijp::csr_matrix<double> from_rows(size_type rows, size_type cols, const std::ve
     a.row_ptr.push_back(static_cast<index_type>(a.col_idx.size()));
   }
   return a;
-}
-
-template <typename T>
-void expect_close(const std::vector<T>& got, const std::vector<T>& want, const std::vector<double>& bound,
-                  const std::string& what)
-{
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(static_cast<double>(got[i]) - static_cast<double>(want[i]));
-    if (!(err <= bound[i]) && reported++ < 5) {
-      ADD_FAILURE() << what << ": entry " << i << " got " << got[i] << " want " << want[i] << " bound " << bound[i];
-    }
-  }
 }
 
 // y = A x with NaN planted in y (beta = 0 must not read it), then y = 2 A x + y / 2, for one layout product.
