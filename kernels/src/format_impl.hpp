@@ -7,6 +7,7 @@
 #include <aijpredict/formats.hpp>
 #include <aijpredict/stats.hpp>
 
+#include "cusparse_spmv.hpp"
 #include "device_buffer.hpp"
 
 #include <cuda_runtime_api.h>
@@ -101,16 +102,10 @@ template <typename Value>
 class cusparse_transpose {
  public:
   cusparse_transpose(const device_csr<Value>& a, cusparseHandle_t handle);
-  ~cusparse_transpose();
   void apply(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream);
 
  private:
-  const device_csr<Value>& a_;
-  cusparseHandle_t handle_;
-  cusparseSpMatDescr_t mat_ = nullptr;
-  cusparseDnVecDescr_t x_ = nullptr;
-  cusparseDnVecDescr_t y_ = nullptr;
-  device_buffer<unsigned char> buffer_;
+  spmv_runner<Value> runner_;
 };
 
 }  // namespace aijp::detail

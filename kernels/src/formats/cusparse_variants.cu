@@ -16,6 +16,7 @@
 //   not_supported), padding column -1 with value 0, every slice 32 rows tall (the last one too; its missing
 //   rows are all padding); CUSPARSE_SPMV_SELL_ALG1 is the algorithm for CUSPARSE_FORMAT_SLICED_ELL.
 #include "sell_common.cuh"
+#include "../cusparse_spmv.hpp"
 
 #include <limits>
 #include <string>
@@ -26,20 +27,6 @@ namespace aijp::detail {
 namespace {
 
 using namespace sell_common;
-
-template <typename Value>
-constexpr cudaDataType value_type_v = std::is_same_v<Value, double> ? CUDA_R_64F : CUDA_R_32F;
-
-// Binds a dense-vector descriptor to `ptr`, creating it on first use (host object; rebinding is free).
-template <typename Value>
-void bind_vector(cusparseDnVecDescr_t& vec, size_type n, const Value* ptr)
-{
-  if (vec == nullptr) {
-    AIJP_CUSPARSE_CHECK(cusparseCreateDnVec(&vec, n, const_cast<Value*>(ptr), value_type_v<Value>));
-  } else {
-    AIJP_CUSPARSE_CHECK(cusparseDnVecSetValues(vec, const_cast<Value*>(ptr)));
-  }
-}
 
 // y = beta y (y = 0 for beta == 0, not reading y) for a format that holds no product (no nonzeros).
 template <typename Value>
@@ -57,77 +44,14 @@ void scale_only(size_type n, Value beta, Value* y, cudaStream_t stream)
   AIJP_CHECK_LAUNCH();
 }
 
-// Owns a matrix descriptor and the x/y descriptors and workspace of cusparseSpMV with one algorithm.
-template <typename Value>
-class spmv_runner {
- public:
-  spmv_runner(cusparseHandle_t handle, cusparseSpMVAlg_t alg, bool preprocess)
-      : handle_(handle), alg_(alg), preprocess_(preprocess)
-  {
-  }
-  ~spmv_runner()
-  {
-    if (x_) cusparseDestroyDnVec(x_);
-    if (y_) cusparseDestroyDnVec(y_);
-    if (mat_) cusparseDestroySpMat(mat_);
-  }
-  spmv_runner(const spmv_runner&) = delete;
-  spmv_runner& operator=(const spmv_runner&) = delete;
-
-  /// Takes ownership of the matrix descriptor.
-  void set_matrix(cusparseSpMatDescr_t mat, size_type rows, size_type cols)
-  {
-    mat_ = mat;
-    rows_ = rows;
-    cols_ = cols;
-  }
-  bool has_matrix() const { return mat_ != nullptr; }
-
-  void apply(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream)
-  {
-    bind_vector(x_, cols_, x);
-    bind_vector(y_, rows_, static_cast<const Value*>(y));
-    const auto op = CUSPARSE_OPERATION_NON_TRANSPOSE;
-    AIJP_CUSPARSE_CHECK(cusparseSetStream(handle_, stream));
-    if (!ready_) {
-      std::size_t bytes = 0;
-      AIJP_CUSPARSE_CHECK(cusparseSpMV_bufferSize(handle_, op, &alpha, mat_, x_, &beta, y_, value_type_v<Value>, alg_, &bytes));
-      buffer_.resize(bytes);
-      if (preprocess_) {
-        AIJP_CUSPARSE_CHECK(cusparseSpMV_preprocess(handle_, op, &alpha, mat_, x_, &beta, y_, value_type_v<Value>, alg_,
-                                                    buffer_.data()));
-      }
-      ready_ = true;
-    }
-    AIJP_CUSPARSE_CHECK(cusparseSpMV(handle_, op, &alpha, mat_, x_, &beta, y_, value_type_v<Value>, alg_, buffer_.data()));
-  }
-  std::size_t workspace_bytes() const { return buffer_.bytes(); }
-
- private:
-  cusparseHandle_t handle_;
-  cusparseSpMVAlg_t alg_;
-  bool preprocess_;
-  bool ready_ = false;
-  size_type rows_ = 0;
-  size_type cols_ = 0;
-  cusparseSpMatDescr_t mat_ = nullptr;
-  cusparseDnVecDescr_t x_ = nullptr;
-  cusparseDnVecDescr_t y_ = nullptr;
-  device_buffer<unsigned char> buffer_;
-};
-
 template <typename Value>
 class cusparse_csr_alg2 final : public format_impl<Value> {
  public:
   explicit cusparse_csr_alg2(const build_args<Value>& args) : runner_(args.handle, CUSPARSE_SPMV_CSR_ALG2, true)
   {
     const auto& a = args.a;
-    cusparseSpMatDescr_t mat = nullptr;
-    AIJP_CUSPARSE_CHECK(cusparseCreateCsr(&mat, a.rows, a.cols, a.nnz, const_cast<index_type*>(a.row_ptr.data()),
-                                          const_cast<index_type*>(a.col_idx.data()), const_cast<Value*>(a.values.data()),
-                                          CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO,
-                                          value_type_v<Value>));
-    runner_.set_matrix(mat, a.rows, a.cols);
+    runner_.set_matrix(make_csr_descriptor(a.rows, a.cols, a.nnz, a.row_ptr.data(), a.col_idx.data(), a.values.data()),
+                       a.rows, a.cols);
   }
   format_id id() const override { return format_id::cusparse_csr_alg2; }
   // The descriptor points at the CSR copy, whose values the caller rewrote in place; the pattern, all that
