@@ -59,14 +59,26 @@ std::vector<warmup_point> warmup_grid(const device_properties& d, bool full)
       add(L::uniform, s1 * i, mean, mean / 2, s1 * i, F::uniform);
     }
   }
-  // Our model's extra coverage: launch-bound small matrices, banded columns (x reuse), skewed rows.
-  for (size_type rows : full ? std::vector<size_type>{2000, 16000, 128000, 1000000}
-                                   : std::vector<size_type>{4000, 64000, 1000000}) {
-    for (double mean : {5.0, 24.0}) {
-      add(L::constant, rows, mean, 0, static_cast<size_type>(2 * mean), F::other);  // banded
-      add(L::normal, rows, mean, mean, rows, F::other);                                  // skewed, random
-      if (full) add(L::uniform, rows, mean, mean, static_cast<size_type>(8 * mean), F::other);
+  // Our model's extra coverage, the shapes real matrices have and the papers' grids lack: launch-bound small
+  // matrices, banded columns (x reuse), skewed and heavy-tailed rows (one long row bounds a thread-per-row
+  // layout), large stencil-like bands.
+  const std::vector<aijp::size_type> small = full ? std::vector<aijp::size_type>{1000, 8000, 32000, 128000, 512000}
+                                                  : std::vector<aijp::size_type>{2000, 32000, 256000};
+  for (aijp::size_type rows : small) {
+    for (double mean : full ? std::vector<double>{4, 12, 40} : std::vector<double>{5, 24}) {
+      add(L::constant, rows, mean, 0, static_cast<aijp::size_type>(2 * mean + 2), F::other);  // banded
+      add(L::normal, rows, mean, mean / 2, static_cast<aijp::size_type>(8 * mean + 8), F::other);
+      add(L::normal, rows, mean, mean, rows, F::other);  // skewed, random columns
+      if (full) add(L::uniform, rows, mean, mean, static_cast<aijp::size_type>(8 * mean + 8), F::other);
     }
+    // Heavy tail: a few rows thousands long. The window caps a row at 32768 entries so a thread-per-row format
+    // costs milliseconds, not seconds, per product.
+    add(L::pareto, rows, 8, 2.1, std::min<aijp::size_type>(rows, 32768), F::other);
+  }
+  for (aijp::size_type rows : full ? std::vector<aijp::size_type>{2000000, 8000000} : std::vector<aijp::size_type>{2000000}) {
+    add(L::constant, rows, 7, 0, 16, F::other);    // 7-point-stencil-like band
+    add(L::constant, rows / 4, 27, 0, 64, F::other);  // 27-point-like
+    add(L::pareto, rows, 12, 2.1, 32768, F::other);
   }
   return g;
 }

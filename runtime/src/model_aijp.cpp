@@ -1,5 +1,11 @@
-// Our model ("aijp"): for every format, T = sum_k c_k phi_k(features) with c_k >= 0, fitted per format by
-// non-negative least squares on the relative error (weights 1 / measured^2) over all samples of that format.
+// Our model ("aijp"): for every format,
+//   T = c0 + max(c1 phi1 + c2 phi2 + c3 phi3 + c6 phi6,  c4 phi4 + c5 phi5)
+// with c_k >= 0: a product is bound either by streaming (bytes, x gathers, slot iterations) or by its
+// longest serial chain, whichever is slower (an additive form cannot express that: a matrix with one huge
+// row pays for the row, not for the row plus the bytes). Fitted per format on the relative error (weights
+// 1 / measured^2) over all samples of that format: start from the additive fit, then alternate between
+// assigning each sample to the branch its current prediction takes and one joint non-negative least
+// squares fit in which a sample sees only its branch's features (and the shared c0).
 //
 // Features (aijp_coefficient_names() gives the coefficient of each, in this order):
 //   0 launch_us                 1: launches plus library overhead of the format
@@ -56,9 +62,7 @@ class aijp_model final : public performance_model {
   {
     const auto it = coef_.find(f);
     if (it == coef_.end()) return std::nullopt;
-    const std::vector<double> phi = aijp_features(f, m, d);
-    double t = 0;
-    for (int k = 0; k < feature_count; ++k) t += it->second[k] * phi[k];
+    const double t = evaluate(it->second, aijp_features(f, m, d));
     if (!std::isfinite(t)) return std::nullopt;
     return t;
   }
@@ -90,23 +94,67 @@ class aijp_model final : public performance_model {
         if (hi - lo > 1e-9 * std::max(std::fabs(hi), std::fabs(lo))) active.push_back(k);
       }
       if (phi.size() < samples_per_coefficient * active.size()) continue;
-      // Relative residuals: row i is phi_i / t_i against 1. Columns scaled to unit norm for the solver.
-      detail::dense_matrix A(phi.size(), active.size());
-      std::vector<double> b(phi.size(), 1.0);
-      for (std::size_t i = 0; i < phi.size(); ++i)
-        for (std::size_t j = 0; j < active.size(); ++j) A(i, j) = phi[i][active[j]] / t[i];
-      std::vector<double> scale(active.size(), 0.0);
-      for (std::size_t j = 0; j < active.size(); ++j) {
-        for (std::size_t i = 0; i < phi.size(); ++i) scale[j] += A(i, j) * A(i, j);
-        scale[j] = std::sqrt(scale[j]);
-        if (!(scale[j] > 0)) scale[j] = 1.0;
-        for (std::size_t i = 0; i < phi.size(); ++i) A(i, j) /= scale[j];
+      std::array<double, feature_count> c = solve(phi, t, active, std::vector<int>(phi.size(), -1));
+      // Hinge iterations: branch of each sample under the current coefficients, refit, until stable.
+      std::vector<int> branch(phi.size(), -1);
+      for (int iter = 0; iter < 8; ++iter) {
+        std::vector<int> next(phi.size());
+        for (std::size_t i = 0; i < phi.size(); ++i) next[i] = stream_part(c, phi[i]) >= serial_part(c, phi[i]) ? 0 : 1;
+        if (next == branch) break;
+        branch = next;
+        const auto trial = solve(phi, t, active, branch);
+        if (relative_error_sum(trial, phi, t) <= relative_error_sum(c, phi, t)) c = trial;
       }
-      const std::vector<double> y = detail::nnls(A, b);
-      std::array<double, feature_count> c{};
-      for (std::size_t j = 0; j < active.size(); ++j) c[active[j]] = y[j] / scale[j];
       coef_[f] = c;
     }
+  }
+
+  static double stream_part(const std::array<double, feature_count>& c, const std::vector<double>& phi)
+  {
+    return c[1] * phi[1] + c[2] * phi[2] + c[3] * phi[3] + c[6] * phi[6];
+  }
+  static double serial_part(const std::array<double, feature_count>& c, const std::vector<double>& phi)
+  {
+    return c[4] * phi[4] + c[5] * phi[5];
+  }
+  static double evaluate(const std::array<double, feature_count>& c, const std::vector<double>& phi)
+  {
+    return c[0] * phi[0] + std::max(stream_part(c, phi), serial_part(c, phi));
+  }
+  static double relative_error_sum(const std::array<double, feature_count>& c, const std::vector<std::vector<double>>& phi,
+                                   const std::vector<double>& t)
+  {
+    double e = 0;
+    for (std::size_t i = 0; i < phi.size(); ++i) e += std::pow(evaluate(c, phi[i]) / t[i] - 1.0, 2);
+    return e;
+  }
+
+  // Weighted NNLS over the active features. branch[i] = -1: sample i sees every feature (additive start);
+  // 0: only the constant and the streaming features; 1: only the constant and the serial features.
+  static std::array<double, feature_count> solve(const std::vector<std::vector<double>>& phi, const std::vector<double>& t,
+                                                 const std::vector<int>& active, const std::vector<int>& branch)
+  {
+    const auto in_branch = [](int k, int b) {
+      if (b < 0 || k == 0) return true;
+      const bool serial = k == 4 || k == 5;
+      return b == 1 ? serial : !serial;
+    };
+    // Relative residuals: row i is phi_i / t_i against 1. Columns scaled to unit norm for the solver.
+    detail::dense_matrix A(phi.size(), active.size());
+    std::vector<double> b(phi.size(), 1.0);
+    for (std::size_t i = 0; i < phi.size(); ++i)
+      for (std::size_t j = 0; j < active.size(); ++j) A(i, j) = in_branch(active[j], branch[i]) ? phi[i][active[j]] / t[i] : 0.0;
+    std::vector<double> scale(active.size(), 0.0);
+    for (std::size_t j = 0; j < active.size(); ++j) {
+      for (std::size_t i = 0; i < phi.size(); ++i) scale[j] += A(i, j) * A(i, j);
+      scale[j] = std::sqrt(scale[j]);
+      if (!(scale[j] > 0)) scale[j] = 1.0;
+      for (std::size_t i = 0; i < phi.size(); ++i) A(i, j) /= scale[j];
+    }
+    const std::vector<double> y = detail::nnls(A, b);
+    std::array<double, feature_count> c{};
+    for (std::size_t j = 0; j < active.size(); ++j) c[active[j]] = y[j] / scale[j];
+    return c;
   }
 
   coefficient_table coefficients() const override

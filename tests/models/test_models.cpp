@@ -424,10 +424,14 @@ double held_out_error(const std::function<double(format_id, const matrix_feature
   return n ? sum / n : 1.0;
 }
 
-TEST(Aijp, FitsBandwidthLaunchSerialTruthUnderNoise)
+TEST(Aijp, FitsRooflineTruthUnderNoise)
 {
+  // The kernel waits for the slower of streaming and its longest row: the model's own form.
   const auto d = h100_like();
-  const auto truth = [&d](format_id f, const matrix_features& mf) { return aijp_truth(f, mf, d); };
+  const auto truth = [&d](format_id f, const matrix_features& mf) {
+    const auto phi = aijp::model::aijp_features(f, mf, d);
+    return 4.5 + std::max(phi[1] / 8e6 + phi[2] / 3e6 + phi[3] / 5e6, phi[4] * 0.09 + phi[5] * 0.27);
+  };
   // Against noisy held-out measurements (what a held-out benchmark sees): the noise alone gives
   // E|N(0, 0.03)| = 2.4 %.
   const double err = held_out_error(truth, 0.03);
@@ -435,19 +439,15 @@ TEST(Aijp, FitsBandwidthLaunchSerialTruthUnderNoise)
   RecordProperty("mean_relative_error", std::to_string(err));
   // Against the noiseless truth: what the fit itself loses.
   const double fit_err = held_out_error(truth, 0.03, true);
-  EXPECT_LT(fit_err, 0.01);
+  EXPECT_LT(fit_err, 0.015);
   RecordProperty("mean_relative_error_vs_truth", std::to_string(fit_err));
 }
 
-TEST(Aijp, RoughRooflineTruthStillUsable)
+TEST(Aijp, AdditiveTruthStillUsable)
 {
-  // The kernel waits for the slower of streaming and the longest row, not their sum: outside the model's
-  // additive span, so only a looser bound holds.
+  // Streaming and serial costs that add up instead: outside the model's max() span, so only a looser bound.
   const auto d = h100_like();
-  const auto truth = [&d](format_id f, const matrix_features& mf) {
-    const auto phi = aijp::model::aijp_features(f, mf, d);
-    return 4.5 + std::max(phi[1] / 8e6 + phi[2] / 3e6 + phi[3] / 5e6, phi[4] * 0.09 + phi[5] * 0.27);
-  };
+  const auto truth = [&d](format_id f, const matrix_features& mf) { return aijp_truth(f, mf, d); };
   const double err = held_out_error(truth, 0.03);
   EXPECT_LT(err, 0.15);
   RecordProperty("mean_relative_error", std::to_string(err));

@@ -13,12 +13,12 @@
 namespace aijp {
 
 struct device_generator_spec {
-  enum class lengths { constant, normal, uniform };
+  enum class lengths { constant, normal, uniform, pareto };
   lengths dist = lengths::constant;
   size_type rows = 0;
   size_type cols = 0;
   double mean = 1.0;   ///< mean row length (constant: every row)
-  double param = 0.0;  ///< normal: standard deviation; uniform: half width
+  double param = 0.0;  ///< normal: standard deviation; uniform: half width; pareto: tail exponent (> 1)
   /// Row r's columns lie in a window of this many columns centred on r * cols / rows, spread evenly over it
   /// (one random column per equal segment, so sorted and distinct). window >= cols spreads them over the
   /// whole row (random x gathers); window = mean gives contiguous runs (banded, cache-friendly).
