@@ -196,7 +196,8 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
 
 double at_least_launches(format_id f, const row_stats& s, int value_bytes, const bandwidth_model_params& p, double predicted_us)
 {
-  return std::max(predicted_us, layout_traffic_of(f, s, value_bytes).launches * p.launch_us);
+  const layout_traffic c = layout_traffic_of(f, s, value_bytes);
+  return std::max(predicted_us, c.launches * p.launch_us + c.serial_entries * p.serial_entry_l2_ns * 1e-3);
 }
 
 int select_best(const std::vector<format_estimate>& estimates)

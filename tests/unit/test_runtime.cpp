@@ -218,6 +218,19 @@ TEST(PlaceholderModel, DeltaEncodingNeedsSortedRowsAndSmallSteps)
   EXPECT_NE(e.reason.find("unsorted"), std::string::npos);
 }
 
+TEST(PlaceholderModel, PhysicalFloorOfFittedPredictions)
+{
+  aijp::bandwidth_model_params p;
+  auto s = aijp::compute_row_stats(with_lengths({3, 3, 3}, 4).view());
+  // Below one launch is impossible; above it the fitted value stands.
+  EXPECT_NEAR(aijp::at_least_launches(aijp::format_id::sell_c_sigma, s, 8, p, 0.5), p.launch_us + 3 * p.serial_entry_l2_ns * 1e-3, 1e-12);
+  EXPECT_EQ(aijp::at_least_launches(aijp::format_id::sell_c_sigma, s, 8, p, 50.0), 50.0);
+  EXPECT_NEAR(aijp::at_least_launches(aijp::format_id::coo, s, 8, p, 0.5), 2 * p.launch_us, 1e-12);  // two launches
+  // A 2M-entry row: a thread-per-row layout cannot beat 2M dependent loads.
+  s.max_len = 2'000'000;
+  EXPECT_GT(aijp::at_least_launches(aijp::format_id::csr_scalar, s, 8, p, 100.0), 2e6 * p.serial_entry_l2_ns * 1e-3);
+}
+
 TEST(Reference, ProductAndNaNSafeBetaZero)
 {
   auto a = with_lengths({2, 0, 1}, 2);  // [[1 2],[0 0],[1 0]]

@@ -73,8 +73,9 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
                                                      const std::vector<format_id>& candidates);
 
 /// A physical floor for any model's prediction: one SpMV cannot finish before its kernel launches do
-/// (`launches` x the measured empty-launch time). Fitted models extrapolated below their samples' sizes
-/// otherwise predict sub-launch times for small matrices.
+/// (`launches` x the measured empty-launch time), nor before one thread has walked its longest dependent
+/// chain of entries at the L2 latency per entry. Fitted models extrapolated beyond their samples otherwise
+/// predict sub-launch times for small matrices and miss rows far longer than any benchmark row.
 double at_least_launches(format_id f, const row_stats& s, int value_bytes, const bandwidth_model_params& p, double predicted_us);
 
 /// Index into `estimates` of the feasible format with the smallest predicted time; cuSPARSE CSR wins ties.
