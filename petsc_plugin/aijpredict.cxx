@@ -15,6 +15,7 @@
 #include <aijpredict/gpu_matrix.hpp>
 #include <aijpredict/warmup.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -43,6 +44,8 @@ struct Mat_SeqAIJPredict {
   std::string cache_dir; /* -mat_aijpredict_cache_dir */
   std::string model = "placeholder"; /* -mat_aijpredict_model (see aijp::context_options::model) */
   PetscBool   warmup  = PETSC_FALSE;
+  PetscInt    defer_mults    = 3; /* -mat_aijpredict_defer_mults: products on cuSPARSE CSR before the analysis */
+  PetscReal   expected_mults = 0; /* -mat_aijpredict_expected_mults: 0 = learn from use (products so far) */
   PetscBool   view    = PETSC_FALSE;
   PetscBool   use_gpu = PETSC_TRUE;
 
@@ -58,6 +61,8 @@ struct Mat_SeqAIJPredict {
   bool             reported = false;
   PetscScalar     *dx = nullptr, *dy = nullptr; /* staging for host vectors */
   PetscInt         nx = 0, ny = 0;
+  PetscInt         mults      = 0; /* products since the last pattern change */
+  PetscInt         next_check = 0; /* product count at which a deferred conversion is reconsidered */
 };
 
 PetscLogEvent AIJP_EVENT_ANALYZE, AIJP_EVENT_CONVERT, AIJP_EVENT_SPMV;
@@ -127,6 +132,53 @@ PetscErrorCode AIJPFallBack(Mat A, Mat_SeqAIJPredict *p, const std::string &why)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+PetscErrorCode AIJPReport(Mat A, Mat_SeqAIJPredict *p)
+{
+  PetscFunctionBegin;
+  p->report = p->gpu->report().to_string();
+  PetscCall(PetscInfo(A, "%s", p->report.c_str()));
+  if (p->view) PetscCall(PetscPrintf(PETSC_COMM_SELF, "%s", p->report.c_str()));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Called before each product: after defer_mults products the matrix has proved reused, so analyse it; a
+   format whose conversion does not pay yet is reconsidered whenever the product count doubles, expecting
+   as many products again as so far (or -mat_aijpredict_expected_mults, if larger). */
+PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
+{
+  cudaStream_t stream;
+
+  PetscFunctionBegin;
+  p->mults++;
+  const auto &rep = p->gpu->report();
+  if (rep.analyzed && !rep.deferred) PetscFunctionReturn(PETSC_SUCCESS);
+  if (!rep.analyzed && p->mults <= p->defer_mults) PetscFunctionReturn(PETSC_SUCCESS);
+  if (rep.analyzed && p->mults < p->next_check) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscGetCurrentCUDAStream(&stream));
+  const double expected = std::max<double>(p->expected_mults, p->mults);
+  if (!rep.analyzed) {
+    aijp::context     *ctx = nullptr;
+    aijp::plan_options opts;
+    PetscCall(AIJPGetContext(p, &ctx));
+    PetscCallCXX(opts.candidates = aijp::parse_format_list(p->formats));
+    opts.expected_mults = expected;
+    PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+    PetscCallCXX(p->gpu->analyze(*ctx, opts, stream));
+    PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+    PetscCall(AIJPReport(A, p));
+  } else {
+    bool converted = false;
+    PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+    PetscCallCXX(converted = p->gpu->convert_deferred(expected, stream));
+    PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+    if (converted) PetscCall(AIJPReport(A, p));
+  }
+  p->next_check = 2 * p->mults;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+#endif
+
 /* Brings the device copy up to date: new pattern -> new analysis and conversion; new values -> values only. */
 PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
 {
@@ -169,6 +221,11 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     aijp::plan_options opts;
     PetscCallCXX(opts.candidates = aijp::parse_format_list(p->formats));
     if (!p->force.empty()) PetscCallCXX(opts.forced = aijp::parse_format(p->force));
+    /* Short solves never pay for an analysis: upload and run cuSPARSE CSR until the matrix is reused. */
+    opts.analyze = p->defer_mults == 0 || !p->force.empty();
+    opts.expected_mults = p->expected_mults;
+    p->mults      = 0;
+    p->next_check = 0;
     aijp::csr_view<PetscScalar> view{m, n, ai[m], ai, aj, aa};
     p->gpu.reset();
     PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
@@ -187,9 +244,7 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     }
     PetscCall(PetscLogCpuToGpu((sizeof(PetscScalar) + sizeof(PetscInt)) * ai[m] + sizeof(PetscInt) * (m + 1)));
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-    p->report = p->gpu->report().to_string();
-    PetscCall(PetscInfo(A, "%s", p->report.c_str()));
-    if (p->view) PetscCall(PetscPrintf(PETSC_COMM_SELF, "%s", p->report.c_str()));
+    if (p->gpu->report().analyzed) PetscCall(AIJPReport(A, p));
   }
   p->state        = state;
   p->nonzerostate = A->nonzerostate;
@@ -265,6 +320,7 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  if (!transpose) PetscCall(AIJPReuseStep(A, p));
   PetscCall(PetscLogEventBegin(AIJP_EVENT_SPMV, A, xx, zz, 0));
   PetscCall(MatSeqAIJPredictApply(A, p, xx, yy, zz, transpose));
   PetscCall(PetscLogEventEnd(AIJP_EVENT_SPMV, A, xx, zz, 0));
@@ -464,6 +520,10 @@ PetscErrorCode MatSeqAIJPredictSetFromOptions_Private(Mat B, Mat_SeqAIJPredict *
   PetscCall(PetscOptionsString("-mat_aijpredict_model", "Performance model ranking the formats: placeholder (calibrated bandwidth + serial-row model, default), aijp (fitted on this GPU by the warm-up), guo_wang, wang_gu_li_normal, wang_gu_li_uniform", "MatCreateSeqAIJPredict", p->model.c_str(), model, sizeof(model), &set));
   if (set) p->model = model;
   PetscCall(PetscOptionsBool("-mat_aijpredict_warmup", "If this GPU has no fitted coefficients yet, run the quick warm-up (about 30 s) once and store them in the cache", "MatCreateSeqAIJPredict", p->warmup, &p->warmup, nullptr));
+  PetscCall(PetscOptionsInt("-mat_aijpredict_defer_mults", "Products run on cuSPARSE CSR before the matrix is analysed (0: analyse at the first product)", "MatCreateSeqAIJPredict", p->defer_mults, &p->defer_mults, nullptr));
+  PetscCheck(p->defer_mults >= 0, PetscObjectComm((PetscObject)B), PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_defer_mults must be >= 0, got %" PetscInt_FMT, p->defer_mults);
+  PetscCall(PetscOptionsReal("-mat_aijpredict_expected_mults", "Products expected with this matrix: a format is converted to only if its predicted saving times this pays for the conversion (0: as many as so far)", "MatCreateSeqAIJPredict", p->expected_mults, &p->expected_mults, nullptr));
+  PetscCheck(p->expected_mults >= 0, PetscObjectComm((PetscObject)B), PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_expected_mults must be >= 0");
   PetscCall(PetscOptionsBool("-mat_aijpredict_view", "Print the row statistics, each format's predicted time and the choice", "MatCreateSeqAIJPredict", p->view, &p->view, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", p->use_gpu, &p->use_gpu, nullptr));
   PetscOptionsEnd();
@@ -531,6 +591,8 @@ PETSC_INTERN PetscErrorCode MatConvert_SeqAIJ_SeqAIJPredict(Mat A, MatType type,
 .  -mat_aijpredict_cache_dir <dir>  - directory of the per-GPU coefficient cache
 .  -mat_aijpredict_model <name>     - performance model: placeholder (default), aijp, guo_wang, wang_gu_li_normal, wang_gu_li_uniform
 .  -mat_aijpredict_warmup           - fit the models on this GPU first if it has no fitted coefficients (quick warm-up)
+.  -mat_aijpredict_defer_mults <k>  - products on cuSPARSE CSR before the analysis (default 3; 0: at once)
+.  -mat_aijpredict_expected_mults <n> - products expected; conversion only when it pays (default: as many as so far)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice
 

@@ -91,6 +91,9 @@ struct gpu_matrix<Value>::impl {
   std::unique_ptr<detail::format_impl<Value>> format;
   std::unique_ptr<detail::cusparse_transpose<Value>> transpose;
   plan_report report;
+  column_summary columns{};
+
+  void convert_to(format_id choice, cudaStream_t stream);
 
   std::unique_ptr<detail::format_impl<Value>> build(format_id f, cudaStream_t stream)
   {
@@ -168,9 +171,11 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
   }
   AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
   rep.upload_ms = ms_since(t0);
+  rep.stats.rows = host.rows;
+  rep.stats.cols = host.cols;
+  rep.stats.nnz = host.nnz;
 
-  t0 = clock_type::now();
-  column_summary cs{};
+  column_summary& cs = m.columns;
   if (host.rows > 0) {
     detail::device_buffer<column_summary> d_cs(1);
     AIJP_CUDA_CHECK(cudaMemsetAsync(d_cs.data(), 0, sizeof(column_summary), stream));
@@ -183,10 +188,28 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
                 std::to_string(cs.bad_rows) + " rows have a decreasing row_ptr or a column index outside [0, " +
                     std::to_string(host.cols) + ")");
   }
-  rep.stats = compute_row_stats_device(host.rows, host.cols, a.row_ptr.data(), stream);
-  rep.x_sectors_per_nnz = sample_x_sectors_per_nnz(host.rows, host.cols, a.row_ptr.data(), a.col_idx.data(),
-                                                   sizeof(Value), stream);
+  if (opts.analyze) {
+    analyze(ctx, opts, stream);
+  } else {
+    m.format = m.build(format_id::cusparse_csr, stream);
+    rep.chosen = format_id::cusparse_csr;
+    rep.decision = "not analysed yet: cuSPARSE CSR until the matrix is reused";
+  }
+}
 
+template <typename Value>
+void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cudaStream_t stream)
+{
+  auto& m = *impl_;
+  plan_report& rep = m.report;
+  const auto& a = m.csr;
+  const column_summary& cs = m.columns;
+  rep.model_source = ctx.model_source();
+  rep.params_source = ctx.params_source();
+  rep.deferred.reset();
+  auto t0 = clock_type::now();
+  rep.stats = compute_row_stats_device(a.rows, a.cols, a.row_ptr.data(), stream);
+  rep.x_sectors_per_nnz = sample_x_sectors_per_nnz(a.rows, a.cols, a.row_ptr.data(), a.col_idx.data(), sizeof(Value), stream);
   prediction_input in;
   in.stats = rep.stats;
   in.device = rep.device;
@@ -195,7 +218,6 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
   in.max_column_step = cs.max_step;
   device_memory_info(&in.free_memory_bytes, nullptr);
   rep.estimates = predict_bandwidth_model(in, ctx.model_params(), opts.candidates);
-  rep.model_source = ctx.model_source();
   if (const model::performance_model* fitted = ctx.fitted_model()) {
     model::matrix_features feat;
     feat.stats = rep.stats;
@@ -234,24 +256,71 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
     rep.decision = "no candidate format is feasible: cuSPARSE CSR";
   }
   rep.analysis_ms = ms_since(t0);
+  rep.analyzed = true;
 
-  t0 = clock_type::now();
+  // Amortization: convert only if the predicted saving pays for the conversion within the expected use.
+  if (choice != format_id::cusparse_csr && !opts.forced && opts.expected_mults > 0) {
+    double t_csr = 0, t_choice = 0, bytes = 0;
+    for (const auto& e : rep.estimates) {
+      if (e.format == format_id::cusparse_csr) t_csr = e.predicted_us;
+      if (e.format == choice) {
+        t_choice = e.predicted_us;
+        bytes = e.device_bytes;
+      }
+    }
+    // Conversion reads the CSR copy and writes the layout a few times (widths, scan, fill; sorts for the
+    // sorted layouts), plus a fixed cost of allocations and launches: 3x the bytes at streaming bandwidth
+    // + 150 us matches the measured 0.12-0.25 ms on small matrices and 3-9 SpMVs on 50M-nonzero ones
+    // (bench/results/2026-11-22_h200_formats.txt).
+    const double csr_bytes = a.nnz * (sizeof(Value) + sizeof(index_type)) + (a.rows + 1.0) * sizeof(index_type);
+    rep.conversion_estimate_us = 150.0 + 3.0 * (bytes + csr_bytes) / (ctx.model_params().stream_read_gbs * 1e3);
+    rep.saving_us = t_csr > 0 ? t_csr - t_choice : 0;
+    if (rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
+      rep.deferred = choice;
+      char line[200];
+      std::snprintf(line, sizeof(line), "; conversion deferred: saves %.2f us per SpMV, costs ~%.0f us, pays after %.0f SpMVs",
+                    rep.saving_us, rep.conversion_estimate_us, std::ceil(rep.conversion_estimate_us / std::max(rep.saving_us, 1e-9)));
+      rep.decision += line;
+      choice = format_id::cusparse_csr;
+    }
+  }
+  m.convert_to(choice, stream);
+}
+
+template <typename Value>
+void gpu_matrix<Value>::impl::convert_to(format_id choice, cudaStream_t stream)
+{
+  plan_report& rep = report;
+  const auto t0 = clock_type::now();
+  format.reset();
   try {
-    m.format = m.build(choice, stream);
+    format = build(choice, stream);
   } catch (const device_out_of_memory& e) {
     if (choice == format_id::cusparse_csr) throw;
     rep.decision += std::string("; out of device memory while converting (") + e.what() + "), using cuSPARSE CSR";
     choice = format_id::cusparse_csr;
-    m.format = m.build(choice, stream);
+    format = build(choice, stream);
   } catch (const not_supported& e) {
     if (choice == format_id::cusparse_csr) throw;
     rep.decision += std::string("; ") + format_name(choice) + " cannot hold this matrix (" + e.what() + "), using cuSPARSE CSR";
     choice = format_id::cusparse_csr;
-    m.format = m.build(choice, stream);
+    format = build(choice, stream);
   }
   AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
   rep.conversion_ms = ms_since(t0);
   rep.chosen = choice;
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::convert_deferred(double expected_mults, cudaStream_t stream)
+{
+  plan_report& rep = impl_->report;
+  if (!rep.deferred || rep.saving_us * expected_mults < rep.conversion_estimate_us) return false;
+  const format_id f = *rep.deferred;
+  rep.deferred.reset();
+  rep.decision += std::string("; converted to ") + format_name(f) + " after the matrix proved reused";
+  impl_->convert_to(f, stream);
+  return true;
 }
 
 template <typename Value>
@@ -332,6 +401,10 @@ std::string plan_report::to_string() const
   std::ostringstream os;
   os << "aijpredict: " << stats.rows << " x " << stats.cols << " matrix, " << stats.nnz << " nonzeros, on "
      << device.to_string() << "\n";
+  if (!analyzed) {
+    os << "  " << decision << "\n";
+    return os.str();
+  }
   os << "  statistics (on the GPU): " << stats.to_string() << "\n";
   if (device.sm_count > 0) {
     const auto thread_row = strips_for_lanes(device, 1, stats.rows);

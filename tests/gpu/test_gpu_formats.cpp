@@ -187,6 +187,43 @@ TEST_F(GpuTest, EveryFormatAboveTwoToThe24Nonzeros)
   }
 }
 
+TEST_F(GpuTest, DeferredAnalysisAndAmortizedConversion)
+{
+  const auto a = aijp::gen::laplacian_3d_7pt(40, 40, 40);
+  const auto xd = aijp::test::random_vector(a.cols, 21);
+  device_vec<double> dx(xd);
+  std::vector<double> want(a.rows);
+  aijp::reference_spmv(a.view(), 1.0, xd.data(), 0.0, want.data());
+  const auto bound = aijp::spmv_error_bounds(a.view(), 1.0, xd.data(), 0.0, want.data());
+  const auto check = [&](aijp::gpu_matrix<double>& m, const std::string& what) {
+    device_vec<double> dy(std::vector<double>(a.rows, std::numeric_limits<double>::quiet_NaN()));
+    m.apply(1.0, dx.p, 0.0, dy.p, nullptr);
+    expect_close(dy.get(), want, bound, what);
+  };
+  aijp::plan_options lazy;
+  lazy.analyze = false;
+  aijp::gpu_matrix<double> m(shared_context(), a.view(), lazy, nullptr);
+  EXPECT_FALSE(m.report().analyzed);
+  EXPECT_EQ(m.format(), aijp::format_id::cusparse_csr);
+  check(m, "before analysis");
+
+  aijp::plan_options once;
+  once.expected_mults = 1;  // one product cannot pay for a conversion
+  m.analyze(shared_context(), once, nullptr);
+  ASSERT_TRUE(m.report().analyzed);
+  ASSERT_TRUE(m.report().deferred.has_value()) << m.report().decision;
+  EXPECT_EQ(m.format(), aijp::format_id::cusparse_csr);
+  EXPECT_GT(m.report().saving_us, 0);
+  EXPECT_GT(m.report().conversion_estimate_us, 0);
+  check(m, "deferred");
+  EXPECT_FALSE(m.convert_deferred(1, nullptr));
+  const auto target = *m.report().deferred;
+  EXPECT_TRUE(m.convert_deferred(1e9, nullptr));
+  EXPECT_EQ(m.format(), target);
+  EXPECT_FALSE(m.report().deferred.has_value());
+  check(m, "converted after reuse");
+}
+
 TEST_F(GpuTest, DeviceStatisticsMatchHostOnSkewedMatrix)
 {
   // 100000 rows: lengths cycle through 0..63 with a few very long rows, crossing many warps.

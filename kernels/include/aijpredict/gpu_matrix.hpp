@@ -29,6 +29,13 @@ enum class memory_space { host, device };
 struct plan_options {
   std::vector<format_id> candidates = all_formats();  ///< formats the selection may choose from
   std::optional<format_id> forced;                     ///< skip the selection (warm-up, tests, -mat_aijpredict_force)
+  /// false: the constructor only uploads and runs cuSPARSE CSR; analyze() later decides (PETSc plugin:
+  /// short solves never pay for an analysis).
+  bool analyze = true;
+  /// Amortization: when > 0, a format other than cuSPARSE CSR is converted to only if the predicted saving
+  /// per SpMV times this many SpMVs exceeds the estimated conversion cost; otherwise the choice is kept as
+  /// deferred (report().deferred) and convert_deferred() does it later. 0: convert whenever faster.
+  double expected_mults = 0;
 };
 
 /// What the analysis found and decided; printed by -mat_aijpredict_view.
@@ -44,6 +51,10 @@ struct plan_report {
   double upload_ms = 0.0;      ///< host -> device copy of the CSR arrays
   double analysis_ms = 0.0;    ///< statistics + prediction
   double conversion_ms = 0.0;  ///< building the chosen layout
+  bool analyzed = false;       ///< statistics and predictions exist (false: uploaded only, cuSPARSE CSR)
+  std::optional<format_id> deferred;  ///< predicted faster but not yet paid for (amortization)
+  double saving_us = 0.0;             ///< predicted saving per SpMV of `deferred` over cuSPARSE CSR
+  double conversion_estimate_us = 0.0;///< estimated cost of converting to `deferred`
   std::string to_string() const;
 };
 
@@ -58,6 +69,13 @@ class gpu_matrix {
   ~gpu_matrix();
   gpu_matrix(const gpu_matrix&) = delete;
   gpu_matrix& operator=(const gpu_matrix&) = delete;
+
+  /// Statistics, prediction, selection and conversion on the resident CSR copy (after a constructor with
+  /// opts.analyze == false, or again with other options).
+  void analyze(const context& ctx, const plan_options& opts, cudaStream_t stream);
+
+  /// Converts to report().deferred if it pays for `expected_mults` more SpMVs; returns whether it converted.
+  bool convert_deferred(double expected_mults, cudaStream_t stream);
 
   /// Same sparsity pattern, new values (host array of nnz entries in the CSR order given at construction).
   void update_values(const Value* host_values, cudaStream_t stream);
