@@ -23,5 +23,10 @@ rc=0
     "$B/examples/petsc/aijp_ksp_solve" -n 128 -mat_type $type -mat_aijpredict_view -ksp_type cg -pc_type jacobi -log_view 2>&1 |
       grep -E "^Matrix|aijpredict|choice|upload|KSP iterations|^KSPSolve|^MatMult |AIJPred" || rc=1
   done
+  for type in aijpredict aijcusparse; do
+    echo "## command: aijp_ksp_solve -n 128 -mat_type $type -ksp_type cg -pc_type jacobi -ksp_max_it 8 -check_tol -1 -log_view (short solve: <= 10 products)"
+    "$B/examples/petsc/aijp_ksp_solve" -n 128 -mat_type $type -mat_aijpredict_view -ksp_type cg -pc_type jacobi -ksp_max_it 8 -check_tol -1 -log_view 2>&1 |
+      grep -E "^Matrix|aijpredict|choice|KSP iterations|^KSPSolve|^MatMult |AIJPred" || rc=1
+  done
 } 2>&1 | tee "$out/e2e_skeleton.txt"
 exit $rc

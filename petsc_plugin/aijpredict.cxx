@@ -44,7 +44,7 @@ struct Mat_SeqAIJPredict {
   std::string cache_dir; /* -mat_aijpredict_cache_dir */
   std::string model = "placeholder"; /* -mat_aijpredict_model (see aijp::context_options::model) */
   PetscBool   warmup  = PETSC_FALSE;
-  PetscInt    defer_mults    = 3; /* -mat_aijpredict_defer_mults: products on cuSPARSE CSR before the analysis */
+  PetscInt    defer_mults    = 10; /* -mat_aijpredict_defer_mults: products on cuSPARSE CSR before the analysis: a solve of <= 10 products never pays for one */
   PetscReal   expected_mults = 0; /* -mat_aijpredict_expected_mults: 0 = learn from use (products so far) */
   PetscBool   view    = PETSC_FALSE;
   PetscBool   use_gpu = PETSC_TRUE;
@@ -591,7 +591,7 @@ PETSC_INTERN PetscErrorCode MatConvert_SeqAIJ_SeqAIJPredict(Mat A, MatType type,
 .  -mat_aijpredict_cache_dir <dir>  - directory of the per-GPU coefficient cache
 .  -mat_aijpredict_model <name>     - performance model: placeholder (default), aijp, guo_wang, wang_gu_li_normal, wang_gu_li_uniform
 .  -mat_aijpredict_warmup           - fit the models on this GPU first if it has no fitted coefficients (quick warm-up)
-.  -mat_aijpredict_defer_mults <k>  - products on cuSPARSE CSR before the analysis (default 3; 0: at once)
+.  -mat_aijpredict_defer_mults <k>  - products on cuSPARSE CSR before the analysis (default 10; 0: at once)
 .  -mat_aijpredict_expected_mults <n> - products expected; conversion only when it pays (default: as many as so far)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice
