@@ -608,12 +608,54 @@ PETSC_EXTERN PetscErrorCode MatCreate_SeqAIJPredict(Mat A)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* Until the MPI type exists, more than one process runs PETSc's own GPU type (or AIJ without a GPU). */
+/* MATMPIAIJPREDICT: an MPIAIJ matrix whose diagonal and off-diagonal blocks are MATSEQAIJPREDICT, so each
+   block is analysed and converted on its own (they differ: a stencil's diagonal block is regular, its
+   off-diagonal block has a few entries per boundary row). MPIAIJ's MatMult starts the ghost scatter, runs
+   the diagonal block's product while it is in flight, then adds the off-diagonal block's product. */
+using mpiaij_prealloc = PetscErrorCode (*)(Mat, PetscInt, const PetscInt[], PetscInt, const PetscInt[]);
+static mpiaij_prealloc aijp_mpiaij_prealloc = nullptr; /* MPIAIJ's own, the same for every MPIAIJ matrix */
+
+static PetscErrorCode MatMPIAIJSetPreallocation_MPIAIJPredict(Mat B, PetscInt d_nz, const PetscInt d_nnz[], PetscInt o_nz, const PetscInt o_nnz[])
+{
+  Mat             Ad, Ao;
+  const PetscInt *colmap;
+
+  PetscFunctionBegin;
+  PetscCall((*aijp_mpiaij_prealloc)(B, d_nz, d_nnz, o_nz, o_nnz));
+  PetscCall(MatMPIAIJGetSeqAIJ(B, &Ad, &Ao, &colmap));
+  PetscCall(MatConvert_SeqAIJ_SeqAIJPredict(Ad, MATSEQAIJPREDICT, MAT_INPLACE_MATRIX, &Ad));
+  PetscCall(MatConvert_SeqAIJ_SeqAIJPredict(Ao, MATSEQAIJPREDICT, MAT_INPLACE_MATRIX, &Ao));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/*MC
+   MATMPIAIJPREDICT - MATMPIAIJPREDICT = "mpiaijpredict" - A `MATMPIAIJ` matrix whose diagonal and off-diagonal
+   blocks are `MATSEQAIJPREDICT`: each block's products run on the GPU in the format predicted fastest for it.
+   `-mat_type aijpredict` gives this type on more than one process. Options as for `MATSEQAIJPREDICT`.
+
+  Level: beginner
+
+.seealso: `MATSEQAIJPREDICT`, `MATMPIAIJCUSPARSE`, `MATMPIAIJ`
+M*/
 PETSC_EXTERN PetscErrorCode MatCreate_MPIAIJPredict(Mat A)
 {
   PetscFunctionBegin;
-  PetscCall(PetscInfo(A, "aijpredict: %s is not available yet; using %s\n", MATMPIAIJPREDICT, aijp::device_available() ? MATMPIAIJCUSPARSE : MATMPIAIJ));
-  PetscCall(MatSetType(A, aijp::device_available() ? MATMPIAIJCUSPARSE : MATMPIAIJ));
+  PetscCall(MatAIJPredictInitializePackage());
+  PetscCall(MatSetType(A, MATMPIAIJ));
+  if (!aijp_mpiaij_prealloc) {
+    PetscErrorCode (*f)(Mat, PetscInt, const PetscInt[], PetscInt, const PetscInt[]) = nullptr;
+    PetscCall(PetscObjectQueryFunction((PetscObject)A, "MatMPIAIJSetPreallocation_C", &f));
+    PetscCheck(f, PetscObjectComm((PetscObject)A), PETSC_ERR_PLIB, "MPIAIJ has no MatMPIAIJSetPreallocation_C");
+    aijp_mpiaij_prealloc = f;
+  }
+  PetscCall(PetscObjectComposeFunction((PetscObject)A, "MatMPIAIJSetPreallocation_C", MatMPIAIJSetPreallocation_MPIAIJPredict));
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  if (aijp::device_available()) {
+    PetscCall(PetscFree(A->defaultvectype));
+    PetscCall(PetscStrallocpy(VECCUDA, &A->defaultvectype));
+  }
+#endif
+  PetscCall(PetscObjectChangeTypeName((PetscObject)A, MATMPIAIJPREDICT));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
