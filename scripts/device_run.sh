@@ -39,6 +39,8 @@ export PATH="$here/.device/lib:$PATH:/usr/local/cuda/bin"
 export AIJP_MATRIX_DIR="$AIJP_HOST_MATRIX_DIR"
 # Debian's MPICH is not GPU-aware; PETSc with CUDA refuses to start on a GPU machine unless told so.
 export PETSC_OPTIONS="${PETSC_OPTIONS:-} -use_gpu_aware_mpi 0"
+# The image may carry another MPI's mpiexec; ours (MPICH's hydra) is in .device/lib.
+[ -x "$here/.device/lib/mpiexec.hydra" ] && export MPIEXEC="$here/.device/lib/mpiexec.hydra"
 export AIJPREDICT_CACHE_DIR="${AIJPREDICT_CACHE_DIR:-/tmp/aijpredict-cache}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 rc=0
