@@ -30,20 +30,20 @@ if [ -n "$PETSC_DIR" ]; then
   strip --strip-debug "$out"/petsc/libpetsc.so.*.*.* 2>/dev/null || true
 fi
 
-# Non-CUDA, non-libc dependencies of everything we ship.
-skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libstdc\+\+|libgcc_s|libcuda|libcudart|libcusparse|libcublas|libcublasLt|libcusolver|libcufft|libcurand|libnvJitLink|libnvrtc)'
-{ ldd "$out"/petsc/libpetsc.so.*.*.* 2>/dev/null; find "$out/build" -type f -perm -u+x -exec sh -c 'file -b "$1" | grep -q ELF && ldd "$1"' _ {} \; ; } 2>/dev/null |
+# MPICH's launcher for multi-rank runs.
+for t in mpiexec.hydra hydra_pmi_proxy; do
+  p=$(command -v $t || true)
+  if [ -n "$p" ]; then cp -L "$p" "$out/lib/$t"; fi
+done
+# Non-CUDA, non-libc dependencies of everything we ship (the launcher needs libslurm, for one).
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libresolv|libnss|libstdc\+\+|libgcc_s|libcuda|libcudart|libcusparse|libcublas|libcublasLt|libcusolver|libcufft|libcurand|libnvJitLink|libnvrtc)'
+{ ldd "$out"/petsc/libpetsc.so.*.*.* "$out"/lib/mpiexec.hydra "$out"/lib/hydra_pmi_proxy 2>/dev/null; find "$out/build" -type f -perm -u+x -exec sh -c 'file -b "$1" | grep -q ELF && ldd "$1"' _ {} \; ; } 2>/dev/null |
   awk '/=> \//{print $1" "$3}' | sort -u | while read -r name path; do
     if echo "$name" | grep -Eq "$skip"; then continue; fi
     case "$path" in "$out"/*|"$AIJP_BUILD"/*) continue ;; esac
     if [ -n "$PETSC_DIR" ]; then case "$path" in "$PETSC_DIR"/*) continue ;; esac; fi
     cp -L "$path" "$out/lib/$name"
   done || true
-# MPICH's launcher for multi-rank runs.
-for t in mpiexec.hydra hydra_pmi_proxy; do
-  p=$(command -v $t || true)
-  if [ -n "$p" ]; then cp -L "$p" "$out/lib/$t"; fi
-done
 strip --strip-debug "$out"/lib/*.so* 2>/dev/null || true
 
 # Compress the large parts (libmpich alone is 41 MB): device_run.sh unpacks them there.
