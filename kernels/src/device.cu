@@ -4,6 +4,7 @@
 #include "cuda_check.hpp"
 #include "device_buffer.hpp"
 #include "format_impl.hpp"
+#include "vector_ops.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -111,32 +112,6 @@ __global__ void stream_read_kernel(const double2* __restrict__ in, std::size_t n
   if (acc == -1.2345e300) out[0] = acc;
 }
 
-class event_timer {
- public:
-  event_timer()
-  {
-    AIJP_CUDA_CHECK(cudaEventCreate(&start_));
-    AIJP_CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~event_timer()
-  {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  void start(cudaStream_t s) { AIJP_CUDA_CHECK(cudaEventRecord(start_, s)); }
-  double stop_ms(cudaStream_t s)
-  {
-    AIJP_CUDA_CHECK(cudaEventRecord(stop_, s));
-    AIJP_CUDA_CHECK(cudaEventSynchronize(stop_));
-    float ms = 0;
-    AIJP_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-    return ms;
-  }
-
- private:
-  cudaEvent_t start_{}, stop_{};
-};
-
 double median(std::vector<double> v)
 {
   std::sort(v.begin(), v.end());
@@ -148,7 +123,7 @@ double median(std::vector<double> v)
 bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream_t stream)
 {
   bandwidth_model_params p;
-  event_timer timer;
+  detail::event_timer timer;
   // Launch overhead: 200 empty kernels back to back, the mean of the median batch.
   std::vector<double> t;
   for (int rep = 0; rep < 7; ++rep) {

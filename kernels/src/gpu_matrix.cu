@@ -4,6 +4,7 @@
 #include "cuda_check.hpp"
 #include "device_buffer.hpp"
 #include "format_impl.hpp"
+#include "vector_ops.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -48,25 +49,6 @@ __global__ void inspect_columns(size_type rows, size_type cols, const index_type
   if (!ok) atomicAdd(&out->bad_rows, 1ull);
   if (!sorted) atomicAdd(&out->unsorted_rows, 1ull);
   if (step > 0) atomicMax(&out->max_step, step);
-}
-
-template <typename Value>
-__global__ void scale_vector(size_type n, Value beta, Value* y)
-{
-  const size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = beta * y[i];
-}
-
-template <typename Value>
-void scale_or_zero(size_type n, Value beta, Value* y, cudaStream_t stream)
-{
-  if (n == 0) return;
-  if (beta == Value(0)) {
-    AIJP_CUDA_CHECK(cudaMemsetAsync(y, 0, n * sizeof(Value), stream));
-  } else if (beta != Value(1)) {
-    scale_vector<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(n, beta, y);
-    AIJP_CHECK_LAUNCH();
-  }
 }
 
 template <typename Value>
@@ -341,7 +323,7 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
   const auto& a = impl_->csr;
   if (a.rows == 0) return;
   if (a.nnz == 0 || a.cols == 0 || alpha == Value(0)) {
-    scale_or_zero(a.rows, beta, y, stream);
+    detail::scale_or_zero(a.rows, beta, y, stream);
     return;
   }
   impl_->format->apply(alpha, x, beta, y, stream);
@@ -353,7 +335,7 @@ void gpu_matrix<Value>::apply_transpose(Value alpha, const Value* x, Value beta,
   auto& m = *impl_;
   if (m.csr.cols == 0) return;
   if (m.csr.nnz == 0 || m.csr.rows == 0 || alpha == Value(0)) {
-    scale_or_zero(m.csr.cols, beta, y, stream);
+    detail::scale_or_zero(m.csr.cols, beta, y, stream);
     return;
   }
   if (!m.transpose) m.transpose = std::make_unique<detail::cusparse_transpose<Value>>(m.csr, m.handle.get());

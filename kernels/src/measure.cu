@@ -1,6 +1,7 @@
 #include <aijpredict/measure.hpp>
 
 #include "cuda_check.hpp"
+#include "vector_ops.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -8,40 +9,11 @@
 
 namespace aijp {
 
-namespace {
-class events {
- public:
-  events()
-  {
-    AIJP_CUDA_CHECK(cudaEventCreate(&a_));
-    AIJP_CUDA_CHECK(cudaEventCreate(&b_));
-  }
-  ~events()
-  {
-    cudaEventDestroy(a_);
-    cudaEventDestroy(b_);
-  }
-  template <typename F>
-  double time_ms(cudaStream_t s, F&& f)
-  {
-    AIJP_CUDA_CHECK(cudaEventRecord(a_, s));
-    f();
-    AIJP_CUDA_CHECK(cudaEventRecord(b_, s));
-    AIJP_CUDA_CHECK(cudaEventSynchronize(b_));
-    float ms = 0;
-    AIJP_CUDA_CHECK(cudaEventElapsedTime(&ms, a_, b_));
-    return ms;
-  }
-
- private:
-  cudaEvent_t a_{}, b_{};
-};
-}  // namespace
 
 template <typename Value>
 timing_result time_spmv(gpu_matrix<Value>& m, const Value* x, Value* y, cudaStream_t stream, const timing_options& o)
 {
-  events ev;
+  detail::event_timer ev;
   const auto run = [&](int n) {
     for (int i = 0; i < n; ++i) m.apply(Value(1), x, Value(0), y, stream);
   };

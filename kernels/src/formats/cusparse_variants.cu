@@ -17,6 +17,7 @@
 //   rows are all padding); CUSPARSE_SPMV_SELL_ALG1 is the algorithm for CUSPARSE_FORMAT_SLICED_ELL.
 #include "sell_common.cuh"
 #include "../cusparse_spmv.hpp"
+#include "../vector_ops.hpp"
 
 #include <limits>
 #include <string>
@@ -27,22 +28,6 @@ namespace aijp::detail {
 namespace {
 
 using namespace sell_common;
-
-// y = beta y (y = 0 for beta == 0, not reading y) for a format that holds no product (no nonzeros).
-template <typename Value>
-__global__ void scale_rows(size_type n, Value beta, Value* __restrict__ y)
-{
-  const size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = beta == Value(0) ? Value(0) : beta * y[i];
-}
-
-template <typename Value>
-void scale_only(size_type n, Value beta, Value* y, cudaStream_t stream)
-{
-  if (n == 0) return;
-  scale_rows<<<grid_for(n), block_size, 0, stream>>>(n, beta, y);
-  AIJP_CHECK_LAUNCH();
-}
 
 template <typename Value>
 class cusparse_csr_alg2 final : public format_impl<Value> {
@@ -117,7 +102,7 @@ class cusparse_sell final : public format_impl<Value> {
     if (runner_.has_matrix()) {
       runner_.apply(alpha, x, beta, y, stream);
     } else {
-      scale_only(rows_, beta, y, stream);
+      scale_or_zero(rows_, beta, y, stream);  // no descriptor: no rows, columns or nonzeros
     }
   }
   size_type device_bytes() const override
