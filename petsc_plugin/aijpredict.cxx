@@ -191,14 +191,14 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     PetscCall(AIJPFallBack(A, p, "-mat_aijpredict_use_gpu false"));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
+  PetscObjectState state;
+  PetscCall(PetscObjectStateGet((PetscObject)A, &state));
+  if (p->gpu && p->state == state && p->nonzerostate == A->nonzerostate) PetscFunctionReturn(PETSC_SUCCESS); /* the hot path */
   std::string why;
-  if (!aijp::device_available(&why)) {
+  if (!p->gpu && !aijp::device_available(&why)) {
     PetscCall(AIJPFallBack(A, p, why));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
-  PetscObjectState state;
-  PetscCall(PetscObjectStateGet((PetscObject)A, &state));
-  if (p->gpu && p->state == state && p->nonzerostate == A->nonzerostate) PetscFunctionReturn(PETSC_SUCCESS);
 
   const PetscInt *ai, *aj;
   PetscScalar    *aa;
