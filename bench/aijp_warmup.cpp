@@ -4,20 +4,12 @@
 // state file next to the cache as they are measured, and a restarted run skips what is already there.
 #include <aijpredict/warmup.hpp>
 
-#include <cuda_runtime_api.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
-#include <memory>
-#include <set>
 #include <string>
-#include <vector>
 
 namespace {
 
