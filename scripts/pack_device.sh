@@ -49,12 +49,15 @@ strip --strip-debug "$out"/lib/*.so* 2>/dev/null || true
 # Compress the large parts (libmpich alone is 41 MB): device_run.sh unpacks them there.
 ( cd "$out" && XZ_OPT="-T0 -6" tar -cJf bundle.tar.xz build lib petsc && rm -rf build lib petsc )
 cp -a "$AIJP_SHARED/matrices" "$out/matrices"
+# The tests read the matrix directory compiled into the build (AIJP_MATRIX_DIR); link that one there.
+matrix_dir=$(sed -n 's/^AIJP_MATRIX_DIR:PATH=//p' "$AIJP_BUILD/CMakeCache.txt")
+matrix_dir="${matrix_dir:-$AIJP_SHARED/matrices}"
 git -C "$AIJP_ROOT" describe --always --dirty > "$out/commit" 2>/dev/null || echo unknown > "$out/commit"
 cat > "$out/paths.env" <<PATHS
 AIJP_HOST_SOURCE_DIR=$AIJP_ROOT
 AIJP_HOST_BUILD_DIR=$AIJP_BUILD
 AIJP_HOST_PETSC_DIR=$PETSC_DIR
-AIJP_HOST_MATRIX_DIR=$AIJP_SHARED/matrices
+AIJP_HOST_MATRIX_DIR=$matrix_dir
 PATHS
 size=$(du -sm "$out" | cut -f1)
 echo "pack_device.sh: packed $out (${size} MiB)" >&2
