@@ -5,6 +5,7 @@
 #include <aijpredict/gpu_matrix.hpp>
 #include <aijpredict/matrix_market.hpp>
 #include <aijpredict/measure.hpp>
+#include <aijpredict/model_samples.hpp>
 #include <aijpredict/models.hpp>
 
 #include <cuda_runtime_api.h>
@@ -39,6 +40,8 @@ const char* usage =
     "  --csv FILE        one row per (matrix, format): measured and each model's prediction (for plotting with\n"
     "                    bench/plot_accuracy.py)\n"
     "  --json FILE       the summary as JSON\n"
+    "  --samples FILE    also write every measurement with its matrix features as JSON lines (the warm-up's\n"
+    "                    samples format), so models can be refitted and compared offline\n"
     "  --help            this text\n";
 
 [[noreturn]] void die(const std::string& m)
@@ -65,7 +68,7 @@ double quantile(std::vector<double> v, double q)
 
 int main(int argc, char** argv)
 {
-  std::string cache_dir, csv, json;
+  std::string cache_dir, csv, json, samples_path;
   long long min_nnz = 0;
   std::vector<std::string> inputs;
   for (int i = 1; i < argc; ++i) {
@@ -79,6 +82,8 @@ int main(int argc, char** argv)
       csv = argv[++i];
     } else if (a == "--json" && i + 1 < argc) {
       json = argv[++i];
+    } else if (a == "--samples" && i + 1 < argc) {
+      samples_path = argv[++i];
     } else if (a == "--min-nnz" && i + 1 < argc) {
       min_nnz = std::atoll(argv[++i]);
     } else if (!a.empty() && a[0] == '-') {
@@ -112,6 +117,11 @@ int main(int argc, char** argv)
     }
     std::printf("# device: %s\n# coefficients: %s\n", dev.to_string().c_str(), loaded.path.c_str());
 
+    std::ofstream samples_out;
+    if (!samples_path.empty()) {
+      samples_out.open(samples_path);
+      if (!samples_out) die("cannot write " + samples_path);
+    }
     cudaStream_t stream;
     if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) die("cannot create a stream");
     std::vector<row> rows;
@@ -166,6 +176,15 @@ int main(int argc, char** argv)
         }
         for (const auto& e : placeholder) {
           if (e.format == f) r.predicted["placeholder"] = e.predicted_us;
+        }
+        if (samples_out) {
+          aijp::model::sample smp;
+          smp.format = f;
+          smp.source = aijp::model::family::other;
+          smp.features = feat;
+          smp.measured_us = r.measured;
+          smp.matrix = name;
+          samples_out << aijp::model::to_json_line(smp) << "\n";
         }
         rows.push_back(r);
       }
