@@ -1,0 +1,130 @@
+// Online refinement: per-device corrections of a performance model learned from SpMV times measured while
+// the application runs (issue 6, third part).
+//
+// A correction is a robust running mean of log(measured / predicted) — the model's multiplicative bias —
+// kept per (format, size class) and per size class over all formats. A corrected prediction is
+// `predicted × exp(c)`, where `c` blends the format's own correction with the class-wide one (the class
+// correction covers formats never measured yet: a device constant that is off by a factor moves every
+// format alike). Two size classes, split at the device's L2 size in bytes moved per SpMV, because a ratio
+// learned on a launch-bound matrix must not rescale a DRAM-bound one (models.md: the fitted models split
+// their byte terms at L2 for the same reason).
+//
+// Corrections are stored in the per-device cache as one more coefficient table, under the model name
+// `online_model_name(model)` (model -> format -> name -> value), so a later process starts from what this
+// one learned. Host-only: no CUDA, no PETSc.
+#pragma once
+
+#include <aijpredict/formats.hpp>
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace aijp::online {
+
+/// Working set relative to the L2: `in_l2` = bytes moved per SpMV at most the L2 size (launch- or L2-bound),
+/// `beyond_l2` otherwise (DRAM-bound).
+enum class size_class : int { in_l2 = 0, beyond_l2 = 1 };
+constexpr int size_class_count = 2;
+const char* size_class_name(size_class c);
+/// The class of a SpMV that moves `bytes` on a device with `l2_bytes` of L2 (l2_bytes <= 0: in_l2).
+size_class classify(double bytes, double l2_bytes);
+
+/// One running correction.
+struct correction {
+  double log_ratio = 0;  ///< running mean of log(measured / predicted)
+  double weight = 0;     ///< observations in the mean, capped at tuning::max_weight (the memory length)
+  double count = 0;      ///< all observations ever (uncapped; decides merges)
+};
+
+/// Constants of the update rule (plain values with their reasons; the tests exercise them).
+struct tuning {
+  /// Memory length: the mean weighs the last ~20 observations once this many are in (an exponentially
+  /// weighted mean with alpha = 1/20 from then on), so a changed machine is tracked within a few dozen.
+  double max_weight = 20;
+  /// Once `clip_after` observations are in, one observation moves the log ratio by at most `clip_log`
+  /// (log 2): a single outlier (a preempted kernel, a clock dip) cannot double or halve a prediction, while
+  /// a real shift is followed within a few observations. The first observations are taken as they are, so
+  /// a mis-calibration by any factor is corrected by the first one.
+  double clip_log = 0.6931471805599453;
+  double clip_after = 3;
+  /// Prior weight of the class-wide correction when blending it with a format's own: with w own
+  /// observations the format's correction counts w / (w + prior_weight).
+  double prior_weight = 0.5;
+  /// Ratios outside [1/1000, 1000] are measurement errors (a wrong event pair), not model bias: ignored.
+  double max_abs_log = 6.907755278982137;
+};
+
+/// Corrections of one base model on one device. Thread-safe: every member locks an internal mutex (the
+/// plans of a process share one instance through their context).
+class corrections {
+ public:
+  corrections() = default;
+  explicit corrections(const tuning& t) : tuning_(t) {}
+  corrections(const corrections& other);
+  corrections& operator=(const corrections& other);
+
+  /// The factor exp(c) that multiplies the model's prediction of format `f` in class `c`.
+  double factor(format_id f, size_class c) const;
+  /// `predicted_us × factor(f, c)`.
+  double corrected(format_id f, size_class c, double predicted_us) const { return predicted_us * factor(f, c); }
+
+  /// Adds one observation: the model (uncorrected) predicted `predicted_us`, `measured_us` was measured.
+  /// Returns false (and changes nothing) for non-positive, non-finite or absurd ratios.
+  bool observe(format_id f, size_class c, double predicted_us, double measured_us);
+
+  /// The correction of format `f` (resp. of the class over all formats).
+  correction of(format_id f, size_class c) const;
+  correction of_class(size_class c) const;
+  /// Total observations over all cells (0: nothing learned).
+  double observations() const;
+
+  /// Cache representation: format name -> {log_ratio_<class>, weight_<class>, count_<class>} and the
+  /// class-wide cells under the pseudo format "all". Cells without observations are left out.
+  std::map<std::string, std::map<std::string, double>> to_table() const;
+  /// Restores from `to_table` output; unknown formats and names are ignored, bad values (non-finite,
+  /// negative weights) skip that cell.
+  static corrections from_table(const std::map<std::string, std::map<std::string, double>>& table, const tuning& t = {});
+  /// Cell by cell, keeps the one with more observations (`count`); on a tie keeps this one. Used when saving:
+  /// another process may have written the cache since this one loaded it.
+  void merge(const corrections& other);
+
+  /// One line per cell with observations, e.g. "sell/in_l2: x0.52 (12 obs)".
+  std::string to_string() const;
+
+ private:
+  using cells = std::array<correction, size_class_count>;
+  tuning tuning_;
+  std::array<cells, format_count> by_format_{};
+  cells all_{};
+  mutable std::mutex mutex_;
+
+  static void update(correction& k, double r, const tuning& t);
+};
+
+/// When and how a plan measures itself and explores (gpu_matrix; plan_options::online_policy).
+struct policy {
+  /// Time every product for the first `sample_first` after a plan or format change, then every
+  /// `sample_every`-th: two event records cost ~1-2 us of host time, which matters on 5 us products.
+  int sample_first = 16;
+  int sample_every = 8;
+  /// One observation (median of this many new samples) is fed to the corrections.
+  int observe_every = 8;
+  /// Bounded exploration: once the running format has `explore_after` samples and its measured median
+  /// exceeds the runner-up's corrected prediction by more than `explore_margin` (10 %: above the
+  /// run-to-run spread of small-matrix times between runs on one GPU, docs/models.md), the plan converts
+  /// to the runner-up once, measures it as long, and keeps the faster.
+  int explore_after = 8;
+  double explore_margin = 0.10;
+  bool explore = true;
+};
+
+/// Median of `v` (mean of the middle two for an even size; 0 for an empty vector).
+double median(std::vector<double> v);
+
+/// Cache key under which the corrections of base model `model` ("placeholder", "aijp", ...) are stored.
+std::string online_model_name(const std::string& model);
+
+}  // namespace aijp::online

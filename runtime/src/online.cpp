@@ -1,0 +1,189 @@
+#include <aijpredict/online.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace aijp::online {
+
+namespace {
+
+constexpr const char* class_names[size_class_count] = {"in_l2", "beyond_l2"};
+constexpr const char* all_formats_key = "all";
+
+bool valid(const correction& k)
+{
+  return std::isfinite(k.log_ratio) && std::isfinite(k.weight) && std::isfinite(k.count) && k.weight > 0 && k.count >= k.weight &&
+         std::abs(k.log_ratio) < 50;
+}
+
+}  // namespace
+
+const char* size_class_name(size_class c) { return class_names[static_cast<int>(c)]; }
+
+size_class classify(double bytes, double l2_bytes)
+{
+  return l2_bytes > 0 && bytes > l2_bytes ? size_class::beyond_l2 : size_class::in_l2;
+}
+
+double median(std::vector<double> v)
+{
+  if (v.empty()) return 0;
+  const std::size_t h = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + h, v.end());
+  const double hi = v[h];
+  if (v.size() % 2) return hi;
+  return 0.5 * (hi + *std::max_element(v.begin(), v.begin() + h));
+}
+
+std::string online_model_name(const std::string& model) { return "online_" + model; }
+
+corrections::corrections(const corrections& other)
+{
+  std::lock_guard<std::mutex> lock(other.mutex_);
+  tuning_ = other.tuning_;
+  by_format_ = other.by_format_;
+  all_ = other.all_;
+}
+
+corrections& corrections::operator=(const corrections& other)
+{
+  if (this == &other) return *this;
+  const corrections copy(other);
+  std::lock_guard<std::mutex> lock(mutex_);
+  tuning_ = copy.tuning_;
+  by_format_ = copy.by_format_;
+  all_ = copy.all_;
+  return *this;
+}
+
+double corrections::factor(format_id f, size_class c) const
+{
+  std::lock_guard<std::mutex> lock(mutex_);
+  const correction& own = by_format_[static_cast<int>(f)][static_cast<int>(c)];
+  const correction& all = all_[static_cast<int>(c)];
+  const double base = all.weight > 0 ? all.log_ratio : 0.0;
+  const double blend = own.weight > 0 ? own.weight / (own.weight + tuning_.prior_weight) : 0.0;
+  return std::exp(base + blend * (own.log_ratio - base));
+}
+
+void corrections::update(correction& k, double r, const tuning& t)
+{
+  double step = r - k.log_ratio;
+  if (k.weight >= t.clip_after) step = std::clamp(step, -t.clip_log, t.clip_log);
+  k.weight = std::min(k.weight + 1, t.max_weight);
+  k.count += 1;
+  k.log_ratio += step / k.weight;
+}
+
+bool corrections::observe(format_id f, size_class c, double predicted_us, double measured_us)
+{
+  if (!(predicted_us > 0) || !(measured_us > 0) || !std::isfinite(predicted_us) || !std::isfinite(measured_us)) return false;
+  const double r = std::log(measured_us / predicted_us);
+  if (!(std::abs(r) <= tuning_.max_abs_log)) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  update(by_format_[static_cast<int>(f)][static_cast<int>(c)], r, tuning_);
+  update(all_[static_cast<int>(c)], r, tuning_);
+  return true;
+}
+
+correction corrections::of(format_id f, size_class c) const
+{
+  std::lock_guard<std::mutex> lock(mutex_);
+  return by_format_[static_cast<int>(f)][static_cast<int>(c)];
+}
+
+correction corrections::of_class(size_class c) const
+{
+  std::lock_guard<std::mutex> lock(mutex_);
+  return all_[static_cast<int>(c)];
+}
+
+double corrections::observations() const
+{
+  std::lock_guard<std::mutex> lock(mutex_);
+  double n = 0;
+  for (const auto& k : all_) n += k.count;
+  return n;
+}
+
+std::map<std::string, std::map<std::string, double>> corrections::to_table() const
+{
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::map<std::string, std::map<std::string, double>> t;
+  const auto put = [&t](const std::string& key, const cells& cs) {
+    for (int c = 0; c < size_class_count; ++c) {
+      if (!(cs[c].count > 0)) continue;
+      auto& row = t[key];
+      row[std::string("log_ratio_") + class_names[c]] = cs[c].log_ratio;
+      row[std::string("weight_") + class_names[c]] = cs[c].weight;
+      row[std::string("count_") + class_names[c]] = cs[c].count;
+    }
+  };
+  for (int f = 0; f < format_count; ++f) put(format_name(static_cast<format_id>(f)), by_format_[f]);
+  put(all_formats_key, all_);
+  return t;
+}
+
+corrections corrections::from_table(const std::map<std::string, std::map<std::string, double>>& table, const tuning& t)
+{
+  corrections out(t);
+  const auto get = [](const std::map<std::string, double>& row, cells& cs) {
+    for (int c = 0; c < size_class_count; ++c) {
+      const auto lr = row.find(std::string("log_ratio_") + class_names[c]);
+      const auto w = row.find(std::string("weight_") + class_names[c]);
+      const auto n = row.find(std::string("count_") + class_names[c]);
+      if (lr == row.end() || w == row.end() || n == row.end()) continue;
+      const correction k{lr->second, w->second, n->second};
+      if (valid(k)) cs[c] = k;
+    }
+  };
+  for (const auto& [name, row] : table) {
+    if (name == all_formats_key) {
+      get(row, out.all_);
+      continue;
+    }
+    for (int f = 0; f < format_count; ++f) {
+      if (name == format_name(static_cast<format_id>(f))) get(row, out.by_format_[f]);
+    }
+  }
+  for (auto& k : out.all_) k.weight = std::min(k.weight, t.max_weight);
+  for (auto& cs : out.by_format_) {
+    for (auto& k : cs) k.weight = std::min(k.weight, t.max_weight);
+  }
+  return out;
+}
+
+void corrections::merge(const corrections& other)
+{
+  if (this == &other) return;
+  const corrections copy(other);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto take = [](cells& mine, const cells& theirs) {
+    for (int c = 0; c < size_class_count; ++c) {
+      if (theirs[c].count > mine[c].count) mine[c] = theirs[c];
+    }
+  };
+  for (int f = 0; f < format_count; ++f) take(by_format_[f], copy.by_format_[f]);
+  take(all_, copy.all_);
+}
+
+std::string corrections::to_string() const
+{
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::ostringstream os;
+  char line[160];
+  const auto put = [&](const char* name, const cells& cs) {
+    for (int c = 0; c < size_class_count; ++c) {
+      if (!(cs[c].count > 0)) continue;
+      std::snprintf(line, sizeof(line), "%s/%s: x%.3f (%.0f obs)\n", name, class_names[c], std::exp(cs[c].log_ratio), cs[c].count);
+      os << line;
+    }
+  };
+  for (int f = 0; f < format_count; ++f) put(format_name(static_cast<format_id>(f)), by_format_[f]);
+  put(all_formats_key, all_);
+  return os.str();
+}
+
+}  // namespace aijp::online
