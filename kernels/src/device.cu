@@ -221,6 +221,21 @@ void params_to_entry(const bandwidth_model_params& p, cache::cache_entry& e)
 
 context::context(const context_options& opts)
 {
+  cache::load_result loaded;
+  init_(opts, loaded);
+  if (opts.online) load_online_(opts, loaded);
+}
+
+context::~context()
+{
+  try {
+    save_online();
+  } catch (...) {  // a destructor must not throw; save_online() reports the same failure to explicit callers
+  }
+}
+
+void context::init_(const context_options& opts, cache::load_result& loaded)
+{
   std::string why;
   if (!device_available(&why)) AIJP_THROW(not_supported, why);
   int ordinal = 0;
@@ -235,7 +250,9 @@ context::context(const context_options& opts)
   }
   const cache::store store(opts.cache_dir.empty() ? cache::default_directory() : std::filesystem::path(opts.cache_dir));
   const cache::device_fingerprint fp = make_fingerprint(device_);
-  const cache::load_result loaded = store.load(fp);
+  cache_dir_ = store.directory();
+  fingerprint_ = fp;
+  loaded = store.load(fp);
   if (loaded.status == cache::load_status::ok && params_from_entry(*loaded.entry, params_)) {
     params_source_ = "cache file " + loaded.path.string();
   } else {
@@ -317,6 +334,64 @@ void context::load_default_model_(const context_options& opts, const cache::devi
   std::snprintf(scale, sizeof(scale), "%.3f", model_scale_);
   model_source_ = "model " + opts.model + " from the shipped default " + def->path.string() + " (" + def->entry->device.name +
                   (same_gpu ? ")" : std::string("), times scaled by ") + scale + " (bandwidth ratio); run aijp_warmup to fit this GPU");
+}
+
+// Online corrections belong to the model that ranks the formats (a ratio learned against the placeholder
+// is meaningless for a fitted model), so the key names the model actually in use.
+void context::load_online_(const context_options& opts, const cache::load_result& loaded)
+{
+  (void)opts;
+  const std::string model = model_ ? model_->name() : std::string("placeholder");
+  online_key_ = online::online_model_name(model);
+  online_loaded_from_ = "nothing learned yet";
+  if (loaded.status == cache::load_status::ok) {
+    const auto it = loaded.entry->coefficients.find(online_key_);
+    if (it != loaded.entry->coefficients.end()) {
+      online_ = std::make_shared<online::corrections>(online::corrections::from_table(it->second));
+      online_loaded_from_ = "loaded from " + loaded.path.string();
+    }
+  }
+  if (loaded.status != cache::load_status::ok && loaded.status != cache::load_status::missing) {
+    cache_dir_.clear();  // never overwrite a file we could not read (as for the device constants)
+    online_loaded_from_ += " (the cache file is unusable: corrections will not be saved)";
+  }
+  if (!online_) online_ = std::make_shared<online::corrections>();
+  online_saved_obs_ = online_->observations();
+}
+
+std::string context::online_source() const
+{
+  if (!online_) return "online refinement off";
+  char n[64];
+  std::snprintf(n, sizeof(n), "%.0f observations", online_->observations());
+  return "online refinement (" + online_key_ + "): " + n + ", " + online_loaded_from_;
+}
+
+std::filesystem::path context::save_online()
+{
+  if (!online_ || cache_dir_.empty()) return {};
+  const online::corrections mine(*online_);
+  const double obs = mine.observations();
+  if (!(obs > online_saved_obs_)) return {};
+  const cache::store store(cache_dir_);
+  cache::cache_entry initial;
+  initial.schema_version = cache::schema_version;
+  initial.device = fingerprint_;
+  initial.created_by = "aijpredict runtime";
+  initial.created_at = utc_now();
+  params_to_entry(params_, initial);
+  store.update(
+      fingerprint_,
+      [&](cache::cache_entry& e) {
+        online::corrections merged(mine);
+        const auto it = e.coefficients.find(online_key_);
+        if (it != e.coefficients.end()) merged.merge(online::corrections::from_table(it->second));
+        e.coefficients[online_key_] = merged.to_table();
+        e.provenance[online_key_] = "aijp::context::save_online " + utc_now();
+      },
+      initial);
+  online_saved_obs_ = obs;
+  return store.path_for(fingerprint_);
 }
 
 }  // namespace aijp

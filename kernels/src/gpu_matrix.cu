@@ -4,8 +4,10 @@
 #include "cuda_check.hpp"
 #include "device_buffer.hpp"
 #include "format_impl.hpp"
+#include "spmv_timer.hpp"
 #include "vector_ops.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -75,7 +77,41 @@ struct gpu_matrix<Value>::impl {
   plan_report report;
   column_summary columns{};
 
+  // Online refinement (plan_options::online): state of the running format's measurements.
+  struct online_state {
+    std::shared_ptr<online::corrections> corr;  // null: off
+    online::policy policy;
+    std::unique_ptr<detail::spmv_timer> timer;
+    bool timing = true;                         // set_online_timing
+    std::vector<double> raw_us;                 // per estimate: the model's uncorrected prediction
+    std::vector<online::size_class> cls;        // per estimate
+    long epoch = 0;                             // bumped at every format change; tags the timed pairs
+    long calls = 0;                             // products since the epoch began
+    int running = -1;                           // estimate index of the running format
+    int runner_up = -1;                         // estimate index exploration would try
+    bool may_explore = false;
+    std::vector<double> samples;                // this epoch's times (the last 64)
+    int sample_count = 0;                       // this epoch's times read back
+    std::vector<double> window;                 // since the last observation
+    std::vector<detail::spmv_timer::sample> scratch;
+    cudaStream_t stream = nullptr;              // of the last timed product (exploration builds on it)
+    std::unique_ptr<detail::format_impl<Value>> parked;  // the format kept while the runner-up is measured
+    std::vector<double> parked_samples;
+    int parked_count = 0;
+  } on;
+
   void convert_to(format_id choice, cudaStream_t stream);
+  double corrected_now(int i) const
+  {
+    if (i < 0) return 0;
+    if (!on.corr) return report.estimates[i].predicted_us;
+    return on.corr->corrected(report.estimates[i].format, on.cls[i], on.raw_us[i]);
+  }
+  void begin_epoch(format_id f);
+  void update_measured();
+  void harvest(bool wait);
+  void observe_window(bool allow_explore);
+  void explore_or_finish();
 
   std::unique_ptr<detail::format_impl<Value>> build(format_id f, cudaStream_t stream)
   {
@@ -212,6 +248,25 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
       }
     }
   }
+  m.on.parked.reset();
+  m.on.corr = opts.online ? ctx.online_corrections() : nullptr;
+  m.on.policy = opts.online_policy;
+  rep.online_factor.clear();
+  rep.exploration.reset();
+  rep.online_source = m.on.corr ? ctx.online_source() : std::string();
+  if (m.on.corr) {
+    if (!m.on.timer) m.on.timer = std::make_unique<detail::spmv_timer>();
+    m.on.raw_us.clear();
+    m.on.cls.clear();
+    for (auto& e : rep.estimates) {
+      const auto cls = online::classify(e.bytes, static_cast<double>(rep.device.l2_bytes));
+      const double f = m.on.corr->factor(e.format, cls);
+      m.on.raw_us.push_back(e.predicted_us);
+      m.on.cls.push_back(cls);
+      rep.online_factor.push_back(f);
+      e.predicted_us *= f;
+    }
+  }
   int best = select_best(rep.estimates);
   format_id choice = format_id::cusparse_csr;
   if (opts.forced) {
@@ -266,6 +321,15 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
       choice = format_id::cusparse_csr;
     }
   }
+  m.on.runner_up = -1;
+  if (m.on.corr && !opts.forced && !rep.deferred && best >= 0) {
+    for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
+      const auto& e = rep.estimates[i];
+      if (!e.feasible || e.format == choice) continue;
+      if (m.on.runner_up < 0 || e.predicted_us < rep.estimates[m.on.runner_up].predicted_us) m.on.runner_up = i;
+    }
+  }
+  m.on.may_explore = m.on.runner_up >= 0 && opts.online_policy.explore;
   m.convert_to(choice, stream);
 }
 
@@ -291,6 +355,137 @@ void gpu_matrix<Value>::impl::convert_to(format_id choice, cudaStream_t stream)
   AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
   rep.conversion_ms = ms_since(t0);
   rep.chosen = choice;
+  begin_epoch(choice);
+}
+
+template <typename Value>
+void gpu_matrix<Value>::impl::begin_epoch(format_id f)
+{
+  ++on.epoch;
+  on.calls = 0;
+  on.samples.clear();
+  on.sample_count = 0;
+  on.window.clear();
+  on.running = -1;
+  for (int i = 0; i < static_cast<int>(report.estimates.size()); ++i) {
+    if (report.estimates[i].format == f) on.running = i;
+  }
+  report.predicted_us = corrected_now(on.running);
+  report.measured_us = 0;
+  report.measured_samples = 0;
+  report.model_error = -1;
+}
+
+template <typename Value>
+void gpu_matrix<Value>::impl::update_measured()
+{
+  report.measured_samples = on.sample_count;
+  report.measured_us = online::median(on.samples);
+  report.model_error = report.measured_us > 0 && report.predicted_us > 0 ? model::relative_error(report.predicted_us, report.measured_us) : -1;
+}
+
+// Reads back the finished timed products of this epoch (waiting for all of them only if `wait`) and feeds
+// an observation to the corrections every policy.observe_every of them.
+template <typename Value>
+void gpu_matrix<Value>::impl::harvest(bool wait)
+{
+  on.scratch.clear();
+  if (wait) {
+    on.timer->drain(on.scratch);
+  } else {
+    on.timer->harvest(on.scratch);
+  }
+  bool fresh = false;
+  for (const auto& smp : on.scratch) {
+    if (smp.tag != on.epoch) continue;  // a product of the format before the last change
+    if (on.samples.size() == 64) on.samples.erase(on.samples.begin());
+    on.samples.push_back(smp.us);
+    on.window.push_back(smp.us);
+    ++on.sample_count;
+    fresh = true;
+    if (static_cast<int>(on.window.size()) >= std::max(1, on.policy.observe_every)) observe_window(!wait);
+  }
+  if (fresh) update_measured();
+}
+
+template <typename Value>
+void gpu_matrix<Value>::impl::observe_window(bool allow_explore)
+{
+  if (on.running >= 0 && !on.window.empty()) {
+    on.corr->observe(report.estimates[on.running].format, on.cls[on.running], on.raw_us[on.running], online::median(on.window));
+  }
+  on.window.clear();
+  update_measured();
+  if (allow_explore) explore_or_finish();
+}
+
+// Bounded exploration: at most one runner-up per analysis, measured as long as the running format was,
+// and the faster of the two kept. The running format stays built (`parked`) while the runner-up is
+// measured, so going back costs nothing.
+template <typename Value>
+void gpu_matrix<Value>::impl::explore_or_finish()
+{
+  if (!on.may_explore || on.sample_count < std::max(1, on.policy.explore_after)) return;
+  char line[256];
+  if (on.parked) {
+    exploration_record& rec = *report.exploration;
+    rec.to_measured_us = report.measured_us;
+    rec.finished = true;
+    rec.kept_runner_up = rec.to_measured_us < rec.from_measured_us;
+    on.may_explore = false;
+    if (rec.kept_runner_up) {
+      on.parked.reset();
+    } else {
+      format = std::move(on.parked);
+      report.chosen = rec.from;
+      const auto samples = std::move(on.parked_samples);
+      const int count = on.parked_count;
+      begin_epoch(rec.from);
+      on.samples = samples;
+      on.sample_count = count;
+      update_measured();
+    }
+    std::snprintf(line, sizeof(line), "explored %s: measured %.2f us vs %.2f us of %s: kept %s", format_name(rec.to),
+                  rec.to_measured_us, rec.from_measured_us, format_name(rec.from), format_name(report.chosen));
+    report.refinement.push_back(line);
+    report.decision += std::string("; online: ") + line;
+    return;
+  }
+  if (report.exploration || on.runner_up < 0) return;
+  // The runner-up's prediction as the analysis made it. Not its current corrected value: the class-wide
+  // correction has meanwhile absorbed the running format's measurements, which would rescale the runner-up
+  // by the running format's own bias and hide exactly the misranking exploration is there to find.
+  const double runner_us = report.estimates[on.runner_up].predicted_us;
+  if (!(report.measured_us > runner_us * (1 + on.policy.explore_margin))) return;
+  exploration_record rec;
+  rec.from = report.chosen;
+  rec.to = report.estimates[on.runner_up].format;
+  if (rec.to == rec.from) {  // the choice fell back (out of memory) to what was the runner-up
+    on.may_explore = false;
+    return;
+  }
+  rec.from_measured_us = report.measured_us;
+  rec.to_predicted_us = runner_us;
+  std::snprintf(line, sizeof(line), "%s measured %.2f us > %.2f us predicted for the runner-up %s (+%.0f %% margin): trying it",
+                format_name(rec.from), rec.from_measured_us, runner_us, format_name(rec.to), 100 * on.policy.explore_margin);
+  report.refinement.push_back(line);
+  on.parked_samples = on.samples;
+  on.parked_count = on.sample_count;
+  on.parked = std::move(format);
+  try {
+    format = build(rec.to, on.stream);
+  } catch (const error& e) {
+    format = std::move(on.parked);
+    on.may_explore = false;
+    rec.finished = true;
+    rec.note = std::string("conversion failed: ") + e.what();
+    report.exploration = rec;
+    report.refinement.push_back(std::string("exploration of ") + format_name(rec.to) + " abandoned: " + rec.note);
+    return;
+  }
+  report.exploration = rec;
+  report.chosen = rec.to;
+  begin_epoch(rec.to);
 }
 
 template <typename Value>
@@ -315,6 +510,7 @@ void gpu_matrix<Value>::update_values(const Value* host_values, cudaStream_t str
   if (a.nnz == 0) return;
   AIJP_CUDA_CHECK(cudaMemcpyAsync(a.values.data(), host_values, a.nnz * sizeof(Value), cudaMemcpyHostToDevice, stream));
   impl_->format->refresh_values(a, stream);
+  if (impl_->on.parked) impl_->on.parked->refresh_values(a, stream);
 }
 
 template <typename Value>
@@ -326,7 +522,43 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
     detail::scale_or_zero(a.rows, beta, y, stream);
     return;
   }
-  impl_->format->apply(alpha, x, beta, y, stream);
+  auto& on = impl_->on;
+  if (!on.corr || !on.timing) {
+    impl_->format->apply(alpha, x, beta, y, stream);
+    return;
+  }
+  on.stream = stream;
+  if (on.timer->pending() > 0) impl_->harvest(false);  // may switch the format (exploration)
+  const long k = on.calls++;
+  const bool sample = k < on.policy.sample_first || (on.policy.sample_every > 0 && k % on.policy.sample_every == 0);
+  if (sample && on.timer->begin(stream, on.epoch)) {
+    impl_->format->apply(alpha, x, beta, y, stream);
+    on.timer->end(stream);
+  } else {
+    impl_->format->apply(alpha, x, beta, y, stream);
+  }
+}
+
+template <typename Value>
+void gpu_matrix<Value>::online_sync()
+{
+  auto& on = impl_->on;
+  if (!on.corr || !on.timer) return;
+  impl_->harvest(true);
+  // A short run's last few samples still count (at least 3, so that one odd product is not an observation).
+  if (on.window.size() >= 3) impl_->observe_window(false);
+}
+
+template <typename Value>
+void gpu_matrix<Value>::set_online_timing(bool on)
+{
+  impl_->on.timing = on;
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::online_timing() const
+{
+  return impl_->on.timing;
 }
 
 template <typename Value>
@@ -397,17 +629,31 @@ std::string plan_report::to_string() const
        << coo.strips << " x " << coo.rows_per_strip << " nonzeros\n";
   }
   os << "  model: " << model_source << "; device constants: " << params_source << "\n";
+  if (!online_source.empty()) os << "  " << online_source << "\n";
+  const bool online = online_factor.size() == estimates.size() && !online_factor.empty();
   char line[256];
-  std::snprintf(line, sizeof(line), "  %-18s %-9s %14s %14s\n", "format", "feasible", "bytes/SpMV", "predicted us");
+  std::snprintf(line, sizeof(line), "  %-18s %-9s %14s %14s%s\n", "format", "feasible", "bytes/SpMV", "predicted us",
+                online ? "   online x" : "");
   os << line;
-  for (const auto& e : estimates) {
-    std::snprintf(line, sizeof(line), "  %-18s %-9s %14.0f %14.2f%s%s%s\n", format_name(e.format), e.feasible ? "yes" : "no",
-                  e.bytes, e.predicted_us, e.fitted ? "" : " (placeholder)", e.reason.empty() ? "" : "  ", e.reason.c_str());
+  for (std::size_t i = 0; i < estimates.size(); ++i) {
+    const auto& e = estimates[i];
+    char factor[32] = "";
+    if (online) std::snprintf(factor, sizeof(factor), " %10.3f", online_factor[i]);
+    std::snprintf(line, sizeof(line), "  %-18s %-9s %14.0f %14.2f%s%s%s%s\n", format_name(e.format), e.feasible ? "yes" : "no",
+                  e.bytes, e.predicted_us, factor, e.fitted ? "" : " (placeholder)", e.reason.empty() ? "" : "  ", e.reason.c_str());
     os << line;
   }
   std::snprintf(line, sizeof(line), "  upload %.3f ms, analysis %.3f ms, conversion %.3f ms\n", upload_ms, analysis_ms,
                 conversion_ms);
   os << "  choice: " << decision << "\n" << line;
+  if (measured_samples > 0) {
+    std::snprintf(line, sizeof(line), "  running %s: measured %.2f us (median of %d timed products), predicted %.2f us, model error %.1f %%\n",
+                  format_name(chosen), measured_us, measured_samples, predicted_us, 100 * model_error);
+    os << line;
+  } else if (!online_source.empty()) {
+    os << "  running " << format_name(chosen) << ": not measured yet\n";
+  }
+  for (const auto& r : refinement) os << "  online: " << r << "\n";
   return os.str();
 }
 

@@ -4,10 +4,12 @@
 #include <aijpredict/cache.hpp>
 #include <aijpredict/device_geometry.hpp>
 #include <aijpredict/models.hpp>
+#include <aijpredict/online.hpp>
 #include <aijpredict/predict.hpp>
 
 #include <cuda_runtime_api.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +42,12 @@ struct context_options {
   /// Default "placeholder": on the H200 held-out set (bench/results/2026-11-22_h200_accuracy.txt) the
   /// calibrated placeholder still selects better than the fitted models; see docs/models.md.
   std::string model = "placeholder";
+  /// Online refinement (docs/models.md): plans time sampled products with CUDA events and refine
+  /// per-format corrections of the model's predictions, which the analysis of every later plan applies.
+  /// The corrections are loaded from the cache (model key online_<model>) and saved back, merged with what
+  /// other processes wrote, by save_online() and by the destructor. Off by default: tools that measure
+  /// the models themselves must see them uncorrected.
+  bool online = false;
 };
 
 /// Everything per device and per process: properties, model parameters (from the per-device cache, or
@@ -47,6 +55,10 @@ struct context_options {
 class context {
  public:
   explicit context(const context_options& opts = {});
+  /// Saves the online corrections (save_online) if any were learned; never throws.
+  ~context();
+  context(const context&) = delete;
+  context& operator=(const context&) = delete;
   const device_properties& device() const { return device_; }
   const bandwidth_model_params& model_params() const { return params_; }
   /// Where the parameters came from ("cache file <path>", "calibrated now, saved to <path>", ...).
@@ -60,6 +72,17 @@ class context {
   /// Factor applied to the fitted model's times (1 unless the coefficients come from another GPU's default).
   double model_scale() const { return model_scale_; }
 
+  /// The online corrections every plan of this context reads and refines; nullptr when online refinement
+  /// is off. Shared: a plan keeps it alive even if the context is replaced.
+  std::shared_ptr<online::corrections> online_corrections() const { return online_; }
+  /// One line: where the corrections came from and how many observations they hold.
+  std::string online_source() const;
+  /// Merges the corrections into the cache file under its writer lock (another process's cells with more
+  /// observations win, cell by cell; other models and metrics are untouched) when this process observed
+  /// anything since loading or the last save. Returns the file written, or an empty path when there was
+  /// nothing to save or the cache is disabled. Throws aijp::error when the file cannot be written.
+  std::filesystem::path save_online();
+
  private:
   device_properties device_;
   bandwidth_model_params params_;
@@ -68,6 +91,15 @@ class context {
   std::shared_ptr<model::performance_model> model_;
   std::string model_source_ = "placeholder bandwidth model";
   double model_scale_ = 1.0;
+  std::shared_ptr<online::corrections> online_;
+  std::string online_key_;           // cache model key of the corrections (online_<effective model>)
+  std::string online_loaded_from_;   // what the corrections were loaded from
+  double online_saved_obs_ = 0;      // observations in the corrections when loaded / last saved
+  std::filesystem::path cache_dir_;  // empty: cache disabled
+  cache::device_fingerprint fingerprint_;
+
+  void init_(const context_options& opts, cache::load_result& loaded);
+  void load_online_(const context_options& opts, const cache::load_result& loaded);
 
   void calibrate_();
   void load_default_model_(const context_options& opts, const cache::device_fingerprint& fp);

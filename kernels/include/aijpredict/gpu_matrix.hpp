@@ -11,6 +11,7 @@
 #include <aijpredict/device.hpp>
 #include <aijpredict/error.hpp>
 #include <aijpredict/formats.hpp>
+#include <aijpredict/online.hpp>
 #include <aijpredict/predict.hpp>
 #include <aijpredict/stats.hpp>
 
@@ -36,6 +37,24 @@ struct plan_options {
   /// per SpMV times this many SpMVs exceeds the estimated conversion cost; otherwise the choice is kept as
   /// deferred (report().deferred) and convert_deferred() does it later. 0: convert whenever faster.
   double expected_mults = 0;
+  /// Online refinement when the context has it (context_options::online): sampled products are timed with
+  /// CUDA events (read back later, never waited for in apply), fed to the context's corrections, and the
+  /// runner-up is tried once when the running format measures worse than the runner-up's prediction
+  /// (`online_policy`). No effect with a context without online refinement.
+  bool online = true;
+  online::policy online_policy;
+};
+
+/// One bounded exploration (online refinement): the runner-up tried once, and which of the two was kept.
+struct exploration_record {
+  format_id from = format_id::cusparse_csr;
+  format_id to = format_id::cusparse_csr;
+  double from_measured_us = 0;   ///< median of the running format before the exploration
+  double to_predicted_us = 0;    ///< the runner-up's corrected prediction that triggered it
+  double to_measured_us = 0;     ///< median of the runner-up (0 while it is being measured)
+  bool finished = false;
+  bool kept_runner_up = false;
+  std::string note;              ///< why it ended early (conversion failed), else empty
 };
 
 /// What the analysis found and decided; printed by -mat_aijpredict_view.
@@ -55,6 +74,15 @@ struct plan_report {
   std::optional<format_id> deferred;  ///< predicted faster but not yet paid for (amortization)
   double saving_us = 0.0;             ///< predicted saving per SpMV of `deferred` over cuSPARSE CSR
   double conversion_estimate_us = 0.0;///< estimated cost of converting to `deferred`
+  // Online refinement (all zero / empty without it).
+  std::string online_source;          ///< which corrections the analysis applied (context::online_source)
+  std::vector<double> online_factor;  ///< per estimate: the correction factor applied to its prediction
+  double predicted_us = 0.0;  ///< corrected prediction of the running format, made before it was measured
+  double measured_us = 0.0;   ///< median of the event-timed products of the running format (0: none yet)
+  int measured_samples = 0;   ///< timed products of the running format read back so far
+  double model_error = -1.0;  ///< |predicted_us - measured_us| / measured_us; negative until measured
+  std::optional<exploration_record> exploration;
+  std::vector<std::string> refinement;  ///< what online refinement did, one line each
   std::string to_string() const;
 };
 
@@ -86,6 +114,14 @@ class gpu_matrix {
 
   /// y = alpha A^T x + beta y (through cuSPARSE CSR), device pointers, x: rows entries, y: cols entries.
   void apply_transpose(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream);
+
+  /// Online refinement: waits for the pending timed products, reads them back and feeds the corrections,
+  /// so that report() is current (end of a solve, -mat_aijpredict_view). Synchronises those events: not
+  /// for the hot path. No effect without online refinement.
+  void online_sync();
+  /// Pauses (false) or resumes online timing, e.g. while a tool times the plan itself (aijp::time_spmv).
+  void set_online_timing(bool on);
+  bool online_timing() const;
 
   /// d[r] = A(r, r) for r < rows (0 where the diagonal entry is not stored), device pointer. Asynchronous.
   void diagonal(Value* d, cudaStream_t stream) const;

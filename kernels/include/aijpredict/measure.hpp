@@ -25,7 +25,8 @@ struct timing_result {
   int batch = 0;
 };
 
-/// Times `m.apply(1, x, 0, y)` on `stream` (device pointers). Synchronises the stream.
+/// Times `m.apply(1, x, 0, y)` on `stream` (device pointers). Synchronises the stream. Online timing of `m`
+/// (plan_options::online) is paused meanwhile.
 template <typename Value>
 timing_result time_spmv(gpu_matrix<Value>& m, const Value* x, Value* y, cudaStream_t stream, const timing_options& o = {});
 

@@ -113,7 +113,7 @@ struct policy {
   /// One observation (median of this many new samples) is fed to the corrections.
   int observe_every = 8;
   /// Bounded exploration: once the running format has `explore_after` samples and its measured median
-  /// exceeds the runner-up's corrected prediction by more than `explore_margin` (10 %: above the
+  /// exceeds the runner-up's (corrected) prediction of the analysis by more than `explore_margin` (10 %: above the
   /// run-to-run spread of small-matrix times between runs on one GPU, docs/models.md), the plan converts
   /// to the runner-up once, measures it as long, and keeps the faster.
   int explore_after = 8;

@@ -1,0 +1,189 @@
+// Device tests of online refinement: event timing read back without waiting, results unchanged, timing
+// paused by aijp::time_spmv, the legacy default stream, bounded exploration, and the corrections saved to
+// and loaded from a cache directory. Skipped (not failed) on a machine without a CUDA device.
+#include <aijpredict/generators.hpp>
+#include <aijpredict/gpu_matrix.hpp>
+#include <aijpredict/measure.hpp>
+#include <aijpredict/reference.hpp>
+
+#include "test_checks.hpp"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+using aijp::format_id;
+
+class GpuOnline : public ::testing::Test {
+ protected:
+  void SetUp() override
+  {
+    std::string why;
+    if (!aijp::device_available(&why)) GTEST_SKIP() << why;
+    a_ = aijp::gen::laplacian_2d_5pt(200, 200);
+    x_.resize(a_.cols);
+    for (std::size_t i = 0; i < x_.size(); ++i) x_[i] = 1.0 + static_cast<double>(i % 5) / 4;
+    yref_.resize(a_.rows);
+    aijp::reference_spmv(a_.view(), 1.0, x_.data(), 0.0, yref_.data());
+    bound_ = aijp::spmv_error_bounds(a_.view(), 1.0, x_.data(), 0.0, yref_.data());
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dx_), x_.size() * sizeof(double)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dy_), yref_.size() * sizeof(double)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx_, x_.data(), x_.size() * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), cudaSuccess);
+  }
+  void TearDown() override
+  {
+    if (!aijp::device_available()) return;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // an asynchronous error fails the test that caused it
+    cudaStreamDestroy(s_);
+    cudaFree(dx_);
+    cudaFree(dy_);
+  }
+  static std::unique_ptr<aijp::context> online_context(const std::string& cache_dir = {})
+  {
+    aijp::context_options o;
+    o.use_cache = !cache_dir.empty();
+    o.cache_dir = cache_dir;
+    o.online = true;
+    return std::make_unique<aijp::context>(o);
+  }
+  void run(aijp::gpu_matrix<double>& m, int n, cudaStream_t s)
+  {
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(cudaMemsetAsync(dy_, 0xff, yref_.size() * sizeof(double), s), cudaSuccess);  // NaN planted
+      m.apply(1.0, dx_, 0.0, dy_, s);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    }
+    std::vector<double> y(yref_.size());
+    ASSERT_EQ(cudaMemcpy(y.data(), dy_, y.size() * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+    aijp::test::expect_close(y, yref_, bound_, std::string("online ") + aijp::format_name(m.format()));
+  }
+
+  aijp::csr_matrix<double> a_;
+  std::vector<double> x_, yref_, bound_;
+  double *dx_ = nullptr, *dy_ = nullptr;
+  cudaStream_t s_ = nullptr;
+};
+
+TEST_F(GpuOnline, MeasuresAndRefinesWithoutChangingResults)
+{
+  auto ctx = online_context();
+  aijp::gpu_matrix<double> m(*ctx, a_.view(), aijp::plan_options{}, s_);
+  EXPECT_EQ(m.report().online_factor.size(), m.report().estimates.size());
+  EXPECT_GT(m.report().predicted_us, 0);
+  run(m, 40, s_);
+  m.online_sync();
+  const auto& r = m.report();
+  EXPECT_GE(r.measured_samples, 16);
+  EXPECT_GT(r.measured_us, 0);
+  EXPECT_GE(r.model_error, 0);
+  EXPECT_GT(ctx->online_corrections()->observations(), 0);
+  EXPECT_NE(r.to_string().find("model error"), std::string::npos);
+  // A second plan of the same matrix is analysed with the corrections: its prediction is near the measurement.
+  aijp::gpu_matrix<double> again(*ctx, a_.view(), aijp::plan_options{}, s_);
+  if (again.format() == r.chosen) {
+    EXPECT_NEAR(again.report().predicted_us, r.measured_us, 0.5 * r.measured_us);
+  }
+}
+
+TEST_F(GpuOnline, LegacyDefaultStream)
+{
+  auto ctx = online_context();
+  aijp::gpu_matrix<double> m(*ctx, a_.view(), aijp::plan_options{}, nullptr);
+  run(m, 20, nullptr);
+  m.online_sync();
+  EXPECT_GT(m.report().measured_samples, 0);
+}
+
+TEST_F(GpuOnline, OffWithoutOnlineContextAndPausedByTimeSpmv)
+{
+  aijp::context_options o;
+  o.use_cache = false;
+  const aijp::context plain(o);
+  aijp::gpu_matrix<double> m(plain, a_.view(), aijp::plan_options{}, s_);
+  run(m, 20, s_);
+  m.online_sync();
+  EXPECT_EQ(m.report().measured_samples, 0);
+  EXPECT_TRUE(m.report().online_factor.empty());
+  EXPECT_EQ(plain.online_corrections(), nullptr);
+
+  auto ctx = online_context();
+  aijp::gpu_matrix<double> t(*ctx, a_.view(), aijp::plan_options{}, s_);
+  aijp::timing_options to;
+  to.max_total_ms = 20;
+  (void)aijp::time_spmv(t, dx_, dy_, s_, to);
+  EXPECT_TRUE(t.online_timing());
+  t.online_sync();
+  EXPECT_EQ(t.report().measured_samples, 0);
+  EXPECT_EQ(ctx->online_corrections()->observations(), 0);
+}
+
+TEST_F(GpuOnline, ExploresTheRunnerUpOnceAndKeepsTheFaster)
+{
+  auto ctx = online_context();
+  aijp::plan_options po;
+  po.online_policy.explore_after = 4;
+  po.online_policy.observe_every = 4;
+  // Find what the analysis picks, then make the model believe that format is 100x faster than it is: its
+  // measured time will exceed the runner-up's prediction, which triggers exploration.
+  format_id first;
+  double bytes = 0;
+  {
+    aijp::gpu_matrix<double> probe(*ctx, a_.view(), po, s_);
+    first = probe.format();
+    for (const auto& e : probe.report().estimates) {
+      if (e.format == first) bytes = e.bytes;
+    }
+  }
+  const auto cls = aijp::online::classify(bytes, static_cast<double>(ctx->device().l2_bytes));
+  ctx->online_corrections()->observe(first, cls, 100.0, 1.0);
+  aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
+  ASSERT_EQ(m.format(), first);
+  run(m, 60, s_);
+  m.online_sync();
+  const auto& r = m.report();
+  ASSERT_TRUE(r.exploration.has_value()) << r.to_string();
+  EXPECT_EQ(r.exploration->from, first);
+  EXPECT_NE(r.exploration->to, first);
+  EXPECT_TRUE(r.exploration->finished) << r.to_string();
+  EXPECT_GT(r.exploration->to_measured_us, 0);
+  EXPECT_EQ(r.chosen, r.exploration->kept_runner_up ? r.exploration->to : r.exploration->from);
+  EXPECT_FALSE(r.refinement.empty());
+  run(m, 2, s_);  // still correct after the switch (or the switch back)
+}
+
+TEST_F(GpuOnline, CorrectionsPersistThroughTheCache)
+{
+  std::string tmpl = (std::filesystem::temp_directory_path() / "aijp_online_test-XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const std::filesystem::path dir = tmpl;
+  double learned = 0;
+  {
+    auto ctx = online_context(dir.string());
+    aijp::gpu_matrix<double> m(*ctx, a_.view(), aijp::plan_options{}, s_);
+    run(m, 30, s_);
+    m.online_sync();
+    learned = ctx->online_corrections()->observations();
+    ASSERT_GT(learned, 0);
+    EXPECT_FALSE(ctx->save_online().empty());
+    EXPECT_TRUE(ctx->save_online().empty());  // nothing new since
+  }
+  {
+    auto ctx = online_context(dir.string());
+    EXPECT_EQ(ctx->online_corrections()->observations(), learned);
+    EXPECT_NE(ctx->online_source().find("loaded from"), std::string::npos) << ctx->online_source();
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+}  // namespace
