@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU-machine measurement suite (run through scripts/device_run.sh): format benchmark on the shared real
 # matrices and the large generated set, cache warm-up (quick and full, timed), model accuracy report with
-# its plot, and the end-to-end PETSc checks. Every output file starts with the date, device and command.
-# Usage: bash bench/device_suite.sh OUTDIR [--skip-bench] [--skip-warmup] [--skip-accuracy] [--skip-e2e]
+# its plot, online refinement from a mis-calibrated cache, and the end-to-end PETSc checks. Every output
+# file starts with the date, device and command.
+# Usage: bash bench/device_suite.sh OUTDIR [--skip-bench] [--skip-warmup] [--skip-accuracy] [--skip-online] [--skip-e2e]
 set -uo pipefail
 out="${1:?usage: device_suite.sh OUTDIR [--skip-...]}"; shift; mkdir -p "$out"
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -32,6 +33,15 @@ if [[ "$args" != *" --skip-accuracy "* ]]; then
   { stamp "aijp_accuracy --min-nnz 10000 --csv accuracy.csv --json accuracy.json <real shared matrices> ${large[*]}";
     "$B/aijp_accuracy" --min-nnz 10000 --csv "$out/accuracy.csv" --json "$out/accuracy.json" "${real[@]}" "${large[@]}"; } > "$out/accuracy.txt" 2> "$out/accuracy.err" || rc=1
   python3 "$here/bench/plot_accuracy.py" "$out/accuracy.csv" "$out/accuracy.png" --title "aijpredict model accuracy, $dev, $(date -u +%F)" || rc=1
+fi
+if [[ "$args" != *" --skip-online "* ]]; then
+  # Online refinement from a mis-calibrated temporary cache (its own cache directory, never $out/cache).
+  online=(); for f in "${real[@]}"; do n=$(awk -F'\t' -v k="$(basename "$f" .mtx.gz)" '$1 == k {print $4}' "$M/MANIFEST.tsv");
+    [ "${n:-0}" -ge 10000 ] && online+=("$f"); done
+  online+=(gen:lap7:200x200x200 gen:normal:rows=2000000,mean=24,sigma=6 gen:powerlaw:rows=2000000,deg=12,exp=2.1)
+  { stamp "aijp_online --json online.json <real shared matrices >= 10000 nnz> ${online[*]: -3}"; "$B/aijp_online" --json "$out/online.json" "${online[@]}"; } > "$out/online.txt" 2> "$out/online.err" || rc=1
+  { stamp "aijp_online --foreign cache/defaults/h200.json --json online_foreign.json <same>";
+    "$B/aijp_online" --foreign "$here/cache/defaults/h200.json" --json "$out/online_foreign.json" "${online[@]}"; } > "$out/online_foreign.txt" 2> "$out/online_foreign.err" || rc=1
 fi
 if [[ "$args" != *" --skip-e2e "* ]]; then
   bash "$here/bench/e2e_skeleton.sh" "$out" > /dev/null 2>&1 || rc=1

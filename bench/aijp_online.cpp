@@ -1,0 +1,522 @@
+// aijp_online: shows online refinement at work. Starts from a deliberately mis-calibrated coefficient cache
+// (scaled device constants, or another GPU's cache file) in a temporary cache directory, then runs a
+// sequence of "solves" per matrix — each a freshly assembled plan (upload, analysis with the corrections
+// learned so far) and a number of MatMults — and reports how the prediction error of the running format
+// and the chosen format evolve, against the best format measured by aijp::time_spmv.
+#include <aijpredict/generators.hpp>
+#include <aijpredict/gpu_matrix.hpp>
+#include <aijpredict/matrix_market.hpp>
+#include <aijpredict/measure.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+const char* usage =
+    "Usage: aijp_online [options] MATRIX...\n"
+    "\n"
+    "Demonstrates online refinement. A temporary coefficient cache is filled with this GPU's calibrated\n"
+    "device constants, then deliberately mis-calibrated (--miscalibrate, or --foreign: another GPU's cache\n"
+    "file). Each MATRIX (Matrix Market .mtx/.mtx.gz, or gen:SPEC) then goes through --solves solves; a solve\n"
+    "builds a fresh plan (as a reassembled matrix does: upload, analysis with the corrections learned so far)\n"
+    "and runs --mults MatMults y = A x, each followed by a stream synchronisation like the dot product of a\n"
+    "Krylov iteration. The plan times sampled MatMults with CUDA events (read back later), feeds the model's\n"
+    "corrections, and tries the runner-up once when the running format measures worse than the runner-up's\n"
+    "prediction by 10 %. Printed per solve: the format, its prediction made before it ran, its measured\n"
+    "median, the relative error, and any exploration; per matrix, the MatMults until the prediction error\n"
+    "stays below 10 % and whether the final format is the best of all formats measured by aijp::time_spmv\n"
+    "(back-to-back batches, online timing paused). The corrections are saved to the temporary cache at the\n"
+    "end and printed.\n"
+    "\n"
+    "Options:\n"
+    "  --solves N          solves per matrix (default 10)\n"
+    "  --mults N           MatMults per solve (default 20)\n"
+    "  --model NAME        model that ranks the formats (default placeholder; aijp uses the shipped or\n"
+    "                      foreign coefficients)\n"
+    "  --miscalibrate SPEC scale the cached device constants: bw=F,launch=F,csr=F (stream bandwidth,\n"
+    "                      empty-launch time, cuSPARSE CSR fixed cost; default bw=2,launch=0.5,csr=0.5:\n"
+    "                      every prediction about 2x too fast); 'none' keeps them\n"
+    "  --foreign FILE      instead, take the device constants and the model coefficients from FILE, a cache\n"
+    "                      file of another GPU (e.g. cache/defaults/h200.json)\n"
+    "  --no-explore        no bounded exploration (corrections only)\n"
+    "  --no-reference      do not time every format with aijp::time_spmv (no measured best)\n"
+    "  --no-iteration-sync MatMults back to back (timed pairs are then read back at the end of the solve)\n"
+    "  --cache-dir DIR     use DIR for the cache instead of a temporary directory (kept)\n"
+    "  --keep-cache        keep the temporary cache directory and print its path\n"
+    "  --per-mult          print one line per MatMult\n"
+    "  --float             single precision values (default double)\n"
+    "  --json FILE         write everything as JSON to FILE\n"
+    "  --help              this text\n"
+    "\n"
+    "Generator specs (gen:SPEC):\n";
+
+struct options {
+  std::vector<std::string> inputs;
+  int solves = 10;
+  int mults = 20;
+  std::string model = "placeholder";
+  double scale_bw = 2, scale_launch = 0.5, scale_csr = 0.5;
+  std::string foreign;
+  bool explore = true;
+  bool reference = true;
+  bool iteration_sync = true;
+  std::string cache_dir;
+  bool keep_cache = false;
+  bool per_mult = false;
+  bool use_float = false;
+  std::string json;
+};
+
+[[noreturn]] void die(const std::string& msg)
+{
+  std::cerr << "aijp_online: " << msg << "\n";
+  std::exit(2);
+}
+
+#define ONLINE_CUDA(call)                                                                       \
+  do {                                                                                          \
+    cudaError_t e_ = (call);                                                                    \
+    if (e_ != cudaSuccess) die(std::string(#call) + " failed: " + cudaGetErrorString(e_));     \
+  } while (0)
+
+int parse_int(const std::string& flag, const char* v, int min)
+{
+  char* end = nullptr;
+  const long x = v ? std::strtol(v, &end, 10) : 0;
+  if (!v || *end != '\0' || x < min || x > 1000000) die(flag + " needs an integer >= " + std::to_string(min));
+  return static_cast<int>(x);
+}
+
+void parse_miscalibration(const std::string& spec, options& o)
+{
+  o.scale_bw = o.scale_launch = o.scale_csr = 1;
+  if (spec == "none") return;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto eq = item.find('=');
+    char* end = nullptr;
+    const double v = eq == std::string::npos ? 0 : std::strtod(item.c_str() + eq + 1, &end);
+    if (eq == std::string::npos || !end || *end != '\0' || !(v > 0) || !std::isfinite(v)) {
+      die("--miscalibrate: '" + item + "' is not KEY=FACTOR with a positive factor");
+    }
+    const std::string key = item.substr(0, eq);
+    if (key == "bw") {
+      o.scale_bw = v;
+    } else if (key == "launch") {
+      o.scale_launch = v;
+    } else if (key == "csr") {
+      o.scale_csr = v;
+    } else {
+      die("--miscalibrate: unknown key '" + key + "' (bw, launch, csr)");
+    }
+  }
+}
+
+options parse(int argc, char** argv)
+{
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const char* next = i + 1 < argc ? argv[i + 1] : nullptr;
+    const auto need = [&](const char* what) {
+      if (!next) die(a + " needs " + what);
+      ++i;
+      return std::string(next);
+    };
+    if (a == "--help" || a == "-h") {
+      std::cout << usage << aijp::gen::spec_help() << "\n";
+      std::exit(0);
+    } else if (a == "--solves") {
+      o.solves = parse_int(a, next, 1);
+      ++i;
+    } else if (a == "--mults") {
+      o.mults = parse_int(a, next, 1);
+      ++i;
+    } else if (a == "--model") {
+      o.model = need("a model name");
+    } else if (a == "--miscalibrate") {
+      parse_miscalibration(need("a spec"), o);
+    } else if (a == "--foreign") {
+      o.foreign = need("a cache file");
+    } else if (a == "--cache-dir") {
+      o.cache_dir = need("a directory");
+    } else if (a == "--json") {
+      o.json = need("a file name");
+    } else if (a == "--no-explore") {
+      o.explore = false;
+    } else if (a == "--no-reference") {
+      o.reference = false;
+    } else if (a == "--no-iteration-sync") {
+      o.iteration_sync = false;
+    } else if (a == "--keep-cache") {
+      o.keep_cache = true;
+    } else if (a == "--per-mult") {
+      o.per_mult = true;
+    } else if (a == "--float") {
+      o.use_float = true;
+    } else if (!a.empty() && a[0] == '-') {
+      die("unknown option '" + a + "' (see --help)");
+    } else {
+      o.inputs.push_back(a);
+    }
+  }
+  if (o.inputs.empty()) die("no matrix given (see --help)");
+  return o;
+}
+
+std::string json_escape(const std::string& s)
+{
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    o += c;
+  }
+  return o;
+}
+
+struct mult_record {
+  int solve = 0, mult = 0;
+  std::string format;
+  double predicted_us = 0, measured_us = 0, error = -1;
+};
+
+struct solve_record {
+  int solve = 0;
+  std::string analysed;  // the format the analysis chose
+  std::string final_format;
+  double predicted_us = 0, measured_us = 0, error = -1;
+  int samples = 0;
+  std::string exploration;  // one line, empty if none
+};
+
+struct matrix_record {
+  std::string name;
+  aijp::size_type rows = 0, cols = 0, nnz = 0;
+  std::vector<std::pair<std::string, double>> reference;  // format, time_spmv median (us)
+  std::string best;
+  double best_us = 0;
+  std::vector<solve_record> solves;
+  std::vector<mult_record> mults;
+  int mults_until_good = -1;  // MatMults of refinement after which every later solve's error is < 10 %
+  double final_vs_best = 0;   // time_spmv of the final format / best
+};
+
+template <typename T>
+matrix_record run_matrix(const aijp::context& ctx, const std::string& name, const aijp::csr_matrix<double>& a64, const options& o)
+{
+  aijp::csr_matrix<T> a;
+  a.rows = a64.rows;
+  a.cols = a64.cols;
+  a.row_ptr = a64.row_ptr;
+  a.col_idx = a64.col_idx;
+  a.values.assign(a64.values.begin(), a64.values.end());
+  matrix_record mr;
+  mr.name = name;
+  mr.rows = a.rows;
+  mr.cols = a.cols;
+  mr.nnz = a.nnz();
+
+  std::vector<T> x(a.cols);
+  for (aijp::size_type i = 0; i < a.cols; ++i) x[i] = T(1) + T(i % 7) / T(8);
+  T *dx = nullptr, *dy = nullptr;
+  ONLINE_CUDA(cudaMalloc(reinterpret_cast<void**>(&dx), std::max<size_t>(1, x.size()) * sizeof(T)));
+  ONLINE_CUDA(cudaMalloc(reinterpret_cast<void**>(&dy), std::max<size_t>(1, a.rows) * sizeof(T)));
+  ONLINE_CUDA(cudaMemcpy(dx, x.data(), x.size() * sizeof(T), cudaMemcpyHostToDevice));
+  cudaStream_t s;
+  ONLINE_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+  if (o.reference) {
+    for (auto f : aijp::all_formats()) {
+      try {
+        aijp::plan_options po;
+        po.forced = f;
+        po.online = false;
+        aijp::gpu_matrix<T> m(ctx, a.view(), po, s);
+        if (m.format() != f) continue;
+        aijp::timing_options to;
+        to.max_total_ms = 200;
+        const double us = aijp::time_spmv(m, dx, dy, s, to).median_us;
+        mr.reference.emplace_back(aijp::format_name(f), us);
+        if (mr.best.empty() || us < mr.best_us) {
+          mr.best = aijp::format_name(f);
+          mr.best_us = us;
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "  reference %s: %s\n", aijp::format_name(f), e.what());
+      }
+    }
+    std::printf("  measured best (aijp::time_spmv, back to back): %s %.2f us\n", mr.best.c_str(), mr.best_us);
+  }
+
+  std::printf("  %5s %6s %-14s %-14s %11s %11s %8s  %s\n", "solve", "mults", "analysed", "running", "predicted", "measured",
+              "error", "exploration");
+  aijp::plan_options po;
+  po.online_policy.explore = o.explore;
+  for (int sv = 0; sv < o.solves; ++sv) {
+    aijp::gpu_matrix<T> m(ctx, a.view(), po, s);
+    solve_record sr;
+    sr.solve = sv + 1;
+    sr.analysed = aijp::format_name(m.format());
+    for (int k = 0; k < o.mults; ++k) {
+      m.apply(T(1), dx, T(0), dy, s);
+      if (o.iteration_sync) ONLINE_CUDA(cudaStreamSynchronize(s));
+      const auto& r = m.report();
+      mr.mults.push_back({sv + 1, sv * o.mults + k + 1, aijp::format_name(r.chosen), r.predicted_us, r.measured_us, r.model_error});
+      if (o.per_mult) {
+        std::printf("    mult %4d  %-14s predicted %9.2f us  measured %9.2f us  error %s\n", sv * o.mults + k + 1,
+                    aijp::format_name(r.chosen), r.predicted_us, r.measured_us,
+                    r.model_error >= 0 ? (std::to_string(100 * r.model_error).substr(0, 6) + " %").c_str() : "-");
+      }
+    }
+    m.online_sync();
+    const auto& r = m.report();
+    sr.final_format = aijp::format_name(r.chosen);
+    sr.predicted_us = r.predicted_us;
+    sr.measured_us = r.measured_us;
+    sr.error = r.model_error;
+    sr.samples = r.measured_samples;
+    for (const auto& line : r.refinement) sr.exploration += (sr.exploration.empty() ? "" : "; ") + line;
+    char err[32] = "-";
+    if (sr.error >= 0) std::snprintf(err, sizeof(err), "%.1f %%", 100 * sr.error);
+    std::printf("  %5d %6d %-14s %-14s %11.2f %11.2f %8s  %s\n", sr.solve, (sv + 1) * o.mults, sr.analysed.c_str(),
+                sr.final_format.c_str(), sr.predicted_us, sr.measured_us, err, sr.exploration.c_str());
+    std::fflush(stdout);
+    mr.solves.push_back(sr);
+  }
+  // The first solve from which on every prediction (made before the solve ran) is within 10 %.
+  for (int sv = static_cast<int>(mr.solves.size()) - 1; sv >= 0; --sv) {
+    const double e = mr.solves[sv].error;
+    if (!(e >= 0 && e < 0.10)) break;
+    mr.mults_until_good = sv * o.mults;
+  }
+  if (!mr.best.empty() && !mr.solves.empty()) {
+    for (const auto& [f, us] : mr.reference) {
+      if (f == mr.solves.back().final_format) mr.final_vs_best = us / mr.best_us;
+    }
+  }
+  cudaStreamDestroy(s);
+  cudaFree(dx);
+  cudaFree(dy);
+  return mr;
+}
+
+// Fills `dir` with this GPU's calibrated constants (a first context), then mis-calibrates them.
+void prepare_cache(const std::filesystem::path& dir, const options& o)
+{
+  aijp::context_options co;
+  co.cache_dir = dir.string();
+  const aijp::context calibrated(co);
+  const auto fp = aijp::make_fingerprint(calibrated.device());
+  const aijp::cache::store store(dir);
+  aijp::cache::cache_entry initial;
+  initial.device = fp;
+  if (!o.foreign.empty()) {
+    const auto foreign = aijp::cache::read_file_any_device(o.foreign);
+    if (foreign.status != aijp::cache::load_status::ok) die(foreign.message);
+    store.update(
+        fp,
+        [&](aijp::cache::cache_entry& e) {
+          e.device_metrics = foreign.entry->device_metrics;
+          for (const auto& [model, table] : foreign.entry->coefficients) {
+            if (model.rfind("online_", 0) != 0) e.coefficients[model] = table;
+          }
+          e.provenance["aijp_online"] = "device constants and coefficients of " + foreign.entry->device.name + " from " + o.foreign;
+        },
+        initial);
+    std::printf("# mis-calibration: device constants and coefficients of %s (%s)\n", foreign.entry->device.name.c_str(),
+                o.foreign.c_str());
+    return;
+  }
+  store.update(
+      fp,
+      [&](aijp::cache::cache_entry& e) {
+        e.device_metrics["stream_read_gbs"] *= o.scale_bw;
+        e.device_metrics["launch_overhead_us"] *= o.scale_launch;
+        e.device_metrics["cusparse_csr_overhead_us"] *= o.scale_csr;
+        e.provenance["aijp_online"] = "device constants deliberately mis-calibrated";
+      },
+      initial);
+  std::printf("# mis-calibration: streaming bandwidth x%g, launch time x%g, cuSPARSE CSR fixed cost x%g\n", o.scale_bw,
+              o.scale_launch, o.scale_csr);
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  const options o = parse(argc, argv);
+  std::string why;
+  if (!aijp::device_available(&why)) die(why + ": this tool needs a GPU");
+
+  std::filesystem::path dir = o.cache_dir;
+  const bool temporary = dir.empty();
+  if (temporary) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "aijp_online-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) die("cannot create a temporary cache directory");
+    dir = tmpl;
+  }
+  std::unique_ptr<aijp::context> ctx;
+  try {
+    prepare_cache(dir, o);
+    aijp::context_options co;
+    co.cache_dir = dir.string();
+    co.model = o.model;
+    co.online = true;
+    ctx = std::make_unique<aijp::context>(co);
+  } catch (const std::exception& e) {
+    die(e.what());
+  }
+  const auto& p = ctx->model_params();
+  std::printf("# device: %s\n# cached (mis-calibrated) constants: streaming read %.0f GB/s, empty launch %.2f us, cuSPARSE CSR %.2f us\n",
+              ctx->device().to_string().c_str(), p.stream_read_gbs, p.launch_us, p.cusparse_csr_overhead_us);
+  std::printf("# %s\n# %s\n# %d solves x %d MatMults per matrix, exploration %s, %s\n", ctx->model_source().c_str(),
+              ctx->online_source().c_str(), o.solves, o.mults, o.explore ? "on" : "off",
+              o.iteration_sync ? "stream synchronised after each MatMult" : "MatMults back to back");
+  for (const auto& w : ctx->warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+
+  std::vector<matrix_record> all;
+  int idx = 0;
+  for (const auto& in : o.inputs) {
+    ++idx;
+    aijp::csr_matrix<double> a;
+    std::string name = in;
+    try {
+      if (in.rfind("gen:", 0) == 0) {
+        a = aijp::gen::from_spec(in.substr(4));
+      } else {
+        a = aijp::io::read_matrix_market(in);
+        name = in.substr(in.find_last_of('/') + 1);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "aijp_online: skipping %s: %s\n", in.c_str(), e.what());
+      continue;
+    }
+    std::printf("\n[%d/%zu] %s: %lld x %lld, %lld nnz\n", idx, o.inputs.size(), name.c_str(), (long long)a.rows,
+                (long long)a.cols, (long long)a.nnz());
+    try {
+      all.push_back(o.use_float ? run_matrix<float>(*ctx, name, a, o) : run_matrix<double>(*ctx, name, a, o));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "aijp_online: %s failed: %s\n", name.c_str(), e.what());
+      continue;
+    }
+    const auto& mr = all.back();
+    std::printf("  -> prediction error below 10 %% %s", mr.mults_until_good < 0 ? "never reached for good" : "");
+    if (mr.mults_until_good >= 0) std::printf("after %d MatMults of refinement", mr.mults_until_good);
+    if (!mr.best.empty()) {
+      std::printf("; final format %s %s the measured best %s (%.3fx its time)", mr.solves.back().final_format.c_str(),
+                  mr.solves.back().final_format == mr.best ? "IS" : "is not", mr.best.c_str(), mr.final_vs_best);
+    }
+    std::printf("\n");
+  }
+
+  // Summary: mean error over the matrices, solve by solve.
+  std::printf("\n# summary over %zu matrices\n# %5s %8s %12s %12s\n", all.size(), "solve", "mults", "mean error", "max error");
+  int first_good_solve = -1;
+  for (int sv = 0; sv < o.solves; ++sv) {
+    double sum = 0, mx = 0;
+    int n = 0;
+    for (const auto& mr : all) {
+      if (sv < static_cast<int>(mr.solves.size()) && mr.solves[sv].error >= 0) {
+        sum += mr.solves[sv].error;
+        mx = std::max(mx, mr.solves[sv].error);
+        ++n;
+      }
+    }
+    if (n == 0) continue;
+    std::printf("  %5d %8d %11.1f%% %11.1f%%\n", sv + 1, sv * o.mults, 100 * sum / n, 100 * mx);
+    if (sum / n >= 0.10) {
+      first_good_solve = -1;  // from this solve on for good, not once
+    } else if (first_good_solve < 0) {
+      first_good_solve = sv;
+    }
+  }
+  int best_hits = 0, with_best = 0, within5 = 0;
+  for (const auto& mr : all) {
+    if (mr.best.empty()) continue;
+    ++with_best;
+    best_hits += mr.solves.back().final_format == mr.best;
+    within5 += mr.final_vs_best > 0 && mr.final_vs_best <= 1.05;
+  }
+  if (first_good_solve >= 0) {
+    std::printf("# mean prediction error < 10 %% from solve %d on, i.e. after %d MatMults of refinement\n", first_good_solve + 1,
+                first_good_solve * o.mults);
+  } else {
+    std::printf("# mean prediction error never below 10 %%\n");
+  }
+  if (with_best > 0) {
+    std::printf("# final format = measured best on %d of %d matrices (within 5 %% of the best on %d)\n", best_hits, with_best,
+                within5);
+  }
+  try {
+    const auto saved = ctx->save_online();
+    std::printf("# corrections learned (%s):\n", saved.empty() ? "not saved" : ("saved to " + saved.string()).c_str());
+    std::istringstream lines(ctx->online_corrections()->to_string());
+    for (std::string l; std::getline(lines, l);) std::printf("#   %s\n", l.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "aijp_online: could not save the corrections: %s\n", e.what());
+  }
+
+  if (!o.json.empty()) {
+    std::ofstream js(o.json);
+    if (!js) die("cannot write " + o.json);
+    js << "{\n  \"device\": \"" << json_escape(ctx->device().name) << "\", \"model\": \"" << json_escape(o.model)
+       << "\", \"miscalibration\": \""
+       << json_escape(o.foreign.empty() ? "bw=" + std::to_string(o.scale_bw) + ",launch=" + std::to_string(o.scale_launch) +
+                                              ",csr=" + std::to_string(o.scale_csr)
+                                        : "foreign:" + o.foreign)
+       << "\", \"solves\": " << o.solves << ", \"mults\": " << o.mults << ", \"explore\": " << (o.explore ? "true" : "false")
+       << ",\n  \"first_good_solve\": " << (first_good_solve < 0 ? -1 : first_good_solve + 1)
+       << ", \"best_hits\": " << best_hits << ", \"with_best\": " << with_best << ",\n  \"matrices\": [\n";
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const auto& mr = all[i];
+      js << "    {\"name\": \"" << json_escape(mr.name) << "\", \"rows\": " << mr.rows << ", \"cols\": " << mr.cols
+         << ", \"nnz\": " << mr.nnz << ", \"best\": \"" << mr.best << "\", \"best_us\": " << mr.best_us
+         << ", \"final_vs_best\": " << mr.final_vs_best << ", \"mults_until_good\": " << mr.mults_until_good << ",\n     \"reference\": {";
+      for (std::size_t k = 0; k < mr.reference.size(); ++k) {
+        js << (k ? ", " : "") << "\"" << mr.reference[k].first << "\": " << mr.reference[k].second;
+      }
+      js << "},\n     \"solves\": [";
+      for (std::size_t k = 0; k < mr.solves.size(); ++k) {
+        const auto& sr = mr.solves[k];
+        js << (k ? ",\n       " : "\n       ") << "{\"solve\": " << sr.solve << ", \"analysed\": \"" << sr.analysed
+           << "\", \"final\": \"" << sr.final_format << "\", \"predicted_us\": " << sr.predicted_us
+           << ", \"measured_us\": " << sr.measured_us << ", \"error\": " << sr.error << ", \"samples\": " << sr.samples
+           << ", \"exploration\": \"" << json_escape(sr.exploration) << "\"}";
+      }
+      js << "],\n     \"mults\": [";
+      for (std::size_t k = 0; k < mr.mults.size(); ++k) {
+        const auto& m = mr.mults[k];
+        js << (k ? ", " : "") << "[" << m.mult << ", \"" << m.format << "\", " << m.predicted_us << ", " << m.measured_us << ", "
+           << m.error << "]";
+      }
+      js << "]}" << (i + 1 < all.size() ? ",\n" : "\n");
+    }
+    js << "  ]\n}\n";
+  }
+  ctx.reset();
+  if (temporary && !o.keep_cache) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  } else {
+    std::printf("# cache directory: %s\n", dir.string().c_str());
+  }
+  return all.empty() ? 1 : 0;
+}
