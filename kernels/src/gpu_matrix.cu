@@ -85,6 +85,7 @@ struct gpu_matrix<Value>::impl {
     bool timing = true;                         // set_online_timing
     std::vector<double> raw_us;                 // per estimate: the model's uncorrected prediction
     std::vector<online::size_class> cls;        // per estimate
+    online::matrix_key key = 0;                 // this pattern, for the per-matrix corrections
     long epoch = 0;                             // bumped at every format change; tags the timed pairs
     long calls = 0;                             // products since the epoch began
     int running = -1;                           // estimate index of the running format
@@ -105,7 +106,7 @@ struct gpu_matrix<Value>::impl {
   {
     if (i < 0) return 0;
     if (!on.corr) return report.estimates[i].predicted_us;
-    return on.corr->corrected(report.estimates[i].format, on.cls[i], on.raw_us[i]);
+    return on.corr->corrected(report.estimates[i].format, on.cls[i], on.raw_us[i], on.key);
   }
   void begin_epoch(format_id f);
   void update_measured();
@@ -258,9 +259,10 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
     if (!m.on.timer) m.on.timer = std::make_unique<detail::spmv_timer>();
     m.on.raw_us.clear();
     m.on.cls.clear();
+    m.on.key = online::key_of(rep.stats, sizeof(Value), rep.x_sectors_per_nnz);
     for (auto& e : rep.estimates) {
       const auto cls = online::classify(e.bytes, static_cast<double>(rep.device.l2_bytes));
-      const double f = m.on.corr->factor(e.format, cls);
+      const double f = m.on.corr->factor(e.format, cls, m.on.key);
       m.on.raw_us.push_back(e.predicted_us);
       m.on.cls.push_back(cls);
       rep.online_factor.push_back(f);
@@ -412,7 +414,8 @@ template <typename Value>
 void gpu_matrix<Value>::impl::observe_window(bool allow_explore)
 {
   if (on.running >= 0 && !on.window.empty()) {
-    on.corr->observe(report.estimates[on.running].format, on.cls[on.running], on.raw_us[on.running], online::median(on.window));
+    on.corr->observe(report.estimates[on.running].format, on.cls[on.running], on.raw_us[on.running], online::median(on.window),
+                     on.key);
   }
   on.window.clear();
   update_measured();

@@ -20,6 +20,37 @@ bool valid(const correction& k)
 
 }  // namespace
 
+matrix_key key_of(const row_stats& s, int value_bytes, double x_sectors_per_nnz)
+{
+  std::uint64_t h = 1469598103934665603ull;
+  const auto mix = [&h](const void* p, std::size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < n; ++i) {
+      h ^= b[i];
+      h *= 1099511628211ull;
+    }
+  };
+  const auto put = [&mix](auto v) { mix(&v, sizeof(v)); };
+  put(s.rows);
+  put(s.cols);
+  put(s.nnz);
+  put(s.mean);
+  put(s.stddev);
+  put(s.min_len);
+  put(s.max_len);
+  put(s.mode_len);
+  put(s.mode_count);
+  put(s.empty_rows);
+  put(s.n_iter_natural);
+  put(s.n_iter_sorted);
+  put(s.n_p);
+  put(s.hyb_ell_width);
+  put(s.hyb_coo_nnz);
+  put(value_bytes);
+  put(x_sectors_per_nnz);
+  return h == 0 ? 1 : h;
+}
+
 const char* size_class_name(size_class c) { return class_names[static_cast<int>(c)]; }
 
 size_class classify(double bytes, double l2_bytes)
@@ -45,6 +76,7 @@ corrections::corrections(const corrections& other)
   tuning_ = other.tuning_;
   by_format_ = other.by_format_;
   all_ = other.all_;
+  by_matrix_ = other.by_matrix_;
 }
 
 corrections& corrections::operator=(const corrections& other)
@@ -55,17 +87,26 @@ corrections& corrections::operator=(const corrections& other)
   tuning_ = copy.tuning_;
   by_format_ = copy.by_format_;
   all_ = copy.all_;
+  by_matrix_ = copy.by_matrix_;
   return *this;
 }
 
-double corrections::factor(format_id f, size_class c) const
+double corrections::factor(format_id f, size_class c, matrix_key m) const
 {
   std::lock_guard<std::mutex> lock(mutex_);
   const correction& own = by_format_[static_cast<int>(f)][static_cast<int>(c)];
   const correction& all = all_[static_cast<int>(c)];
   const double base = all.weight > 0 ? all.log_ratio : 0.0;
   const double blend = own.weight > 0 ? own.weight / (own.weight + tuning_.prior_weight) : 0.0;
-  return std::exp(base + blend * (own.log_ratio - base));
+  double log_factor = base + blend * (own.log_ratio - base);
+  if (m != 0) {
+    const auto it = by_matrix_.find(m);
+    if (it != by_matrix_.end()) {
+      const correction& mine = it->second[static_cast<int>(f)];
+      if (mine.weight > 0) log_factor += mine.weight / (mine.weight + tuning_.matrix_prior_weight) * (mine.log_ratio - log_factor);
+    }
+  }
+  return std::exp(log_factor);
 }
 
 void corrections::update(correction& k, double r, const tuning& t)
@@ -77,7 +118,7 @@ void corrections::update(correction& k, double r, const tuning& t)
   k.log_ratio += step / k.weight;
 }
 
-bool corrections::observe(format_id f, size_class c, double predicted_us, double measured_us)
+bool corrections::observe(format_id f, size_class c, double predicted_us, double measured_us, matrix_key m)
 {
   if (!(predicted_us > 0) || !(measured_us > 0) || !std::isfinite(predicted_us) || !std::isfinite(measured_us)) return false;
   const double r = std::log(measured_us / predicted_us);
@@ -85,7 +126,18 @@ bool corrections::observe(format_id f, size_class c, double predicted_us, double
   std::lock_guard<std::mutex> lock(mutex_);
   update(by_format_[static_cast<int>(f)][static_cast<int>(c)], r, tuning_);
   update(all_[static_cast<int>(c)], r, tuning_);
+  if (m != 0) {
+    if (by_matrix_.size() >= tuning_.max_matrices && by_matrix_.find(m) == by_matrix_.end()) by_matrix_.clear();
+    update(by_matrix_[m][static_cast<int>(f)], r, tuning_);
+  }
   return true;
+}
+
+correction corrections::of_matrix(format_id f, matrix_key m) const
+{
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = by_matrix_.find(m);
+  return it == by_matrix_.end() ? correction{} : it->second[static_cast<int>(f)];
 }
 
 correction corrections::of(format_id f, size_class c) const

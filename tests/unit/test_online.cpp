@@ -165,3 +165,40 @@ TEST(Online, Median)
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Online, PerMatrixCorrectionOverridesTheFormatsMix)
+{
+  using aijp::format_id;
+  using aijp::online::corrections;
+  using aijp::online::size_class;
+  aijp::row_stats a, b;
+  a.rows = b.rows = 1000;
+  a.nnz = 5000;
+  b.nnz = 7000;
+  const auto ka = aijp::online::key_of(a, 8, 0.25);
+  const auto kb = aijp::online::key_of(b, 8, 0.25);
+  EXPECT_NE(ka, kb);
+  EXPECT_EQ(ka, aijp::online::key_of(a, 8, 0.25));  // the same pattern reassembled
+  EXPECT_NE(ka, aijp::online::key_of(a, 4, 0.25));  // float values are another matrix
+  corrections c;
+  // ell is 2x slower than predicted on matrix a, 1.25x on matrix b: the format's mix sits in between.
+  for (int i = 0; i < 3; ++i) {
+    c.observe(format_id::ell, size_class::in_l2, 10.0, 20.0, ka);
+    c.observe(format_id::ell, size_class::in_l2, 10.0, 12.5, kb);
+  }
+  const double mix = c.factor(format_id::ell, size_class::in_l2);
+  EXPECT_GT(mix, 1.3);
+  EXPECT_LT(mix, 1.9);
+  EXPECT_NEAR(c.factor(format_id::ell, size_class::in_l2, ka), 2.0, 2.0 * 0.02);
+  EXPECT_NEAR(c.factor(format_id::ell, size_class::in_l2, kb), 1.25, 1.25 * 0.02);
+  // An unseen matrix gets the mix; the per-matrix cells are not saved.
+  EXPECT_DOUBLE_EQ(c.factor(format_id::ell, size_class::in_l2, 12345), mix);
+  const corrections back = corrections::from_table(c.to_table());
+  EXPECT_DOUBLE_EQ(back.factor(format_id::ell, size_class::in_l2, ka), mix);
+  EXPECT_EQ(c.of_matrix(format_id::ell, ka).count, 3);
+  EXPECT_EQ(c.of_matrix(format_id::coo, ka).count, 0);
+}
+
+}  // namespace

@@ -15,8 +15,10 @@
 #pragma once
 
 #include <aijpredict/formats.hpp>
+#include <aijpredict/stats.hpp>
 
 #include <array>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -31,6 +33,12 @@ constexpr int size_class_count = 2;
 const char* size_class_name(size_class c);
 /// The class of a SpMV that moves `bytes` on a device with `l2_bytes` of L2 (l2_bytes <= 0: in_l2).
 size_class classify(double bytes, double l2_bytes);
+
+/// Identifies one matrix pattern across plans: a matrix reassembled with the same pattern has the same row
+/// statistics and x-gather locality, hence the same key. 0 means "no particular matrix".
+using matrix_key = std::uint64_t;
+/// FNV-1a hash of every field of `stats`, the value size and the x-gather sample (never 0).
+matrix_key key_of(const row_stats& stats, int value_bytes, double x_sectors_per_nnz);
 
 /// One running correction.
 struct correction {
@@ -53,6 +61,12 @@ struct tuning {
   /// Prior weight of the class-wide correction when blending it with a format's own: with w own
   /// observations the format's correction counts w / (w + prior_weight).
   double prior_weight = 0.5;
+  /// The same blend one level down: a matrix's own observations (per format) against the format's
+  /// correction, with a small prior because nothing predicts a matrix better than its own measurements
+  /// (after one observation the matrix's own ratio counts 1 / 1.1).
+  double matrix_prior_weight = 0.1;
+  /// Matrices remembered per process (in memory only, never saved); beyond this the memory starts afresh.
+  std::size_t max_matrices = 1024;
   /// Ratios outside [1/1000, 1000] are measurement errors (a wrong event pair), not model bias: ignored.
   double max_abs_log = 6.907755278982137;
 };
@@ -66,14 +80,21 @@ class corrections {
   corrections(const corrections& other);
   corrections& operator=(const corrections& other);
 
-  /// The factor exp(c) that multiplies the model's prediction of format `f` in class `c`.
-  double factor(format_id f, size_class c) const;
-  /// `predicted_us × factor(f, c)`.
-  double corrected(format_id f, size_class c, double predicted_us) const { return predicted_us * factor(f, c); }
+  /// The factor exp(c) that multiplies the model's prediction of format `f` in class `c` (for matrix `m`:
+  /// blended with that matrix's own observations of `f`, if any).
+  double factor(format_id f, size_class c, matrix_key m = 0) const;
+  /// `predicted_us × factor(f, c, m)`.
+  double corrected(format_id f, size_class c, double predicted_us, matrix_key m = 0) const
+  {
+    return predicted_us * factor(f, c, m);
+  }
 
-  /// Adds one observation: the model (uncorrected) predicted `predicted_us`, `measured_us` was measured.
-  /// Returns false (and changes nothing) for non-positive, non-finite or absurd ratios.
-  bool observe(format_id f, size_class c, double predicted_us, double measured_us);
+  /// Adds one observation: the model (uncorrected) predicted `predicted_us`, `measured_us` was measured
+  /// (on matrix `m`, if not 0). Returns false (and changes nothing) for non-positive, non-finite or absurd
+  /// ratios.
+  bool observe(format_id f, size_class c, double predicted_us, double measured_us, matrix_key m = 0);
+  /// Matrix `m`'s own correction of format `f` (zero weight if never observed).
+  correction of_matrix(format_id f, matrix_key m) const;
 
   /// The correction of format `f` (resp. of the class over all formats).
   correction of(format_id f, size_class c) const;
@@ -99,6 +120,7 @@ class corrections {
   tuning tuning_;
   std::array<cells, format_count> by_format_{};
   cells all_{};
+  std::map<matrix_key, std::array<correction, format_count>> by_matrix_;  // not saved
   mutable std::mutex mutex_;
 
   static void update(correction& k, double r, const tuning& t);
