@@ -270,6 +270,29 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
     }
   }
   int best = select_best(rep.estimates);
+  // Exploit before exploring: a format measured on this very matrix is kept over one never measured on it
+  // unless the latter is predicted faster by more than the exploration margin; bounded exploration (at
+  // run time) is the one way to try it otherwise. Without this, every reassembly would switch to whichever
+  // unmeasured format the coarser corrections happen to favour.
+  std::string kept_measured;
+  if (m.on.corr && best >= 0 && !opts.forced) {
+    const auto own = [&](int i) { return m.on.corr->of_matrix(rep.estimates[i].format, m.on.key).weight > 0; };
+    int measured = -1;
+    for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
+      if (rep.estimates[i].feasible && own(i) && (measured < 0 || rep.estimates[i].predicted_us < rep.estimates[measured].predicted_us)) {
+        measured = i;
+      }
+    }
+    if (measured >= 0 && measured != best && !own(best) &&
+        rep.estimates[best].predicted_us * (1 + opts.online_policy.explore_margin) > rep.estimates[measured].predicted_us) {
+      char line[200];
+      std::snprintf(line, sizeof(line), "; online: kept %s (measured on this matrix) over %s (not measured, predicted %.2f us)",
+                    format_name(rep.estimates[measured].format), format_name(rep.estimates[best].format),
+                    rep.estimates[best].predicted_us);
+      kept_measured = line;
+      best = measured;
+    }
+  }
   format_id choice = format_id::cusparse_csr;
   if (opts.forced) {
     choice = *opts.forced;
@@ -287,9 +310,10 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
       if (e.format == format_id::cusparse_csr) csr_us = e.predicted_us;
     }
     std::ostringstream os;
-    os << format_name(choice) << ": smallest predicted time (" << rep.estimates[best].predicted_us << " us";
+    os << format_name(choice) << ": " << (kept_measured.empty() ? "smallest predicted time" : "predicted time") << " ("
+       << rep.estimates[best].predicted_us << " us";
     if (csr_us > 0 && choice != format_id::cusparse_csr) os << ", " << csr_us / rep.estimates[best].predicted_us << "x cuSPARSE CSR";
-    os << ")";
+    os << ")" << kept_measured;
     rep.decision = os.str();
   } else {
     rep.decision = "no candidate format is feasible: cuSPARSE CSR";
