@@ -1,6 +1,7 @@
 #include <aijpredict/model_samples.hpp>
 
 #include <aijpredict/error.hpp>
+#include <aijpredict/predict.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -101,6 +102,17 @@ sample_file read_samples(const std::string& path)
     }
   }
   return out;
+}
+
+double fastest_per_launch_us(const std::vector<sample>& samples)
+{
+  double best = 0;
+  for (const auto& s : samples) {
+    if (!(s.measured_us > 0)) continue;
+    const double per = s.measured_us / layout_traffic_of(s.format, s.features.stats, s.features.value_bytes).launches;
+    if (best == 0 || per < best) best = per;
+  }
+  return best;
 }
 
 }  // namespace aijp::model
