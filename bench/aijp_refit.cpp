@@ -118,8 +118,8 @@ int main(int argc, char** argv)
     const auto test = aijp::model::read_samples(test_file);
     if (train.samples.empty()) die("no samples in " + train_file);
     if (test.samples.empty()) die("no samples in " + test_file);
-    // As the warm-up stores it: the launch floor is never above the fastest measured SpMV per launch.
-    const double fastest = aijp::model::fastest_per_launch_us(train.samples);
+    // As the warm-up stores it: the launch floor is never above the fastest measured SpMV.
+    const double fastest = aijp::model::fastest_spmv_us(train.samples);
     if (fastest > 0 && fastest < params.launch_us) params.launch_us = fastest;
     std::printf("# device: %s (from %s)\n# train: %zu samples (%d bad lines) from %s\n# test: %zu samples (%d bad lines) from %s\n",
                 dev.to_string().c_str(), cache_file.c_str(), train.samples.size(), train.bad_lines, train_file.c_str(),

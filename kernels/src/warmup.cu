@@ -188,12 +188,12 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
         fp,
         [&](cache::cache_entry& e) {
           for (const auto& [name, table] : fitted) e.coefficients[name] = table;
-          // The launch floor of every prediction: never above the fastest SpMV measured per launch.
-          const double fastest = model::fastest_per_launch_us(samples);
+          // The launch floor of every prediction: never above the fastest SpMV measured.
+          const double fastest = model::fastest_spmv_us(samples);
           const auto launch = e.device_metrics.find("launch_overhead_us");
           if (fastest > 0 && (launch == e.device_metrics.end() || fastest < launch->second)) {
             e.device_metrics["launch_overhead_us"] = fastest;
-            e.provenance["launch_overhead_us"] = "fastest SpMV per launch of the warm-up samples, " + cache::iso8601_utc_now();
+            e.provenance["launch_overhead_us"] = "fastest SpMV of the warm-up samples, " + cache::iso8601_utc_now();
           }
           e.provenance["warmup"] = std::string(opts.full ? "full" : "quick") + " grid, " + std::to_string(samples.size()) +
                                    " samples, " + cache::iso8601_utc_now();

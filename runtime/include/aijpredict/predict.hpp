@@ -75,8 +75,7 @@ struct prediction_input {
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
                                                      const std::vector<format_id>& candidates);
 
-/// A physical floor for any model's prediction: one SpMV cannot finish before its kernel launches do
-/// (`launches` x the launch time) plus one thread's walk of its longest dependent chain of entries at the L2
+/// A physical floor for any model's prediction: one SpMV cannot finish before one kernel launch plus one thread's walk of its longest dependent chain of entries at the L2
 /// latency per entry, nor before the part of its working set (layout bytes + x once + y) that exceeds the L2
 /// has streamed from DRAM at the measured bandwidth. Fitted models extrapolated beyond their samples otherwise
 /// predict sub-launch times for small matrices, miss rows far longer than any benchmark row, and predict
