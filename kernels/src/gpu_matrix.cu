@@ -353,6 +353,12 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
     rep.decision = "forced partition " + plan.to_string();
   } else {
     if (!opts.partition || opts.forced || csr.rows == 0) return false;
+    // Every block's prediction is at least one launch (at_least_launches, and the placeholder adds its
+    // launches), so no split can beat a single format predicted below two launches plus the margin.
+    const int best = select_best(rep.estimates);
+    if (best < 0 || (1 - opts.partition_margin) * rep.estimates[best].predicted_us <= 2 * ctx.model_params().launch_us) {
+      return false;
+    }
     const auto t0 = clock_type::now();
     const auto strips = compute_strip_summaries_device(csr.rows, csr.row_ptr.data(),
                                                        strip_rows_for(csr.rows, opts.planner.max_strips), stream);

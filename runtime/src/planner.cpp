@@ -82,7 +82,8 @@ void strip_accumulator::add(const strip_summary& s)
   s_.sum_sq += s.sum_sq;
   s_.min_len = std::min(s_.min_len, s.min_len);
   s_.max_len = std::max(s_.max_len, s.max_len);
-  for (int b = 0; b < strip_bins; ++b) {
+  // Only the strip's occupied bins (between its shortest and longest row): most strips span few.
+  for (int b = strip_bin_of(s.min_len), last = strip_bin_of(s.max_len); b <= last; ++b) {
     s_.bin_rows[b] += s.bin_rows[b];
     s_.bin_nnz[b] += s.bin_nnz[b];
   }
@@ -109,7 +110,8 @@ row_stats strip_accumulator::stats(size_type cols) const
     return b < strip_exact_bins ? static_cast<double>(b)
                                 : static_cast<double>(s_.bin_nnz[b]) / static_cast<double>(s_.bin_rows[b]);
   };
-  for (int b = 0; b < strip_bins; ++b) {
+  const int first_bin = strip_bin_of(s_.min_len), last_bin = strip_bin_of(s_.max_len);
+  for (int b = first_bin; b <= last_bin; ++b) {
     if (s_.bin_rows[b] > r.mode_count) {
       r.mode_count = s_.bin_rows[b];
       r.mode_len = static_cast<index_type>(std::lround(length_of(b)));
@@ -121,7 +123,7 @@ row_stats strip_accumulator::stats(size_type cols) const
   double sorted = 0;
   size_type c_next = 0;
   int width_bin = -1;
-  for (int b = strip_bins - 1; b >= 1; --b) {
+  for (int b = last_bin; b >= std::max(first_bin, 1); --b) {
     const size_type n = s_.bin_rows[b];
     if (n == 0) continue;
     const size_type c = c_next + n;
@@ -145,7 +147,7 @@ row_stats strip_accumulator::stats(size_type cols) const
   // COO part: the entries beyond K of every row (K = 0 when no width reaches the threshold: all of them).
   const double k = r.hyb_ell_width;
   double coo = 0;
-  for (int b = std::max(width_bin, 1); b < strip_bins; ++b) {
+  for (int b = std::max({width_bin, first_bin, 1}); b <= last_bin; ++b) {
     const double n = static_cast<double>(s_.bin_rows[b]);
     if (n == 0) continue;
     const double lo = strip_bin_lower(b), hi = bin_upper(b);
