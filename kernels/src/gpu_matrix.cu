@@ -130,6 +130,19 @@ struct gpu_matrix<Value>::impl {
   // Row-partitioned plans (planner.hpp): plans (or takes opts.forced_plan) and builds the partition when it
   // pays; false leaves the unpartitioned selection to the caller.
   bool try_partition(const context& ctx, const plan_options& opts, const prediction_input& in, cudaStream_t stream);
+  // Builds `plan`; a block whose format is infeasible there (placeholder feasibility with the block's exact
+  // statistics) or fails to build becomes cuSPARSE CSR. False when the sub-CSR copies do not fit in memory
+  // (the layout is then empty: the caller converts to a single format).
+  bool build_partition(const partition_plan& plan, const prediction_input& in, const bandwidth_model_params& params,
+                       cudaStream_t stream);
+
+  // A partition predicted best but not yet paid for (amortization), built by convert_deferred.
+  struct deferred_partition {
+    partition_plan plan;
+    prediction_input in;
+    bandwidth_model_params params;
+  };
+  std::optional<deferred_partition> deferred_plan;
 };
 
 template <typename Value>
@@ -335,10 +348,19 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
 {
   plan_report& rep = report;
   rep.proposed = partition_plan{};
-  partition_plan plan;
+  deferred_plan.reset();
+  const std::string single_decision = rep.decision;
   if (opts.forced_plan) {
-    plan = *opts.forced_plan;
-    if (plan.blocks.size() == 1 && plan.blocks[0].row_begin == 0 && plan.blocks[0].row_end == csr.rows) {
+    const partition_plan& plan = *opts.forced_plan;
+    for (std::size_t k = 0; k < plan.blocks.size(); ++k) {
+      const auto& b = plan.blocks[k];
+      AIJP_ENSURE(b.row_begin == (k ? plan.blocks[k - 1].row_end : 0) && b.row_end > b.row_begin &&
+                      (k + 1 < plan.blocks.size() || b.row_end == csr.rows),
+                  bad_input, "forced plan " + plan.to_string() + " does not cover rows [0, " + std::to_string(csr.rows) + ") in order");
+    }
+    AIJP_ENSURE(!plan.blocks.empty() || csr.rows == 0, bad_input, "forced plan without blocks");
+    if (plan.blocks.empty()) return false;
+    if (plan.blocks.size() == 1) {
       format_id f = plan.blocks[0].format;
       rep.decision = std::string("forced plan of one block: ") + format_name(f);
       for (const auto& e : rep.estimates) {
@@ -351,57 +373,96 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
       return true;
     }
     rep.decision = "forced partition " + plan.to_string();
-  } else {
-    if (!opts.partition || opts.forced || csr.rows == 0) return false;
-    // Every block's prediction is at least one launch (at_least_launches, and the placeholder adds its
-    // launches), so no split can beat a single format predicted below two launches plus the margin.
-    const int best = select_best(rep.estimates);
-    if (best < 0 || (1 - opts.partition_margin) * rep.estimates[best].predicted_us <= 2 * ctx.model_params().launch_us) {
-      return false;
+    if (!build_partition(plan, in, ctx.model_params(), stream)) {
+      rep.decision += ": cuSPARSE CSR";
+      convert_to(format_id::cusparse_csr, stream);
     }
-    const auto t0 = clock_type::now();
-    const auto strips = compute_strip_summaries_device(csr.rows, csr.row_ptr.data(),
-                                                       strip_rows_for(csr.rows, opts.planner.max_strips), stream);
-    if (strips.size() < 2) return false;
-    const auto& candidates = opts.candidates;
-    const auto cost = [&](const row_stats& block, std::vector<double>& us) {
-      const auto est = estimate_block(ctx, in, block, rep.x_sectors_per_nnz, candidates);
-      for (std::size_t k = 0; k < est.size(); ++k) {
-        us[k] = est[k].feasible ? est[k].predicted_us : std::numeric_limits<double>::infinity();
-      }
-    };
-    plan = plan_partition(strips, csr.cols, candidates, cost, opts.planner, &rep.stats);
-    plan.planning_ms = ms_since(t0);  // the strip pass on the device included
-    rep.proposed = plan;
-    if (!plan.split() || !(plan.predicted_us < (1 - opts.partition_margin) * plan.single_us)) return false;
-    if (opts.expected_mults > 0) {
-      // As the single-format amortization: the blocks' copies and layouts cost about three passes over
-      // twice the CSR bytes, plus the fixed cost per block (gpu_matrix.cu analyze()).
-      double t_csr = 0;
-      for (const auto& e : rep.estimates) {
-        if (e.format == format_id::cusparse_csr) t_csr = e.predicted_us;
-      }
-      const double csr_bytes = csr.nnz * (sizeof(Value) + sizeof(index_type)) + (csr.rows + 1.0) * sizeof(index_type);
-      const double estimate = 150.0 * plan.blocks.size() + 6.0 * csr_bytes / (ctx.model_params().stream_read_gbs * 1e3);
-      if ((t_csr - plan.predicted_us) * opts.expected_mults < estimate) return false;
-    }
-    char line[256];
-    std::snprintf(line, sizeof(line), "partition %s: predicted %.2f us vs %.2f us for %s alone (planned in %.3f ms)",
-                  plan.to_string().c_str(), plan.predicted_us, plan.single_us, format_name(plan.single_format), plan.planning_ms);
-    rep.decision = line;
+    return true;
   }
 
+  if (!opts.partition || opts.forced || csr.rows == 0) return false;
+  // Every block's prediction is at least one launch (at_least_launches, and the placeholder adds its
+  // launches), so no split can beat a single format predicted below two launches plus the margin.
+  const int best = select_best(rep.estimates);
+  if (best < 0 || (1 - opts.partition_margin) * rep.estimates[best].predicted_us <= 2 * ctx.model_params().launch_us) {
+    return false;
+  }
+  const auto t0 = clock_type::now();
+  const auto strips = compute_strip_summaries_device(csr.rows, csr.row_ptr.data(),
+                                                     strip_rows_for(csr.rows, opts.planner.max_strips), stream);
+  if (strips.size() < 2) return false;
+  const auto& candidates = opts.candidates;
+  const auto cost = [&](const row_stats& block, std::vector<double>& us) {
+    const auto est = estimate_block(ctx, in, block, rep.x_sectors_per_nnz, candidates);
+    for (std::size_t k = 0; k < est.size(); ++k) {
+      us[k] = est[k].feasible ? est[k].predicted_us : std::numeric_limits<double>::infinity();
+    }
+  };
+  partition_plan plan = plan_partition(strips, csr.cols, candidates, cost, opts.planner, &rep.stats);
+  plan.planning_ms = ms_since(t0);  // the strip pass on the device included
+  rep.proposed = plan;
+  if (!plan.split() || !(plan.predicted_us < (1 - opts.partition_margin) * plan.single_us)) return false;
+  char line[320];
+  std::snprintf(line, sizeof(line), "partition %s: predicted %.2f us vs %.2f us for %s alone (planned in %.3f ms)",
+                plan.to_string().c_str(), plan.predicted_us, plan.single_us, format_name(plan.single_format), plan.planning_ms);
+  rep.decision = line;
+  if (opts.expected_mults > 0) {
+    // As the single-format amortization (analyze()): the blocks' sub-CSR copies and layouts cost about
+    // three passes over twice the CSR bytes, plus the fixed cost per block.
+    double t_csr = 0;
+    for (const auto& e : rep.estimates) {
+      if (e.format == format_id::cusparse_csr) t_csr = e.predicted_us;
+    }
+    const double csr_bytes = csr.nnz * (sizeof(Value) + sizeof(index_type)) + (csr.rows + 1.0) * sizeof(index_type);
+    rep.conversion_estimate_us = 150.0 * plan.blocks.size() + 6.0 * csr_bytes / (ctx.model_params().stream_read_gbs * 1e3);
+    rep.saving_us = t_csr - plan.predicted_us;
+    if (rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
+      // Stay on cuSPARSE CSR until the partition pays (convert_deferred); report().deferred names the
+      // format of its largest block.
+      std::snprintf(line, sizeof(line), "; conversion deferred: saves %.2f us per SpMV, costs ~%.0f us, pays after %.0f SpMVs",
+                    rep.saving_us, rep.conversion_estimate_us, std::ceil(rep.conversion_estimate_us / std::max(rep.saving_us, 1e-9)));
+      rep.decision += line;
+      convert_to(format_id::cusparse_csr, stream);
+      size_type most = -1;
+      for (const auto& b : plan.blocks) {
+        if (b.row_end - b.row_begin > most) {
+          most = b.row_end - b.row_begin;
+          rep.deferred = b.format;
+        }
+      }
+      deferred_plan = deferred_partition{plan, in, ctx.model_params()};
+      return true;
+    }
+  }
+  if (build_partition(plan, in, ctx.model_params(), stream)) return true;
+  rep.decision = single_decision + "; " + rep.decision.substr(rep.decision.find("; out of device memory") + 2);
+  return false;
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const prediction_input& in,
+                                              const bandwidth_model_params& params, cudaStream_t stream)
+{
+  plan_report& rep = report;
   const auto t0 = clock_type::now();
   std::vector<detail::built_block> want, built;
   for (const auto& b : plan.blocks) want.push_back({b.row_begin, b.row_end, b.format, {}});
   const detail::format_factory<Value> factory = [&](format_id f, const detail::build_args<Value>& args) {
-    const auto est = estimate_block(ctx, in, args.stats, rep.x_sectors_per_nnz, {f});
+    prediction_input block_in = in;
+    block_in.stats = args.stats;
+    const auto est = predict_bandwidth_model(block_in, params, {f});
     if (!est.empty() && !est[0].feasible) AIJP_THROW(not_supported, est[0].reason);
     return build_format<Value>(f, args);
   };
-  format.reset();
-  format = detail::make_partitioned<Value>(csr, want, factory, handle.get(), stream, &built);
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  format.reset();  // free the previous layout first, as convert_to does
+  try {
+    format = detail::make_partitioned<Value>(csr, want, factory, handle.get(), stream, &built);
+    AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  } catch (const device_out_of_memory& e) {
+    format.reset();
+    rep.decision += std::string("; out of device memory building the partition (") + e.what() + ")";
+    return false;
+  }
   rep.conversion_ms = ms_since(t0);
   rep.chosen = format->id();
   rep.partitioned = true;
@@ -424,6 +485,14 @@ bool gpu_matrix<Value>::convert_deferred(double expected_mults, cudaStream_t str
   if (!rep.deferred || rep.saving_us * expected_mults < rep.conversion_estimate_us) return false;
   const format_id f = *rep.deferred;
   rep.deferred.reset();
+  if (auto d = std::move(impl_->deferred_plan)) {
+    impl_->deferred_plan.reset();
+    rep.decision += "; partition built after the matrix proved reused";
+    if (impl_->build_partition(d->plan, d->in, d->params, stream)) return true;
+    rep.decision += ": cuSPARSE CSR";
+    impl_->convert_to(format_id::cusparse_csr, stream);
+    return true;
+  }
   rep.decision += std::string("; converted to ") + format_name(f) + " after the matrix proved reused";
   impl_->convert_to(f, stream);
   return true;

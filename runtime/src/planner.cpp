@@ -42,11 +42,12 @@ std::vector<strip_summary> compute_strip_summaries(const csr_view<Value>& a, siz
     s.rows = std::min(rows_per_strip, a.rows - b);
     s.min_len = std::numeric_limits<index_type>::max();
     index_type warp_max = 0;
+    size_type sum_sq = 0;  // exact, as on the device (at most nnz^2 < 2^62)
     for (size_type r = b; r < b + s.rows; ++r) {
       const index_type len = a.row_ptr[r + 1] - a.row_ptr[r];
       AIJP_ENSURE(len >= 0, bad_input, "row_ptr is not non-decreasing at row " + std::to_string(r));
       s.nnz += len;
-      s.sum_sq += static_cast<double>(len) * len;
+      sum_sq += static_cast<size_type>(len) * len;
       s.min_len = std::min(s.min_len, len);
       s.max_len = std::max(s.max_len, len);
       s.empty_rows += len == 0;
@@ -59,6 +60,7 @@ std::vector<strip_summary> compute_strip_summaries(const csr_view<Value>& a, siz
         warp_max = 0;
       }
     }
+    s.sum_sq = static_cast<double>(sum_sq);
     out.push_back(s);
   }
   return out;
