@@ -53,7 +53,7 @@ struct device_strip {
   unsigned long long bin_nnz[strip_bins];
 };
 
-constexpr int strip_block = 256;
+constexpr int strip_block = 512;  // one block per strip: at most ~128 strips, so wide blocks
 
 __global__ void __launch_bounds__(strip_block)
     strip_summary_kernel(size_type rows, size_type rows_per_strip, const index_type* __restrict__ row_ptr, device_strip* out)
@@ -81,15 +81,27 @@ __global__ void __launch_bounds__(strip_block)
     int m = len;
     for (int off = 16; off > 0; off /= 2) m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
     if ((threadIdx.x & 31) == 0) n_iter += m;
+    // Rows of one length in a warp (a stencil: all 32) add to their bin once, through the lowest such lane,
+    // instead of 32 conflicting shared-memory atomics; the long-row bins hold several lengths and add per lane.
+    const int bin = strip_bin_of(len);
+    const unsigned exact = __ballot_sync(0xffffffffu, live && bin < strip_exact_bins);
     if (live) {
       nnz += len;
       sum_sq += static_cast<unsigned long long>(len) * len;
       empty += len == 0;
       lo = min(lo, len);
       hi = max(hi, len);
-      const int bin = strip_bin_of(len);
-      atomicAdd(&s.bin_rows[bin], 1ull);
-      atomicAdd(&s.bin_nnz[bin], static_cast<unsigned long long>(len));
+      if (bin < strip_exact_bins) {
+        const unsigned peers = __match_any_sync(exact, bin);
+        if (static_cast<int>(threadIdx.x & 31) == __ffs(peers) - 1) {
+          const unsigned n = __popc(peers);
+          atomicAdd(&s.bin_rows[bin], static_cast<unsigned long long>(n));
+          atomicAdd(&s.bin_nnz[bin], static_cast<unsigned long long>(n) * len);
+        }
+      } else {
+        atomicAdd(&s.bin_rows[bin], 1ull);
+        atomicAdd(&s.bin_nnz[bin], static_cast<unsigned long long>(len));
+      }
     }
   }
   atomicAdd(&s.nnz, nnz);
