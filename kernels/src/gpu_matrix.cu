@@ -418,15 +418,15 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
     rep.saving_us = t_csr - plan.predicted_us;
     if (rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
       // Stay on cuSPARSE CSR until the partition pays (convert_deferred); report().deferred names the
-      // format of its largest block.
+      // format of its block with the most nonzeros (as format() will once it is built).
       std::snprintf(line, sizeof(line), "; conversion deferred: saves %.2f us per SpMV, costs ~%.0f us, pays after %.0f SpMVs",
                     rep.saving_us, rep.conversion_estimate_us, std::ceil(rep.conversion_estimate_us / std::max(rep.saving_us, 1e-9)));
       rep.decision += line;
       convert_to(format_id::cusparse_csr, stream);
       size_type most = -1;
       for (const auto& b : plan.blocks) {
-        if (b.row_end - b.row_begin > most) {
-          most = b.row_end - b.row_begin;
+        if (b.nnz > most) {
+          most = b.nnz;
           rep.deferred = b.format;
         }
       }
@@ -468,7 +468,7 @@ bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const 
   rep.partitioned = true;
   partition_plan actual;
   for (const auto& b : built) {
-    actual.blocks.push_back({b.row_begin, b.row_end, b.format, 0.0});
+    actual.blocks.push_back({b.row_begin, b.row_end, b.format, 0.0, 0});
     if (!b.note.empty()) {
       rep.decision += "; block [" + std::to_string(b.row_begin) + "," + std::to_string(b.row_end) + "): " + b.note +
                       ", using cuSPARSE CSR";

@@ -293,12 +293,15 @@ partition_plan plan_partition(const std::vector<strip_summary>& strips, size_typ
     b.row_end = strips[j].row_begin + strips[j].rows;
     b.format = ef[i * n + j] >= 0 ? candidates[ef[i * n + j]] : format_id::cusparse_csr;
     b.predicted_us = e[i * n + j];
+    for (int k2 = i; k2 <= j; ++k2) b.nnz += strips[k2].nnz;
     total += b.predicted_us;
     plan.blocks.push_back(b);
   }
   plan.predicted_us = total;
   if (!std::isfinite(total)) {  // nothing feasible anywhere: one cuSPARSE CSR block
-    plan.blocks = {plan_block{strips[0].row_begin, strips[n - 1].row_begin + strips[n - 1].rows, format_id::cusparse_csr, infinity}};
+    plan_block all{strips[0].row_begin, strips[n - 1].row_begin + strips[n - 1].rows, format_id::cusparse_csr, infinity, 0};
+    for (const auto& st : strips) all.nnz += st.nnz;
+    plan.blocks = {all};
   }
   plan.planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return plan;

@@ -285,9 +285,12 @@ TEST_F(GpuPartitionTest, DeferredPartitionIsBuiltOnceItPays)
   EXPECT_FALSE(rep.partitioned);
   EXPECT_EQ(m.format(), aijp::format_id::cusparse_csr);
   ASSERT_TRUE(rep.deferred.has_value()) << rep.decision;
+  const auto target = *rep.deferred;
   EXPECT_FALSE(m.convert_deferred(1, nullptr));
   EXPECT_TRUE(m.convert_deferred(1e9, nullptr));
   EXPECT_TRUE(m.report().partitioned) << m.report().decision;
+  EXPECT_EQ(m.format(), target);
+  EXPECT_FALSE(m.report().deferred.has_value());
   EXPECT_EQ(m.report().plan, rep.proposed.to_string());  // no fallbacks expected here
   const auto x = aijp::test::random_vector(a.cols, 61);
   device_vec<double> dx(x), dy(std::vector<double>(a.rows, std::numeric_limits<double>::quiet_NaN()));

@@ -92,6 +92,7 @@ struct plan_block {
   size_type row_end = 0;
   format_id format = format_id::cusparse_csr;
   double predicted_us = 0;
+  size_type nnz = 0;  ///< nonzeros of the block (filled by plan_partition; 0 when parsed)
 };
 
 /// The planner's result: the blocks (covering all rows in order) and what it compared against.
