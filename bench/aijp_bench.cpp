@@ -248,6 +248,7 @@ matrix_results run_one(const aijp::context& ctx, const std::string& name, const 
     r.ok = true;
   };
   const auto run_plan = [&](const aijp::plan_options& po, result& r) {
+    r.format = po.forced_plan ? po.forced_plan->to_string() : std::string("auto");
     try {
       aijp::gpu_matrix<T> m(ctx, a.view(), po, s);
       r.format = m.report().plan;
