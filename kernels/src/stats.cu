@@ -53,7 +53,7 @@ struct device_strip {
   unsigned long long bin_nnz[strip_bins];
 };
 
-constexpr int strip_block = 512;  // one block per strip: at most ~128 strips, so wide blocks
+constexpr int strip_block = 512;  // one block per strip: few strips (64 by default), so wide blocks
 
 __global__ void __launch_bounds__(strip_block)
     strip_summary_kernel(size_type rows, size_type rows_per_strip, const index_type* __restrict__ row_ptr, device_strip* out)

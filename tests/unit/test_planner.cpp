@@ -280,6 +280,51 @@ TEST(Planner, PlanningTimeWithTheBandwidthModel)
   }
 }
 
+// The whole host pipeline with the placeholder model and the default (H100) constants, as the runtime
+// plans: strips of at most 64, exact statistics for the whole matrix.
+aijp::partition_plan plan_with_placeholder(const aijp::csr_matrix<double>& a)
+{
+  aijp::prediction_input in;
+  in.value_bytes = 8;
+  in.device.l2_bytes = 50 << 20;
+  in.device.sm_count = 132;
+  in.free_memory_bytes = 70ll << 30;
+  const aijp::bandwidth_model_params p;
+  const auto cands = aijp::all_formats();
+  const auto whole = aijp::compute_row_stats(a.view());
+  const auto cost = [&](const aijp::row_stats& s, std::vector<double>& us) {
+    in.stats = s;
+    const auto est = aijp::predict_bandwidth_model(in, p, cands);
+    for (std::size_t k = 0; k < est.size(); ++k) us[k] = est[k].feasible ? est[k].predicted_us : inf;
+  };
+  const aijp::planner_options o;
+  const auto strips = aijp::compute_strip_summaries(a.view(), aijp::strip_rows_for(a.rows, o.max_strips));
+  return aijp::plan_partition(strips, a.cols, cands, cost, o, &whole);
+}
+
+TEST(Planner, StencilAbovePowerLawSplitsUnderThePlaceholderModel)
+{
+  // 27-point stencil (262144 rows) above 30000 power-law rows: sell_delta16 for the stencil, a format for
+  // long rows below (~7 % predicted gain over HYB alone).
+  const auto a = aijp::gen::from_spec("stack:lap27:64x64x64+powerlaw:rows=30000,deg=16,exp=2.1");
+  const auto plan = plan_with_placeholder(a);
+  std::cout << "[ planning ] " << plan.to_string() << ": " << plan.predicted_us << " us vs " << plan.single_us << " us for "
+            << aijp::format_name(plan.single_format) << ", " << plan.planning_ms << " ms\n";
+  ASSERT_EQ(plan.blocks.size(), 2u) << plan.to_string();
+  EXPECT_EQ(plan.blocks[0].format, aijp::format_id::sell_delta16);
+  EXPECT_NEAR(static_cast<double>(plan.blocks[0].row_end), 262144.0, static_cast<double>(plan.strip_rows));
+  EXPECT_LT(plan.predicted_us, 0.97 * plan.single_us);
+  EXPECT_EQ(plan.blocks[0].nnz + plan.blocks[1].nnz, a.nnz());
+}
+
+TEST(Planner, StencilAloneDoesNotSplitUnderThePlaceholderModel)
+{
+  const auto plan = plan_with_placeholder(aijp::gen::laplacian_3d_27pt(64, 64, 64));
+  ASSERT_EQ(plan.blocks.size(), 1u) << plan.to_string();
+  EXPECT_EQ(plan.blocks[0].format, plan.single_format);
+  EXPECT_DOUBLE_EQ(plan.predicted_us, plan.single_us);
+}
+
 TEST(PartitionPlan, StringsRoundTripAndBadOnesThrow)
 {
   const auto p = aijp::parse_partition_plan("sell_delta16[0,262144)+coo[262144,300000)");

@@ -117,7 +117,10 @@ partition_plan parse_partition_plan(const std::string& text);
 using block_cost_fn = std::function<void(const row_stats& block, std::vector<double>& us)>;
 
 struct planner_options {
-  int max_strips = 128;  ///< strips of the DP: (max_strips^2 / 2) blocks are predicted
+  /// Strips of the DP: max_strips^2 / 2 blocks are predicted. 64 keeps planning near 2 ms of host time with
+  /// the placeholder model (7 ms at 128, 40 ms at 256: unit test Planner.PlanningTimeWithTheBandwidthModel
+  /// on the 2-core build machine) at a boundary resolution of 1/64 of the rows.
+  int max_strips = 64;
   int max_blocks = 8;    ///< blocks of the final partition
 };
 
