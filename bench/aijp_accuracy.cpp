@@ -10,6 +10,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "accuracy_summary.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -48,20 +50,6 @@ const char* usage =
 {
   std::cerr << "aijp_accuracy: " << m << "\n";
   std::exit(2);
-}
-
-struct row {
-  std::string matrix;
-  aijp::format_id format;
-  double measured;
-  std::map<std::string, double> predicted;  // model -> us
-};
-
-double quantile(std::vector<double> v, double q)
-{
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(std::lround(q * (v.size() - 1)))];
 }
 
 }  // namespace
@@ -124,7 +112,7 @@ int main(int argc, char** argv)
     }
     cudaStream_t stream;
     if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) die("cannot create a stream");
-    std::vector<row> rows;
+    std::vector<aijp::bench::accuracy_row> rows;
     int idx = 0;
     for (const auto& in : inputs) {
       ++idx;
@@ -168,7 +156,7 @@ int main(int argc, char** argv)
         po.forced = f;
         aijp::gpu_matrix<double> g(ctx, a.view(), po, stream);
         if (g.format() != f) continue;
-        row r{name, f, aijp::time_spmv(g, x, y, stream).median_us, {}};
+        aijp::bench::accuracy_row r{name, f, aijp::time_spmv(g, x, y, stream).median_us, {}};
         for (const auto& m : models) {
           if (const auto p = m->predict_us(f, feat, dev)) {
             r.predicted[m->name()] = aijp::at_least_launches(f, feat.stats, 8, ctx.model_params(), *p);  // as the runtime
@@ -195,83 +183,8 @@ int main(int argc, char** argv)
 
     std::vector<std::string> names{"placeholder"};
     for (const auto& m : models) names.push_back(m->name());
-    // Errors per model and format.
-    std::printf("\n%-20s %-18s %6s %8s %8s %8s\n", "model", "format", "n", "mean%", "median%", "p95%");
-    std::ofstream js;
-    if (!json.empty()) {
-      js.open(json);
-      js << "{\n  \"device\": \"" << dev.name << "\",\n  \"errors\": [\n";
-    }
-    bool first = true;
-    for (const auto& name : names) {
-      for (auto f : aijp::all_formats()) {
-        std::vector<double> err;
-        for (const auto& r : rows) {
-          const auto it = r.predicted.find(name);
-          if (r.format == f && it != r.predicted.end()) err.push_back(aijp::model::relative_error(it->second, r.measured));
-        }
-        if (err.empty()) continue;
-        double mean = 0;
-        for (double e : err) mean += e;
-        mean /= err.size();
-        std::printf("%-20s %-18s %6zu %8.1f %8.1f %8.1f\n", name.c_str(), aijp::format_name(f), err.size(), 100 * mean,
-                    100 * quantile(err, 0.5), 100 * quantile(err, 0.95));
-        if (js) {
-          js << (first ? "" : ",\n") << "    {\"model\": \"" << name << "\", \"format\": \"" << aijp::format_name(f)
-             << "\", \"n\": " << err.size() << ", \"mean\": " << mean << ", \"median\": " << quantile(err, 0.5)
-             << ", \"p95\": " << quantile(err, 0.95) << "}";
-          first = false;
-        }
-      }
-    }
-    // Selection regret per model, among the formats it covers.
-    std::printf("\n%-20s %10s %12s %8s\n", "model", "matrices", "regret_geo", "within5%");
-    if (js) js << "\n  ],\n  \"regret\": [\n";
-    first = true;
-    for (const auto& name : names) {
-      std::map<std::string, std::vector<const row*>> by_matrix;
-      for (const auto& r : rows) {
-        if (r.predicted.count(name)) by_matrix[r.matrix].push_back(&r);
-      }
-      double log_sum = 0;
-      int n = 0, within = 0;
-      for (const auto& [mname, rs] : by_matrix) {
-        if (rs.size() < 2) continue;
-        const row* best = rs[0];
-        const row* pick = rs[0];
-        for (const row* r : rs) {
-          if (r->measured < best->measured) best = r;
-          if (r->predicted.at(name) < pick->predicted.at(name)) pick = r;
-        }
-        const double regret = pick->measured / best->measured;
-        log_sum += std::log(regret);
-        ++n;
-        within += regret <= 1.05;
-      }
-      if (n == 0) continue;
-      std::printf("%-20s %10d %12.3f %7.0f%%\n", name.c_str(), n, std::exp(log_sum / n), 100.0 * within / n);
-      if (js) {
-        js << (first ? "" : ",\n") << "    {\"model\": \"" << name << "\", \"matrices\": " << n
-           << ", \"regret_geomean\": " << std::exp(log_sum / n) << ", \"within_5pct\": " << double(within) / n << "}";
-        first = false;
-      }
-    }
-    if (js) js << "\n  ]\n}\n";
-    if (!csv.empty()) {
-      std::ofstream c(csv);
-      c << "matrix,format,measured_us";
-      for (const auto& n : names) c << "," << n;
-      c << "\n";
-      for (const auto& r : rows) {
-        c << '"' << r.matrix << "\"," << aijp::format_name(r.format) << "," << r.measured;
-        for (const auto& n : names) {
-          const auto it = r.predicted.find(n);
-          c << ",";
-          if (it != r.predicted.end()) c << it->second;
-        }
-        c << "\n";
-      }
-    }
+    aijp::bench::print_accuracy_summary(rows, names, dev.name, json);
+    if (!csv.empty()) aijp::bench::write_accuracy_csv(rows, names, csv);
   } catch (const std::exception& e) {
     die(e.what());
   }

@@ -5,6 +5,7 @@
 #include <aijpredict/gpu_matrix.hpp>
 #include <aijpredict/matrix_market.hpp>
 #include <aijpredict/measure.hpp>
+#include <aijpredict/planner.hpp>
 #include <aijpredict/reference.hpp>
 
 #include <cuda_runtime_api.h>
@@ -35,6 +36,12 @@ const char* usage =
     "run, and the conversion time (CSR -> format, on the GPU) in units of one SpMV of that format.\n"
     "Every format's result is checked against the host reference before timing.\n"
     "\n"
+    "The runtime's own plan (default options: automatic selection, row-partitioned when the planner's\n"
+    "split is predicted to pay) is checked and timed the same way and printed as the 'plan' line: its\n"
+    "blocks, its measured time against the best single format measured above, the planner's predicted\n"
+    "times and planning time. When the planner proposes a split that the runtime does not take (gain\n"
+    "below the margin), the proposal is timed too ('proposed' line), so the margin can be judged.\n"
+    "\n"
     "Options:\n"
     "  --formats LIST   comma-separated formats (default: all)\n"
     "  --reps N         timed repetitions: N / 5 batches (default 50; at least 5); with --flush-l2, N single runs\n"
@@ -43,6 +50,8 @@ const char* usage =
     "                   each repetition is then timed on its own)\n"
     "  --float          single precision values (default double)\n"
     "  --json FILE      write the results as JSON to FILE\n"
+    "  --plan PLAN      also time this forced partition, e.g. 'sell[0,32768)+coo[32768,65536)' (blocks\n"
+    "                   must cover the matrix's rows; matrices of another size skip it)\n"
     "  --help           this text\n"
     "\n"
     "Generator specs (gen:SPEC):\n";
@@ -55,6 +64,7 @@ struct options {
   bool flush_l2 = false;
   bool use_float = false;
   std::string json;
+  std::string plan;
 };
 
 [[noreturn]] void die(const std::string& msg)
@@ -104,6 +114,15 @@ options parse(int argc, char** argv)
       if (!next) die("--json needs a file name");
       o.json = next;
       ++i;
+    } else if (a == "--plan") {
+      if (!next) die("--plan needs a partition");
+      try {
+        (void)aijp::parse_partition_plan(next);
+      } catch (const std::exception& e) {
+        die(e.what());
+      }
+      o.plan = next;
+      ++i;
     } else if (a == "--flush-l2") {
       o.flush_l2 = true;
     } else if (a == "--float") {
@@ -131,6 +150,14 @@ struct matrix_results {
   double min_bytes = 0;
   std::string predicted;  // the runtime's automatic choice
   std::vector<result> formats;
+  // The runtime's own plan (possibly row-partitioned) and the planner's numbers.
+  result plan;
+  bool partitioned = false;
+  aijp::partition_plan proposed;  // the DP's proposal (blocks, predictions, planning time)
+  result proposed_run;            // the proposal timed when it split but was not taken
+  result forced_plan;             // --plan
+  std::string best_single;
+  double best_single_us = 0;
 };
 
 double median(std::vector<double> v)
@@ -175,11 +202,61 @@ matrix_results run_one(const aijp::context& ctx, const std::string& name, const 
   BENCH_CUDA(cudaEventCreate(&e0));
   BENCH_CUDA(cudaEventCreate(&e1));
 
-  {
-    aijp::gpu_matrix<T> automatic(ctx, a.view(), aijp::plan_options{}, s);
-    mr.stats = automatic.report().stats;
-    mr.predicted = aijp::format_name(automatic.format());
-  }
+  // Checks m against the host reference, then times it; fills r (r.ok stays false on an exception).
+  const auto check_and_time = [&](aijp::gpu_matrix<T>& m, result& r) {
+    r.conversion_ms = m.report().conversion_ms;
+    // correctness first
+    BENCH_CUDA(cudaMemsetAsync(dy, 0xff, yref.size() * sizeof(T), s));  // NaN pattern
+    m.apply(T(1), dx, T(0), dy, s);
+    std::vector<T> y(yref.size());
+    BENCH_CUDA(cudaMemcpyAsync(y.data(), dy, y.size() * sizeof(T), cudaMemcpyDeviceToHost, s));
+    BENCH_CUDA(cudaStreamSynchronize(s));
+    for (size_t i = 0; i < y.size(); ++i) {
+      if (!(std::abs(double(y[i]) - double(yref[i])) <= bound[i])) {
+        throw std::runtime_error("wrong result at row " + std::to_string(i));
+      }
+    }
+    std::vector<double> t;
+    if (o.flush_l2) {
+      for (int i = 0; i < o.warmup; ++i) m.apply(T(1), dx, T(0), dy, s);
+      for (int i = 0; i < o.reps; ++i) {
+        flush(flush_buf, flush_bytes, s);
+        BENCH_CUDA(cudaEventRecord(e0, s));
+        m.apply(T(1), dx, T(0), dy, s);
+        BENCH_CUDA(cudaEventRecord(e1, s));
+        BENCH_CUDA(cudaEventSynchronize(e1));
+        float ms;
+        BENCH_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        t.push_back(ms * 1e3);
+      }
+    } else {
+      // Back-to-back batches (as in a Krylov loop), through the project's one timing routine.
+      aijp::timing_options to;
+      to.warmup = o.warmup;
+      to.min_samples = std::max(5, o.reps / 5);
+      to.min_sample_ms = 0.2;
+      to.max_total_ms = 300;
+      const auto tr = aijp::time_spmv(m, dx, dy, s, to);
+      t = {tr.median_us};
+      r.min_us = tr.min_us;
+    }
+    r.median_us = median(t);
+    if (o.flush_l2) r.min_us = *std::min_element(t.begin(), t.end());
+    r.gbs = mr.min_bytes / (r.median_us * 1e-6) / 1e9;
+    r.frac_stream = r.gbs / ctx.model_params().stream_read_gbs;
+    r.conversion_spmvs = r.conversion_ms * 1e3 / r.median_us;
+    r.ok = true;
+  };
+  const auto run_plan = [&](const aijp::plan_options& po, result& r) {
+    r.format = po.forced_plan ? po.forced_plan->to_string() : std::string("auto");
+    try {
+      aijp::gpu_matrix<T> m(ctx, a.view(), po, s);
+      r.format = m.report().plan;
+      check_and_time(m, r);
+    } catch (const std::exception& e) {
+      r.error = e.what();
+    }
+  };
 
   for (auto f : o.formats) {
     result r;
@@ -189,53 +266,47 @@ matrix_results run_one(const aijp::context& ctx, const std::string& name, const 
       po.forced = f;
       aijp::gpu_matrix<T> m(ctx, a.view(), po, s);
       if (m.format() != f) throw std::runtime_error("not applicable: " + m.report().decision);
-      r.conversion_ms = m.report().conversion_ms;
-      // correctness first
-      BENCH_CUDA(cudaMemsetAsync(dy, 0xff, yref.size() * sizeof(T), s));  // NaN pattern
-      m.apply(T(1), dx, T(0), dy, s);
-      std::vector<T> y(yref.size());
-      BENCH_CUDA(cudaMemcpyAsync(y.data(), dy, y.size() * sizeof(T), cudaMemcpyDeviceToHost, s));
-      BENCH_CUDA(cudaStreamSynchronize(s));
-      for (size_t i = 0; i < y.size(); ++i) {
-        if (!(std::abs(double(y[i]) - double(yref[i])) <= bound[i])) {
-          throw std::runtime_error("wrong result at row " + std::to_string(i));
-        }
-      }
-      std::vector<double> t;
-      if (o.flush_l2) {
-        for (int i = 0; i < o.warmup; ++i) m.apply(T(1), dx, T(0), dy, s);
-        for (int i = 0; i < o.reps; ++i) {
-          flush(flush_buf, flush_bytes, s);
-          BENCH_CUDA(cudaEventRecord(e0, s));
-          m.apply(T(1), dx, T(0), dy, s);
-          BENCH_CUDA(cudaEventRecord(e1, s));
-          BENCH_CUDA(cudaEventSynchronize(e1));
-          float ms;
-          BENCH_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-          t.push_back(ms * 1e3);
-        }
-      } else {
-        // Back-to-back batches (as in a Krylov loop), through the project's one timing routine.
-        aijp::timing_options to;
-        to.warmup = o.warmup;
-        to.min_samples = std::max(5, o.reps / 5);
-        to.min_sample_ms = 0.2;
-        to.max_total_ms = 300;
-        const auto tr = aijp::time_spmv(m, dx, dy, s, to);
-        t = {tr.median_us};
-        r.min_us = tr.min_us;
-      }
-      r.median_us = median(t);
-      if (o.flush_l2) r.min_us = *std::min_element(t.begin(), t.end());
-      r.gbs = mr.min_bytes / (r.median_us * 1e-6) / 1e9;
-      r.frac_stream = r.gbs / ctx.model_params().stream_read_gbs;
-      r.conversion_spmvs = r.conversion_ms * 1e3 / r.median_us;
-      r.ok = true;
+      check_and_time(m, r);
     } catch (const std::exception& e) {
       r.error = e.what();
     }
     mr.formats.push_back(r);
   }
+  for (const auto& r : mr.formats) {
+    if (r.ok && (mr.best_single.empty() || r.median_us < mr.best_single_us)) {
+      mr.best_single = r.format;
+      mr.best_single_us = r.median_us;
+    }
+  }
+
+  // The runtime's own plan, built as production builds it.
+  try {
+    aijp::gpu_matrix<T> automatic(ctx, a.view(), aijp::plan_options{}, s);
+    mr.stats = automatic.report().stats;
+    mr.predicted = automatic.report().plan;
+    mr.partitioned = automatic.report().partitioned;
+    mr.proposed = automatic.report().proposed;
+    mr.plan.format = automatic.report().plan;
+    check_and_time(automatic, mr.plan);
+  } catch (const std::exception& e) {
+    mr.plan.error = e.what();
+  }
+  if (mr.proposed.split() && !mr.partitioned) {
+    aijp::plan_options po;
+    po.forced_plan = mr.proposed;
+    run_plan(po, mr.proposed_run);
+  }
+  if (!o.plan.empty()) {
+    aijp::plan_options po;
+    po.forced_plan = aijp::parse_partition_plan(o.plan);
+    if (po.forced_plan->blocks.back().row_end == a.rows) {
+      run_plan(po, mr.forced_plan);
+    } else {
+      mr.forced_plan.format = o.plan;
+      mr.forced_plan.error = "not applicable: the plan covers " + std::to_string(po.forced_plan->blocks.back().row_end) + " rows";
+    }
+  }
+
   double csr_us = 0;
   for (const auto& r : mr.formats) {
     if (r.ok && r.format == "cusparse_csr") csr_us = r.median_us;
@@ -247,6 +318,49 @@ matrix_results run_one(const aijp::context& ctx, const std::string& name, const 
   cudaFree(dx);
   cudaFree(dy);
   return mr;
+}
+
+void print_plan_result(const char* label, const result& r, const matrix_results& m)
+{
+  if (r.format.empty() && r.error.empty()) return;
+  if (!r.ok) {
+    std::printf("  %-8s %s: %s\n", label, r.format.c_str(), r.error.c_str());
+    return;
+  }
+  std::printf("  %-8s %s: measured %.2f us", label, r.format.c_str(), r.median_us);
+  if (m.best_single_us > 0) {
+    std::printf(", best single format %s %.2f us (%.3fx)", m.best_single.c_str(), m.best_single_us, m.best_single_us / r.median_us);
+  }
+  std::printf(", conversion %.3f ms\n", r.conversion_ms);
+}
+
+void print_plan(const matrix_results& m)
+{
+  print_plan_result(m.partitioned ? "plan*" : "plan", m.plan, m);
+  if (!m.proposed.blocks.empty()) {
+    std::printf("  %-8s %s: predicted %.2f us vs %.2f us for %s alone; %d strips of %lld rows, planned in %.3f ms%s\n", "planner",
+                m.proposed.to_string().c_str(), m.proposed.predicted_us, m.proposed.single_us,
+                aijp::format_name(m.proposed.single_format), m.proposed.strips, static_cast<long long>(m.proposed.strip_rows),
+                m.proposed.planning_ms, m.partitioned ? " (taken)" : (m.proposed.split() ? " (below the margin)" : ""));
+  }
+  print_plan_result("proposed", m.proposed_run, m);
+  print_plan_result("--plan", m.forced_plan, m);
+}
+
+void json_result(std::ostream& js, const result& r)
+{
+  js << "{\"plan\": \"" << r.format << "\", \"ok\": " << (r.ok ? "true" : "false");
+  if (r.ok) {
+    js << ", \"median_us\": " << r.median_us << ", \"min_us\": " << r.min_us << ", \"conversion_ms\": " << r.conversion_ms;
+  } else {
+    js << ", \"error\": \"";
+    for (char c : r.error) {
+      if (c == '"' || c == '\\') js << '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) js << c;
+    }
+    js << "\"";
+  }
+  js << "}";
 }
 
 std::string json_escape(const std::string& s)
@@ -327,6 +441,7 @@ int main(int argc, char** argv)
       std::printf("  %-17s %10.2f %10.0f %7.1f%% %7.2fx %9.3f %10.1f\n", r.format.c_str(), r.median_us, r.gbs,
                   100 * r.frac_stream, r.speedup, r.conversion_ms, r.conversion_spmvs);
     }
+    print_plan(mr);
     std::fflush(stdout);
     all.push_back(std::move(mr));
   }
@@ -335,6 +450,9 @@ int main(int argc, char** argv)
   bool any_failed = false;
   for (const auto& m : all) {
     for (const auto& r : m.formats) any_failed = any_failed || (!r.ok && r.error.rfind("not applicable", 0) != 0);
+    for (const result* r : {&m.plan, &m.proposed_run, &m.forced_plan}) {
+      any_failed = any_failed || (!r->format.empty() && !r->ok && r->error.rfind("not applicable", 0) != 0);
+    }
   }
   if (!o.json.empty()) {
     std::ofstream js(o.json);
@@ -363,7 +481,25 @@ int main(int argc, char** argv)
         }
         js << "}";
       }
-      js << "]}" << (i + 1 < all.size() ? "," : "") << "\n";
+      js << "], \"plan\": ";
+      json_result(js, m.plan);
+      js << ", \"partitioned\": " << (m.partitioned ? "true" : "false") << ", \"best_single_format\": \"" << m.best_single
+         << "\", \"best_single_us\": " << m.best_single_us;
+      if (!m.proposed.blocks.empty()) {
+        js << ", \"planner\": {\"proposal\": \"" << m.proposed.to_string() << "\", \"predicted_us\": " << m.proposed.predicted_us
+           << ", \"single_format\": \"" << aijp::format_name(m.proposed.single_format)
+           << "\", \"single_predicted_us\": " << m.proposed.single_us << ", \"strips\": " << m.proposed.strips
+           << ", \"strip_rows\": " << m.proposed.strip_rows << ", \"planning_ms\": " << m.proposed.planning_ms << "}";
+      }
+      if (!m.proposed_run.format.empty()) {
+        js << ", \"proposed\": ";
+        json_result(js, m.proposed_run);
+      }
+      if (!m.forced_plan.format.empty()) {
+        js << ", \"forced_plan\": ";
+        json_result(js, m.forced_plan);
+      }
+      js << "}" << (i + 1 < all.size() ? "," : "") << "\n";
     }
     js << "  ]\n}\n";
   }

@@ -62,6 +62,8 @@ const char* usage =
     "  --cache-dir DIR     use DIR for the cache instead of a temporary directory (kept)\n"
     "  --keep-cache        keep the temporary cache directory and print its path\n"
     "  --per-mult          print one line per MatMult\n"
+    "  --partition         allow row-partitioned plans (measured and reported, but not learned from: off by\n"
+    "                      default, so every plan is a single format)\n"
     "  --float             single precision values (default double)\n"
     "  --json FILE         write everything as JSON to FILE\n"
     "  --help              this text\n"
@@ -82,6 +84,7 @@ struct options {
   bool keep_cache = false;
   bool per_mult = false;
   bool use_float = false;
+  bool partition = false;
   std::string json;
 };
 
@@ -171,6 +174,8 @@ options parse(int argc, char** argv)
       o.keep_cache = true;
     } else if (a == "--per-mult") {
       o.per_mult = true;
+    } else if (a == "--partition") {
+      o.partition = true;
     } else if (a == "--float") {
       o.use_float = true;
     } else if (!a.empty() && a[0] == '-') {
@@ -297,6 +302,7 @@ matrix_record run_matrix(const aijp::context& ctx, const std::string& name, cons
               "error", "exploration");
   aijp::plan_options po;
   po.online_policy.explore = o.explore;
+  po.partition = o.partition;
   for (int sv = 0; sv < o.solves; ++sv) {
     aijp::gpu_matrix<T> m(ctx, a.view(), po, s);
     solve_record sr;

@@ -30,8 +30,8 @@ if [[ "$args" != *" --skip-warmup "* ]]; then
 fi
 if [[ "$args" != *" --skip-accuracy "* ]]; then
   export AIJPREDICT_CACHE_DIR="$out/cache"
-  { stamp "aijp_accuracy --min-nnz 10000 --csv accuracy.csv --json accuracy.json <real shared matrices> ${large[*]}";
-    "$B/aijp_accuracy" --min-nnz 10000 --csv "$out/accuracy.csv" --json "$out/accuracy.json" "${real[@]}" "${large[@]}"; } > "$out/accuracy.txt" 2> "$out/accuracy.err" || rc=1
+  { stamp "aijp_accuracy --min-nnz 10000 --csv accuracy.csv --json accuracy.json --samples accuracy_samples.jsonl <real shared matrices> ${large[*]}";
+    "$B/aijp_accuracy" --min-nnz 10000 --csv "$out/accuracy.csv" --json "$out/accuracy.json" --samples "$out/accuracy_samples.jsonl" "${real[@]}" "${large[@]}"; } > "$out/accuracy.txt" 2> "$out/accuracy.err" || rc=1
   python3 "$here/bench/plot_accuracy.py" "$out/accuracy.csv" "$out/accuracy.png" --title "aijpredict model accuracy, $dev, $(date -u +%F)" || rc=1
 fi
 if [[ "$args" != *" --skip-online "* ]]; then

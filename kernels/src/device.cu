@@ -123,6 +123,7 @@ double median(std::vector<double> v)
 bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream_t stream)
 {
   bandwidth_model_params p;
+  p.l2_bytes = dev.l2_bytes;
   detail::event_timer timer;
   // Launch overhead: 200 empty kernels back to back, the mean of the median batch.
   std::vector<double> t;
@@ -254,6 +255,7 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   fingerprint_ = fp;
   loaded = store.load(fp);
   if (loaded.status == cache::load_status::ok && params_from_entry(*loaded.entry, params_)) {
+    params_.l2_bytes = device_.l2_bytes;
     params_source_ = "cache file " + loaded.path.string();
   } else {
     if (loaded.status != cache::load_status::ok && loaded.status != cache::load_status::missing) {

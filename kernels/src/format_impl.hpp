@@ -13,7 +13,10 @@
 #include <cuda_runtime_api.h>
 #include <cusparse.h>
 
+#include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace aijp::detail {
 
@@ -96,6 +99,30 @@ AIJP_DECLARE_FORMAT_FACTORY(make_cusparse_sell)
 #define AIJP_INSTANTIATE_FORMAT_FACTORY(name)                                                              \
   template std::unique_ptr<format_impl<double>> name<double>(const build_args<double>&);                  \
   template std::unique_ptr<format_impl<float>> name<float>(const build_args<float>&);
+
+/// Builds one format on a matrix (gpu_matrix's dispatch over the factories above, feasibility included):
+/// the partitioned format builds its blocks through it.
+template <typename Value>
+using format_factory = std::function<std::unique_ptr<format_impl<Value>>(format_id, const build_args<Value>&)>;
+
+/// One block of a row-partitioned plan as built: rows [row_begin, row_end) in `format` (after fallbacks).
+struct built_block {
+  size_type row_begin = 0;
+  size_type row_end = 0;
+  format_id format = format_id::cusparse_csr;
+  std::string note;  ///< why the block fell back to cuSPARSE CSR (empty otherwise)
+};
+
+/// Row-partitioned plan (kernels/src/formats/partitioned.cu): every block [row_begin, row_end) of `blocks`
+/// (contiguous, covering all rows of `a`) gets its own device sub-CSR (row_ptr rebased to 0, the block's
+/// col_idx / values slices; columns stay global) and a child built by `factory` with the block's exact
+/// device statistics; apply() runs the children one after another on the caller's stream, each on
+/// y + row_begin. A child whose factory throws not_supported or device_out_of_memory becomes cuSPARSE CSR
+/// (recorded in `built`). id() is the format of the block holding the most nonzeros.
+template <typename Value>
+std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a, const std::vector<built_block>& blocks,
+                                                     const format_factory<Value>& factory, cusparseHandle_t handle,
+                                                     cudaStream_t stream, std::vector<built_block>* built);
 
 /// Transpose product through cuSPARSE on the CSR copy: y = alpha A^T x + beta y.
 template <typename Value>

@@ -66,6 +66,51 @@ __global__ void extract_diagonal(size_type rows, const index_type* __restrict__ 
   d[r] = v;
 }
 
+template <typename Value>
+std::unique_ptr<detail::format_impl<Value>> build_format(format_id f, const detail::build_args<Value>& args)
+{
+  switch (f) {
+    case format_id::cusparse_csr: return detail::make_cusparse_csr(args.a, args.handle);
+    case format_id::sell_c_sigma: return detail::make_sell(args);
+    case format_id::cusparse_csr_alg2: return detail::make_cusparse_csr_alg2(args);
+    case format_id::cusparse_sell: return detail::make_cusparse_sell(args);
+    case format_id::csr_scalar: return detail::make_csr_scalar(args);
+    case format_id::csr_vector: return detail::make_csr_vector(args);
+    case format_id::coo: return detail::make_coo(args);
+    case format_id::ell: return detail::make_ell(args);
+    case format_id::ellr: return detail::make_ellr(args);
+    case format_id::pellr: return detail::make_pellr(args);
+    case format_id::jad: return detail::make_jad(args);
+    case format_id::hyb: return detail::make_hyb(args);
+    case format_id::sell_sigma: return detail::make_sell_sigma(args);
+    case format_id::sell_delta16: return detail::make_sell_delta16(args);
+  }
+  AIJP_THROW(error, "unknown format id");
+}
+
+// The prediction of analyze() for a block of rows: the whole matrix's column facts, free memory and x
+// locality (sampled once for the matrix) with the block's statistics.
+std::vector<format_estimate> estimate_block(const context& ctx, const prediction_input& whole, const row_stats& block,
+                                            double x_sectors_per_nnz, const std::vector<format_id>& candidates)
+{
+  prediction_input in = whole;
+  in.stats = block;
+  auto est = predict_bandwidth_model(in, ctx.model_params(), candidates);
+  if (const model::performance_model* fitted = ctx.fitted_model()) {
+    model::matrix_features feat;
+    feat.stats = block;
+    feat.value_bytes = in.value_bytes;
+    feat.x_sectors_per_nnz = x_sectors_per_nnz;
+    for (auto& e : est) {
+      if (const auto t = fitted->predict_us(e.format, feat, in.device); t && std::isfinite(*t) && *t > 0) {
+        e.predicted_us = at_least_launches(e.format, block, in.value_bytes, ctx.model_params(), *t * ctx.model_scale());
+        e.fitted = true;
+      }
+    }
+  }
+  return est;
+}
+
 }  // namespace
 
 template <typename Value>
@@ -116,25 +161,25 @@ struct gpu_matrix<Value>::impl {
 
   std::unique_ptr<detail::format_impl<Value>> build(format_id f, cudaStream_t stream)
   {
-    const detail::build_args<Value> args{csr, report.stats, handle.get(), stream};
-    switch (f) {
-      case format_id::cusparse_csr: return detail::make_cusparse_csr(csr, handle.get());
-      case format_id::sell_c_sigma: return detail::make_sell(args);
-      case format_id::cusparse_csr_alg2: return detail::make_cusparse_csr_alg2(args);
-      case format_id::cusparse_sell: return detail::make_cusparse_sell(args);
-      case format_id::csr_scalar: return detail::make_csr_scalar(args);
-      case format_id::csr_vector: return detail::make_csr_vector(args);
-      case format_id::coo: return detail::make_coo(args);
-      case format_id::ell: return detail::make_ell(args);
-      case format_id::ellr: return detail::make_ellr(args);
-      case format_id::pellr: return detail::make_pellr(args);
-      case format_id::jad: return detail::make_jad(args);
-      case format_id::hyb: return detail::make_hyb(args);
-      case format_id::sell_sigma: return detail::make_sell_sigma(args);
-      case format_id::sell_delta16: return detail::make_sell_delta16(args);
-    }
-    AIJP_THROW(error, "unknown format id");
+    return build_format<Value>(f, detail::build_args<Value>{csr, report.stats, handle.get(), stream});
   }
+
+  // Row-partitioned plans (planner.hpp): plans (or takes opts.forced_plan) and builds the partition when it
+  // pays; false leaves the unpartitioned selection to the caller.
+  bool try_partition(const context& ctx, const plan_options& opts, const prediction_input& in, cudaStream_t stream);
+  // Builds `plan`; a block whose format is infeasible there (placeholder feasibility with the block's exact
+  // statistics) or fails to build becomes cuSPARSE CSR. False when the sub-CSR copies do not fit in memory
+  // (the layout is then empty: the caller converts to a single format).
+  bool build_partition(const partition_plan& plan, const prediction_input& in, const bandwidth_model_params& params,
+                       cudaStream_t stream);
+
+  // A partition predicted best but not yet paid for (amortization), built by convert_deferred.
+  struct deferred_partition {
+    partition_plan plan;
+    prediction_input in;
+    bandwidth_model_params params;
+  };
+  std::optional<deferred_partition> deferred_plan;
 };
 
 template <typename Value>
@@ -212,6 +257,7 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
   } else {
     m.format = m.build(format_id::cusparse_csr, stream);
     rep.chosen = format_id::cusparse_csr;
+    rep.plan = format_name(rep.chosen);
     rep.decision = "not analysed yet: cuSPARSE CSR until the matrix is reused";
   }
 }
@@ -320,6 +366,9 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
   }
   rep.analysis_ms = ms_since(t0);
   rep.analyzed = true;
+  m.on.runner_up = -1;  // online exploration: single-format plans only
+  m.on.may_explore = false;
+  if (m.try_partition(ctx, opts, in, stream)) return;
 
   // Amortization: convert only if the predicted saving pays for the conversion within the expected use.
   if (choice != format_id::cusparse_csr && !opts.forced && opts.expected_mults > 0) {
@@ -381,7 +430,151 @@ void gpu_matrix<Value>::impl::convert_to(format_id choice, cudaStream_t stream)
   AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
   rep.conversion_ms = ms_since(t0);
   rep.chosen = choice;
+  rep.partitioned = false;
+  rep.plan = format_name(choice);
   begin_epoch(choice);
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_options& opts, const prediction_input& in,
+                                            cudaStream_t stream)
+{
+  plan_report& rep = report;
+  rep.proposed = partition_plan{};
+  deferred_plan.reset();
+  const std::string single_decision = rep.decision;
+  if (opts.forced_plan) {
+    const partition_plan& plan = *opts.forced_plan;
+    for (std::size_t k = 0; k < plan.blocks.size(); ++k) {
+      const auto& b = plan.blocks[k];
+      AIJP_ENSURE(b.row_begin == (k ? plan.blocks[k - 1].row_end : 0) && b.row_end > b.row_begin &&
+                      (k + 1 < plan.blocks.size() || b.row_end == csr.rows),
+                  bad_input, "forced plan " + plan.to_string() + " does not cover rows [0, " + std::to_string(csr.rows) + ") in order");
+    }
+    AIJP_ENSURE(!plan.blocks.empty() || csr.rows == 0, bad_input, "forced plan without blocks");
+    if (plan.blocks.empty()) return false;
+    if (plan.blocks.size() == 1) {
+      format_id f = plan.blocks[0].format;
+      rep.decision = std::string("forced plan of one block: ") + format_name(f);
+      for (const auto& e : rep.estimates) {
+        if (e.format == f && !e.feasible) {
+          rep.decision += " is infeasible here (" + e.reason + "): cuSPARSE CSR";
+          f = format_id::cusparse_csr;
+        }
+      }
+      convert_to(f, stream);
+      return true;
+    }
+    rep.decision = "forced partition " + plan.to_string();
+    if (!build_partition(plan, in, ctx.model_params(), stream)) {
+      rep.decision += ": cuSPARSE CSR";
+      convert_to(format_id::cusparse_csr, stream);
+    }
+    return true;
+  }
+
+  if (!opts.partition || opts.forced || csr.rows == 0) return false;
+  // Every block's prediction is at least one launch (at_least_launches, and the placeholder adds its
+  // launches), so no split can beat a single format predicted below two launches plus the margin.
+  const int best = select_best(rep.estimates);
+  if (best < 0 || (1 - opts.partition_margin) * rep.estimates[best].predicted_us <= 2 * ctx.model_params().launch_us) {
+    return false;
+  }
+  const auto t0 = clock_type::now();
+  const auto strips = compute_strip_summaries_device(csr.rows, csr.row_ptr.data(),
+                                                     strip_rows_for(csr.rows, opts.planner.max_strips), stream);
+  if (strips.size() < 2) return false;
+  const auto& candidates = opts.candidates;
+  const auto cost = [&](const row_stats& block, std::vector<double>& us) {
+    const auto est = estimate_block(ctx, in, block, rep.x_sectors_per_nnz, candidates);
+    for (std::size_t k = 0; k < est.size(); ++k) {
+      us[k] = est[k].feasible ? est[k].predicted_us : std::numeric_limits<double>::infinity();
+      // The online corrections of the format (not of this matrix: a block is another pattern), so that
+      // split and single-format predictions stay on one scale.
+      if (on.corr && est[k].feasible) {
+        us[k] *= on.corr->factor(est[k].format, online::classify(est[k].bytes, static_cast<double>(rep.device.l2_bytes)));
+      }
+    }
+  };
+  partition_plan plan = plan_partition(strips, csr.cols, candidates, cost, opts.planner, &rep.stats);
+  plan.planning_ms = ms_since(t0);  // the strip pass on the device included
+  rep.proposed = plan;
+  if (!plan.split() || !(plan.predicted_us < (1 - opts.partition_margin) * plan.single_us)) return false;
+  char line[320];
+  std::snprintf(line, sizeof(line), "partition %s: predicted %.2f us vs %.2f us for %s alone (planned in %.3f ms)",
+                plan.to_string().c_str(), plan.predicted_us, plan.single_us, format_name(plan.single_format), plan.planning_ms);
+  rep.decision = line;
+  if (opts.expected_mults > 0) {
+    // As the single-format amortization (analyze()): the blocks' sub-CSR copies and layouts cost about
+    // three passes over twice the CSR bytes, plus the fixed cost per block.
+    double t_csr = 0;
+    for (const auto& e : rep.estimates) {
+      if (e.format == format_id::cusparse_csr) t_csr = e.predicted_us;
+    }
+    const double csr_bytes = csr.nnz * (sizeof(Value) + sizeof(index_type)) + (csr.rows + 1.0) * sizeof(index_type);
+    rep.conversion_estimate_us = 150.0 * plan.blocks.size() + 6.0 * csr_bytes / (ctx.model_params().stream_read_gbs * 1e3);
+    rep.saving_us = t_csr - plan.predicted_us;
+    if (rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
+      // Stay on cuSPARSE CSR until the partition pays (convert_deferred); report().deferred names the
+      // format of its block with the most nonzeros (as format() will once it is built).
+      std::snprintf(line, sizeof(line), "; conversion deferred: saves %.2f us per SpMV, costs ~%.0f us, pays after %.0f SpMVs",
+                    rep.saving_us, rep.conversion_estimate_us, std::ceil(rep.conversion_estimate_us / std::max(rep.saving_us, 1e-9)));
+      rep.decision += line;
+      convert_to(format_id::cusparse_csr, stream);
+      size_type most = -1;
+      for (const auto& b : plan.blocks) {
+        if (b.nnz > most) {
+          most = b.nnz;
+          rep.deferred = b.format;
+        }
+      }
+      deferred_plan = deferred_partition{plan, in, ctx.model_params()};
+      return true;
+    }
+  }
+  if (build_partition(plan, in, ctx.model_params(), stream)) return true;
+  rep.decision = single_decision + "; " + rep.decision.substr(rep.decision.find("; out of device memory") + 2);
+  return false;
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const prediction_input& in,
+                                              const bandwidth_model_params& params, cudaStream_t stream)
+{
+  plan_report& rep = report;
+  const auto t0 = clock_type::now();
+  std::vector<detail::built_block> want, built;
+  for (const auto& b : plan.blocks) want.push_back({b.row_begin, b.row_end, b.format, {}});
+  const detail::format_factory<Value> factory = [&](format_id f, const detail::build_args<Value>& args) {
+    prediction_input block_in = in;
+    block_in.stats = args.stats;
+    const auto est = predict_bandwidth_model(block_in, params, {f});
+    if (!est.empty() && !est[0].feasible) AIJP_THROW(not_supported, est[0].reason);
+    return build_format<Value>(f, args);
+  };
+  format.reset();  // free the previous layout first, as convert_to does
+  try {
+    format = detail::make_partitioned<Value>(csr, want, factory, handle.get(), stream, &built);
+    AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  } catch (const device_out_of_memory& e) {
+    format.reset();
+    rep.decision += std::string("; out of device memory building the partition (") + e.what() + ")";
+    return false;
+  }
+  rep.conversion_ms = ms_since(t0);
+  rep.chosen = format->id();
+  rep.partitioned = true;
+  partition_plan actual;
+  for (const auto& b : built) {
+    actual.blocks.push_back({b.row_begin, b.row_end, b.format, 0.0, 0});
+    if (!b.note.empty()) {
+      rep.decision += "; block [" + std::to_string(b.row_begin) + "," + std::to_string(b.row_end) + "): " + b.note +
+                      ", using cuSPARSE CSR";
+    }
+  }
+  rep.plan = actual.to_string();
+  begin_epoch(rep.chosen);
+  return true;
 }
 
 template <typename Value>
@@ -393,10 +586,16 @@ void gpu_matrix<Value>::impl::begin_epoch(format_id f)
   on.sample_count = 0;
   on.window.clear();
   on.running = -1;
-  for (int i = 0; i < static_cast<int>(report.estimates.size()); ++i) {
-    if (report.estimates[i].format == f) on.running = i;
+  if (report.partitioned) {
+    // Measured and reported, but neither an observation of one format nor explored: the partition's time
+    // is the sum of its blocks' (uncorrected) predictions.
+    report.predicted_us = report.proposed.predicted_us;
+  } else {
+    for (int i = 0; i < static_cast<int>(report.estimates.size()); ++i) {
+      if (report.estimates[i].format == f) on.running = i;
+    }
+    report.predicted_us = corrected_now(on.running);
   }
-  report.predicted_us = corrected_now(on.running);
   report.measured_us = 0;
   report.measured_samples = 0;
   report.model_error = -1;
@@ -522,6 +721,14 @@ bool gpu_matrix<Value>::convert_deferred(double expected_mults, cudaStream_t str
   if (!rep.deferred || rep.saving_us * expected_mults < rep.conversion_estimate_us) return false;
   const format_id f = *rep.deferred;
   rep.deferred.reset();
+  if (auto d = std::move(impl_->deferred_plan)) {
+    impl_->deferred_plan.reset();
+    rep.decision += "; partition built after the matrix proved reused";
+    if (impl_->build_partition(d->plan, d->in, d->params, stream)) return true;
+    rep.decision += ": cuSPARSE CSR";
+    impl_->convert_to(format_id::cusparse_csr, stream);
+    return true;
+  }
   rep.decision += std::string("; converted to ") + format_name(f) + " after the matrix proved reused";
   impl_->convert_to(f, stream);
   return true;
@@ -670,9 +877,17 @@ std::string plan_report::to_string() const
                   e.bytes, e.predicted_us, factor, e.fitted ? "" : " (placeholder)", e.reason.empty() ? "" : "  ", e.reason.c_str());
     os << line;
   }
+  if (!proposed.blocks.empty()) {
+    std::snprintf(line, sizeof(line), "  partition planner: %d strips of %lld rows, %.3f ms; best split %.2f us vs %.2f us for %s alone: ",
+                  proposed.strips, static_cast<long long>(proposed.strip_rows), proposed.planning_ms, proposed.predicted_us,
+                  proposed.single_us, format_name(proposed.single_format));
+    os << line << proposed.to_string() << "\n";
+  }
   std::snprintf(line, sizeof(line), "  upload %.3f ms, analysis %.3f ms, conversion %.3f ms\n", upload_ms, analysis_ms,
                 conversion_ms);
-  os << "  choice: " << decision << "\n" << line;
+  os << "  choice: " << decision << "\n";
+  if (partitioned) os << "  plan: " << plan << "\n";
+  os << line;
   if (measured_samples > 0) {
     std::snprintf(line, sizeof(line), "  running %s: measured %.2f us (median of %d timed products), predicted %.2f us, model error %.1f %%\n",
                   format_name(chosen), measured_us, measured_samples, predicted_us, 100 * model_error);

@@ -506,7 +506,8 @@ std::string spec_help()
          "  uniform:rows=R,mean=M,width=W[,cols=C][,seed=S]  row lengths uniform in M-W..M+W\n"
          "  powerlaw:rows=R,deg=D,exp=E[,seed=S]             heavy-tailed row lengths, mean D, tail exp. E\n"
          "  circuit:rows=R,dense=D,len=L[,seed=S]            2-6 nonzeros near the diagonal, D dense rows of L\n"
-         "  banded:rows=R,bw=B                               band of half width B\n";
+         "  banded:rows=R,bw=B                               band of half width B\n"
+         "  stack:SPEC+SPEC[+...]                            block-diagonal stack of the parts, top to bottom\n";
 }
 
 namespace {
@@ -772,7 +773,46 @@ csr_matrix<double> generate(const generator_spec& s)
   }
 }
 
-csr_matrix<double> from_spec(const std::string& spec) { return generate(parse_spec(spec)); }
+csr_matrix<double> block_diagonal(const std::vector<csr_matrix<double>>& parts)
+{
+  long double rows = 0, cols = 0, nnz = 0;
+  for (const auto& p : parts) {
+    rows += p.rows;
+    cols += p.cols;
+    nnz += p.nnz();
+  }
+  if (rows > max_index || cols > max_index) {
+    AIJP_THROW(not_supported, "block_diagonal: the stack exceeds the 32-bit index range");
+  }
+  check_nnz(nnz, "block_diagonal");
+  csr_matrix<double> a;
+  a.row_ptr.reserve(static_cast<std::size_t>(rows) + 1);
+  a.col_idx.reserve(static_cast<std::size_t>(nnz));
+  a.values.reserve(static_cast<std::size_t>(nnz));
+  for (const auto& p : parts) {
+    const auto entry0 = static_cast<index_type>(a.col_idx.size());
+    const auto col0 = static_cast<index_type>(a.cols);
+    for (size_type r = 1; r <= p.rows; ++r) a.row_ptr.push_back(entry0 + p.row_ptr[r]);
+    for (const index_type c : p.col_idx) a.col_idx.push_back(col0 + c);
+    a.values.insert(a.values.end(), p.values.begin(), p.values.end());
+    a.rows += p.rows;
+    a.cols += p.cols;
+  }
+  return a;
+}
+
+csr_matrix<double> from_spec(const std::string& spec)
+{
+  if (spec.rfind("stack:", 0) != 0) return generate(parse_spec(spec));
+  const auto items = split(spec.substr(6), '+');
+  std::vector<csr_matrix<double>> parts;
+  for (const auto& item : items) {
+    if (item.empty()) bad_spec(spec, "empty part in a stack");
+    if (item.rfind("stack:", 0) == 0) bad_spec(spec, "stacks do not nest");
+    parts.push_back(generate(parse_spec(item)));
+  }
+  return block_diagonal(parts);
+}
 
 }  // namespace gen
 }  // namespace aijp

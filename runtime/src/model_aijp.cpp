@@ -23,13 +23,23 @@
 //                               quantisation / latency term the strip models capture with I x P_NZ.
 // Layout bytes, serial chains and slot work come from aijp::layout_traffic_of (predict.hpp), shared with the
 // placeholder model.
+//
+// Calibration: the linear-hinge form leaves a bias that depends on the size regime (on an H100 warm-up,
+// launch-bound samples came out 15-20 % high and mid-size ones, 20-200 us, 10-20 % low: the effective
+// bandwidth ramps up with the working set). After the fit, each format gets a calibration curve: the
+// samples sorted by predicted time are cut into up to 8 bins of equal count, each bin stores the mean log
+// of its predictions and the median log of measured / predicted; a prediction is multiplied by exp of the
+// curve interpolated linearly at its log (constant beyond the ends). Coefficients "cal_bins", "cal_x<k>",
+// "cal_y<k>"; a table without them predicts uncalibrated (older cache files stay valid).
 #include "model_fit.hpp"
 
 #include <aijpredict/device_geometry.hpp>
 #include <aijpredict/error.hpp>
 #include <aijpredict/predict.hpp>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 
 namespace aijp::model {
@@ -48,6 +58,29 @@ const std::array<const char*, feature_count> feature_names = {
     "us_per_slot_iteration",
 };
 
+/// Samples per calibration bin (at least) and most bins.
+constexpr std::size_t samples_per_bin = 15;
+constexpr std::size_t max_bins = 8;
+
+struct calibration {
+  std::vector<double> x, y;  // bin centres (log us) and log ratios, x increasing
+  double apply(double t) const
+  {
+    if (x.empty() || !(t > 0)) return t;
+    const double lx = std::log(t);
+    double ly = y.front();
+    if (lx >= x.back()) {
+      ly = y.back();
+    } else if (lx > x.front()) {
+      std::size_t k = 1;
+      while (x[k] < lx) ++k;
+      const double w = (lx - x[k - 1]) / (x[k] - x[k - 1]);
+      ly = y[k - 1] + w * (y[k] - y[k - 1]);
+    }
+    return t * std::exp(ly);
+  }
+};
+
 /// Fewest samples per fitted coefficient (and in all) before a format is fitted: a guard against fitting
 /// noise with as many unknowns as points.
 constexpr std::size_t min_samples = 6;
@@ -62,7 +95,8 @@ class aijp_model final : public performance_model {
   {
     const auto it = coef_.find(f);
     if (it == coef_.end()) return std::nullopt;
-    const double t = evaluate(it->second, aijp_features(f, m, d));
+    double t = evaluate(it->second, aijp_features(f, m, d));
+    if (const auto c = cal_.find(f); c != cal_.end()) t = c->second.apply(t);
     if (!std::isfinite(t)) return std::nullopt;
     return t;
   }
@@ -70,6 +104,7 @@ class aijp_model final : public performance_model {
   void fit(const std::vector<sample>& samples, const device_properties& d) override
   {
     coef_.clear();
+    cal_.clear();
     for (format_id f : all_formats()) {
       std::vector<std::vector<double>> phi;
       std::vector<double> t;
@@ -106,7 +141,39 @@ class aijp_model final : public performance_model {
         if (relative_error_sum(trial, phi, t) <= relative_error_sum(c, phi, t)) c = trial;
       }
       coef_[f] = c;
+      if (auto cal = fit_calibration(c, phi, t)) cal_[f] = std::move(*cal);
     }
+  }
+
+  static std::optional<calibration> fit_calibration(const std::array<double, feature_count>& c,
+                                                    const std::vector<std::vector<double>>& phi, const std::vector<double>& t)
+  {
+    std::vector<std::pair<double, double>> pts;  // (log predicted, log measured / predicted)
+    for (std::size_t i = 0; i < phi.size(); ++i) {
+      const double p = evaluate(c, phi[i]);
+      if (p > 0 && std::isfinite(p)) pts.emplace_back(std::log(p), std::log(t[i] / p));
+    }
+    const std::size_t bins = std::min(max_bins, pts.size() / samples_per_bin);
+    if (bins < 2) return std::nullopt;
+    std::sort(pts.begin(), pts.end());
+    calibration cal;
+    for (std::size_t b = 0; b < bins; ++b) {
+      const std::size_t lo = b * pts.size() / bins, hi = (b + 1) * pts.size() / bins;
+      double mx = 0;
+      std::vector<double> ys;
+      for (std::size_t i = lo; i < hi; ++i) {
+        mx += pts[i].first;
+        ys.push_back(pts[i].second);
+      }
+      std::sort(ys.begin(), ys.end());
+      const double my = ys.size() % 2 ? ys[ys.size() / 2] : 0.5 * (ys[ys.size() / 2 - 1] + ys[ys.size() / 2]);
+      mx /= static_cast<double>(hi - lo);
+      if (!cal.x.empty() && mx <= cal.x.back()) continue;  // equal predictions: keep the first bin
+      cal.x.push_back(mx);
+      cal.y.push_back(my);
+    }
+    if (cal.x.size() < 2) return std::nullopt;
+    return cal;
   }
 
   static double stream_part(const std::array<double, feature_count>& c, const std::vector<double>& phi)
@@ -163,6 +230,13 @@ class aijp_model final : public performance_model {
     for (const auto& [f, c] : coef_) {
       auto& row = table[format_name(f)];
       for (int k = 0; k < feature_count; ++k) row[feature_names[k]] = c[k];
+      if (const auto cal = cal_.find(f); cal != cal_.end()) {
+        row["cal_bins"] = static_cast<double>(cal->second.x.size());
+        for (std::size_t b = 0; b < cal->second.x.size(); ++b) {
+          row["cal_x" + std::to_string(b)] = cal->second.x[b];
+          row["cal_y" + std::to_string(b)] = cal->second.y[b];
+        }
+      }
     }
     return table;
   }
@@ -180,12 +254,29 @@ class aijp_model final : public performance_model {
         complete = it != row->second.end() && std::isfinite(it->second);
         if (complete) c[k] = it->second;
       }
-      if (complete) coef_[f] = c;
+      if (!complete) continue;
+      coef_[f] = c;
+      const auto bins = row->second.find("cal_bins");
+      if (bins == row->second.end() || !(bins->second >= 2) || bins->second > max_bins) continue;
+      calibration cal;
+      for (int b = 0; b < static_cast<int>(bins->second); ++b) {
+        const auto x = row->second.find("cal_x" + std::to_string(b));
+        const auto y = row->second.find("cal_y" + std::to_string(b));
+        if (x == row->second.end() || y == row->second.end() || !std::isfinite(x->second) || !std::isfinite(y->second) ||
+            (!cal.x.empty() && x->second <= cal.x.back())) {
+          cal.x.clear();
+          break;
+        }
+        cal.x.push_back(x->second);
+        cal.y.push_back(y->second);
+      }
+      if (!cal.x.empty()) cal_[f] = std::move(cal);
     }
   }
 
  private:
   std::map<format_id, std::array<double, feature_count>> coef_;
+  std::map<format_id, calibration> cal_;
 };
 
 }  // namespace

@@ -103,4 +103,13 @@ sample_file read_samples(const std::string& path)
   return out;
 }
 
+double fastest_spmv_us(const std::vector<sample>& samples)
+{
+  double best = 0;
+  for (const auto& s : samples) {
+    if (s.measured_us > 0 && (best == 0 || s.measured_us < best)) best = s.measured_us;
+  }
+  return best;
+}
+
 }  // namespace aijp::model

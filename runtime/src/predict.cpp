@@ -197,7 +197,15 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
 double at_least_launches(format_id f, const row_stats& s, int value_bytes, const bandwidth_model_params& p, double predicted_us)
 {
   const layout_traffic c = layout_traffic_of(f, s, value_bytes);
-  return std::max(predicted_us, c.launches * p.launch_us + c.serial_entries * p.serial_entry_l2_ns * 1e-3);
+  // One launch: a second launch on the same stream overlaps the first one's tail (COO's y = beta y is short).
+  const double latency = p.launch_us + c.serial_entries * p.serial_entry_l2_ns * 1e-3;
+  double streaming = 0;
+  if (p.l2_bytes > 0 && p.stream_read_gbs > 0) {
+    const double working_set = c.moved_bytes + static_cast<double>(std::min(s.cols, s.nnz)) * value_bytes +
+                               static_cast<double>(s.rows) * value_bytes;
+    streaming = std::max(working_set - p.l2_bytes, 0.0) / (p.stream_read_gbs * 1e3);
+  }
+  return std::max({predicted_us, latency, streaming});
 }
 
 int select_best(const std::vector<format_estimate>& estimates)

@@ -56,6 +56,13 @@ class GpuOnline : public ::testing::Test {
     o.online = true;
     return std::make_unique<aijp::context>(o);
   }
+  // Single-format plans: a row-partitioned plan is measured but not learned from (docs/models.md).
+  static aijp::plan_options single()
+  {
+    aijp::plan_options po;
+    po.partition = false;
+    return po;
+  }
   void run(aijp::gpu_matrix<double>& m, int n, cudaStream_t s)
   {
     for (int i = 0; i < n; ++i) {
@@ -77,7 +84,7 @@ class GpuOnline : public ::testing::Test {
 TEST_F(GpuOnline, MeasuresAndRefinesWithoutChangingResults)
 {
   auto ctx = online_context();
-  aijp::gpu_matrix<double> m(*ctx, a_.view(), aijp::plan_options{}, s_);
+  aijp::gpu_matrix<double> m(*ctx, a_.view(), single(), s_);
   EXPECT_EQ(m.report().online_factor.size(), m.report().estimates.size());
   EXPECT_GT(m.report().predicted_us, 0);
   run(m, 40, s_);
@@ -89,7 +96,7 @@ TEST_F(GpuOnline, MeasuresAndRefinesWithoutChangingResults)
   EXPECT_GT(ctx->online_corrections()->observations(), 0);
   EXPECT_NE(r.to_string().find("model error"), std::string::npos);
   // A second plan of the same matrix is analysed with the corrections: its prediction is near the measurement.
-  aijp::gpu_matrix<double> again(*ctx, a_.view(), aijp::plan_options{}, s_);
+  aijp::gpu_matrix<double> again(*ctx, a_.view(), single(), s_);
   if (again.format() == r.chosen) {
     EXPECT_NEAR(again.report().predicted_us, r.measured_us, 0.5 * r.measured_us);
   }
@@ -98,7 +105,7 @@ TEST_F(GpuOnline, MeasuresAndRefinesWithoutChangingResults)
 TEST_F(GpuOnline, LegacyDefaultStream)
 {
   auto ctx = online_context();
-  aijp::gpu_matrix<double> m(*ctx, a_.view(), aijp::plan_options{}, nullptr);
+  aijp::gpu_matrix<double> m(*ctx, a_.view(), single(), nullptr);
   run(m, 20, nullptr);
   m.online_sync();
   EXPECT_GT(m.report().measured_samples, 0);
@@ -109,7 +116,7 @@ TEST_F(GpuOnline, OffWithoutOnlineContextAndPausedByTimeSpmv)
   aijp::context_options o;
   o.use_cache = false;
   const aijp::context plain(o);
-  aijp::gpu_matrix<double> m(plain, a_.view(), aijp::plan_options{}, s_);
+  aijp::gpu_matrix<double> m(plain, a_.view(), single(), s_);
   run(m, 20, s_);
   m.online_sync();
   EXPECT_EQ(m.report().measured_samples, 0);
@@ -117,7 +124,7 @@ TEST_F(GpuOnline, OffWithoutOnlineContextAndPausedByTimeSpmv)
   EXPECT_EQ(plain.online_corrections(), nullptr);
 
   auto ctx = online_context();
-  aijp::gpu_matrix<double> t(*ctx, a_.view(), aijp::plan_options{}, s_);
+  aijp::gpu_matrix<double> t(*ctx, a_.view(), single(), s_);
   aijp::timing_options to;
   to.max_total_ms = 20;
   (void)aijp::time_spmv(t, dx_, dy_, s_, to);
@@ -130,7 +137,7 @@ TEST_F(GpuOnline, OffWithoutOnlineContextAndPausedByTimeSpmv)
 TEST_F(GpuOnline, ExploresTheRunnerUpOnceAndKeepsTheFaster)
 {
   auto ctx = online_context();
-  aijp::plan_options po;
+  aijp::plan_options po = single();
   po.online_policy.explore_after = 4;
   po.online_policy.observe_every = 4;
   // Find what the analysis picks, then make the model believe that format is 100x faster than it is: its
@@ -169,7 +176,7 @@ TEST_F(GpuOnline, CorrectionsPersistThroughTheCache)
   double learned = 0;
   {
     auto ctx = online_context(dir.string());
-    aijp::gpu_matrix<double> m(*ctx, a_.view(), aijp::plan_options{}, s_);
+    aijp::gpu_matrix<double> m(*ctx, a_.view(), single(), s_);
     run(m, 30, s_);
     m.online_sync();
     learned = ctx->online_corrections()->observations();

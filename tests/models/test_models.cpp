@@ -514,7 +514,11 @@ TEST(Models, MissingOrUnknownCoefficientsLeaveFormatUnfitted)
     m->fit(all_training_samples(), d);
     auto table = m->coefficients();
     ASSERT_TRUE(table.count("ell")) << name;
-    table["ell"].erase(table["ell"].begin());   // drop one name
+    // Drop one required name (the aijp calibration keys "cal_*" are optional: see the next test).
+    auto required = table["ell"].begin();
+    while (required != table["ell"].end() && required->first.rfind("cal_", 0) == 0) ++required;
+    ASSERT_NE(required, table["ell"].end()) << name;
+    table["ell"].erase(required);
     table["no_such_format"]["x"] = 1.0;         // ignored
     table["csr_vector"]["no_such_name"] = 2.0;  // ignored
     auto r = aijp::model::make_model(name);
@@ -524,6 +528,31 @@ TEST(Models, MissingOrUnknownCoefficientsLeaveFormatUnfitted)
     if (name == "guo_wang") {
       EXPECT_FALSE(r->predict_us(format_id::hyb, mf, d).has_value());  // HYB needs the ELL relationship
     }
+  }
+}
+
+TEST(Models, AijpCalibrationRoundTripsAndIsOptional)
+{
+  const auto d = h100_like();
+  auto m = aijp::model::make_model("aijp");
+  m->fit(all_training_samples(), d);
+  const auto table = m->coefficients();
+  ASSERT_TRUE(table.at("ell").count("cal_bins"));
+  auto same = aijp::model::make_model("aijp");
+  same->set_coefficients(table);
+  auto bare_table = table;
+  for (auto& [format, row] : bare_table) {
+    for (auto it = row.begin(); it != row.end();) it = it->first.rfind("cal_", 0) == 0 ? row.erase(it) : std::next(it);
+  }
+  auto bare = aijp::model::make_model("aijp");
+  bare->set_coefficients(bare_table);
+  for (const auto& t : targets()) {
+    matrix_features mf;
+    mf.stats = t;
+    const auto a = m->predict_us(format_id::ell, mf, d), b = same->predict_us(format_id::ell, mf, d);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(*a, *b);  // restored exactly
+    EXPECT_TRUE(bare->predict_us(format_id::ell, mf, d).has_value());  // uncalibrated, still fitted
   }
 }
 

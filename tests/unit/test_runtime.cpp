@@ -225,10 +225,27 @@ TEST(PlaceholderModel, PhysicalFloorOfFittedPredictions)
   // Below one launch is impossible; above it the fitted value stands.
   EXPECT_NEAR(aijp::at_least_launches(aijp::format_id::sell_c_sigma, s, 8, p, 0.5), p.launch_us + 3 * p.serial_entry_l2_ns * 1e-3, 1e-12);
   EXPECT_EQ(aijp::at_least_launches(aijp::format_id::sell_c_sigma, s, 8, p, 50.0), 50.0);
-  EXPECT_NEAR(aijp::at_least_launches(aijp::format_id::coo, s, 8, p, 0.5), 2 * p.launch_us, 1e-12);  // two launches
+  // COO launches twice, but its second launch (y = beta y) overlaps: the floor counts one launch.
+  EXPECT_NEAR(aijp::at_least_launches(aijp::format_id::coo, s, 8, p, 0.5), p.launch_us, 1e-12);
   // A 2M-entry row: a thread-per-row layout cannot beat 2M dependent loads.
   s.max_len = 2'000'000;
   EXPECT_GT(aijp::at_least_launches(aijp::format_id::csr_scalar, s, 8, p, 100.0), 2e6 * p.serial_entry_l2_ns * 1e-3);
+}
+
+TEST(PlaceholderModel, BandwidthFloorBeyondL2)
+{
+  aijp::bandwidth_model_params p;
+  p.stream_read_gbs = 3000;
+  auto s = aijp::compute_row_stats(with_lengths({3, 3, 3}, 4).view());
+  s.rows = s.cols = 8'000'000;  // a 7-point stencil's statistics at 200^3, scaled
+  s.nnz = 56'000'000;
+  s.max_len = s.mode_len = 7;
+  // Without the L2 size there is no bandwidth floor; with it, the CSR bytes beyond the L2 must stream.
+  EXPECT_EQ(aijp::at_least_launches(aijp::format_id::cusparse_csr, s, 8, p, 10.0), std::max(10.0, p.launch_us + 0.0));
+  p.l2_bytes = 50e6;
+  const double working_set = 56e6 * 12 + 8e6 * 4 + 8e6 * 8 + 8e6 * 8;  // values and columns, row_ptr, x, y
+  EXPECT_NEAR(aijp::at_least_launches(aijp::format_id::cusparse_csr, s, 8, p, 10.0), (working_set - 50e6) / 3e6, 1.0);
+  EXPECT_EQ(aijp::at_least_launches(aijp::format_id::cusparse_csr, s, 8, p, 1000.0), 1000.0);
 }
 
 TEST(Reference, ProductAndNaNSafeBetaZero)

@@ -12,6 +12,7 @@
 #include <aijpredict/error.hpp>
 #include <aijpredict/formats.hpp>
 #include <aijpredict/online.hpp>
+#include <aijpredict/planner.hpp>
 #include <aijpredict/predict.hpp>
 #include <aijpredict/stats.hpp>
 
@@ -43,6 +44,17 @@ struct plan_options {
   /// (`online_policy`). No effect with a context without online refinement.
   bool online = true;
   online::policy online_policy;
+  /// Row-partitioned plans (planner.hpp): the analysis also plans a contiguous partition of the rows with a
+  /// format per block and runs it when its predicted time beats the best single format by
+  /// `partition_margin` (a fraction; each block's prediction already includes its own launches). Never
+  /// with `forced`.
+  bool partition = true;
+  double partition_margin = 0.03;
+  planner_options planner;  ///< strips and block bounds of the DP
+  /// Run this partition (parse_partition_plan("sell[0,1000)+coo[1000,1200)")) instead of selecting: tests,
+  /// benchmarks, warm-up. Blocks must cover every row; a block's format that is infeasible there becomes
+  /// cuSPARSE CSR. A one-block plan is the unpartitioned format. Takes precedence over `forced`.
+  std::optional<partition_plan> forced_plan;
 };
 
 /// One bounded exploration (online refinement): the runner-up tried once, and which of the two was kept.
@@ -83,6 +95,13 @@ struct plan_report {
   double model_error = -1.0;  ///< |predicted_us - measured_us| / measured_us; negative until measured
   std::optional<exploration_record> exploration;
   std::vector<std::string> refinement;  ///< what online refinement did, one line each
+  /// The DP's proposal (blocks, predicted time, best single format, planning time) when the analysis
+  /// planned a partition (opts.partition, no forced format); empty blocks otherwise.
+  partition_plan proposed;
+  /// The plan runs row-partitioned: `plan` describes the blocks actually built (after fallbacks) and
+  /// `chosen` is the format of the block holding the most nonzeros.
+  bool partitioned = false;
+  std::string plan;  ///< "sell_delta16[0,262144)+coo[262144,300000)", or the single format's name
   std::string to_string() const;
 };
 
@@ -126,6 +145,7 @@ class gpu_matrix {
   /// d[r] = A(r, r) for r < rows (0 where the diagonal entry is not stored), device pointer. Asynchronous.
   void diagonal(Value* d, cudaStream_t stream) const;
 
+  /// The format (of the largest block, for a partitioned plan: see report().partitioned and report().plan).
   format_id format() const;
   const plan_report& report() const;
   size_type rows() const;
@@ -142,6 +162,11 @@ extern template class gpu_matrix<float>;
 
 /// Row statistics computed on the device from a device CSR row_ptr (rows + 1 entries).
 row_stats compute_row_stats_device(size_type rows, size_type cols, const index_type* d_row_ptr, cudaStream_t stream);
+
+/// Strip summaries (planner.hpp) computed on the device in one pass over a device row_ptr (rows + 1
+/// entries), strips of `rows_per_strip` rows (a multiple of 32). Only the summaries come to the host.
+std::vector<strip_summary> compute_strip_summaries_device(size_type rows, const index_type* d_row_ptr,
+                                                          size_type rows_per_strip, cudaStream_t stream);
 
 /// Locality of the x gathers, sampled on the device: over up to `max_groups` evenly spaced groups of 32
 /// consecutive rows, the number of distinct 32-byte sectors of x the group touches divided by the group's

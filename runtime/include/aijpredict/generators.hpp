@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace aijp {
 namespace gen {
@@ -143,6 +144,11 @@ csr_matrix<double> circuit_like(size_type rows, std::uint64_t seed, size_type de
 /// diagonal 2 b + 1, off-diagonal -1 (symmetric, strictly diagonally dominant, SPD).
 csr_matrix<double> banded(size_type rows, size_type half_bandwidth);
 
+/// Block-diagonal stack: part k occupies rows and columns after those of parts 0..k-1 (rows = sum of the
+/// parts' rows, cols = sum of their columns), its entries unchanged. Heterogeneous test matrices: a stencil
+/// block above a power-law block, etc. @throws not_supported  the sums exceed the 32-bit index range.
+csr_matrix<double> block_diagonal(const std::vector<csr_matrix<double>>& parts);
+
 /// Generator families of the spec strings.
 enum class generator_kind { lap5, lap7, lap27, fem3, constant, normal, uniform, powerlaw, circuit, banded };
 
@@ -181,7 +187,8 @@ std::string to_string(const generator_spec& spec);
 /// Runs the generator `spec` describes.
 csr_matrix<double> generate(const generator_spec& spec);
 
-/// generate(parse_spec(spec)).
+/// generate(parse_spec(spec)); also accepts "stack:SPEC+SPEC[+...]", the block_diagonal() of the parts
+/// (which parse_spec does not represent), e.g. "stack:lap7:64x64x64+powerlaw:rows=262144,deg=16,exp=2.1".
 csr_matrix<double> from_spec(const std::string& spec);
 
 /// The accepted spec forms, one per line, for command-line help and error messages.

@@ -31,6 +31,9 @@ struct bandwidth_model_params {
   /// bench/results/2026-11-22_h200_bench_first.txt.
   double serial_entry_l2_ns = 90.0;
   double serial_entry_dram_ns = 270.0;
+  /// L2 size of the device (device_properties::l2_bytes, set by the context): a working set beyond it streams
+  /// the excess from DRAM at no more than stream_read_gbs. 0 = unknown (no bandwidth floor).
+  double l2_bytes = 0.0;
 };
 
 /// What one SpMV in a layout stores, moves and waits for, derived from the row statistics alone. Shared by
@@ -72,10 +75,11 @@ struct prediction_input {
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
                                                      const std::vector<format_id>& candidates);
 
-/// A physical floor for any model's prediction: one SpMV cannot finish before its kernel launches do
-/// (`launches` x the measured empty-launch time), nor before one thread has walked its longest dependent
-/// chain of entries at the L2 latency per entry. Fitted models extrapolated beyond their samples otherwise
-/// predict sub-launch times for small matrices and miss rows far longer than any benchmark row.
+/// A physical floor for any model's prediction: one SpMV cannot finish before one kernel launch plus one thread's walk of its longest dependent chain of entries at the L2
+/// latency per entry, nor before the part of its working set (layout bytes + x once + y) that exceeds the L2
+/// has streamed from DRAM at the measured bandwidth. Fitted models extrapolated beyond their samples otherwise
+/// predict sub-launch times for small matrices, miss rows far longer than any benchmark row, and predict
+/// bandwidths above the memory's on large matrices.
 double at_least_launches(format_id f, const row_stats& s, int value_bytes, const bandwidth_model_params& p, double predicted_us);
 
 /// Index into `estimates` of the feasible format with the smallest predicted time; cuSPARSE CSR wins ties.

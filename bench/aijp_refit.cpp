@@ -1,0 +1,176 @@
+// aijp_refit: fits every performance model on measured samples and reports its accuracy on other samples,
+// offline (no GPU). The training samples are a warm-up's samples file, the test samples come from
+// `aijp_accuracy --samples` on held-out matrices; device properties and constants come from the cache file
+// written on the GPU the samples were measured on. Predictions go through the same code as the runtime
+// (model, then aijp::at_least_launches), so the report equals what aijp_accuracy would print for the same
+// coefficients, and a model change can be evaluated on the committed measurements without a GPU.
+#include <aijpredict/cache.hpp>
+#include <aijpredict/error.hpp>
+#include <aijpredict/model_samples.hpp>
+#include <aijpredict/models.hpp>
+#include <aijpredict/predict.hpp>
+
+#include "accuracy_summary.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char* usage =
+    "Usage: aijp_refit --cache FILE --train FILE --test FILE [options]\n"
+    "\n"
+    "Fits every performance model on the --train samples (a warm-up's <device>.samples.jsonl) and prints,\n"
+    "for the --test samples (written by aijp_accuracy --samples on held-out matrices), each model's mean,\n"
+    "median and 95th-percentile relative error per format and its selection regret, exactly as aijp_accuracy\n"
+    "reports them. No GPU needed: the device properties and measured constants (launch time, streaming\n"
+    "bandwidth) come from --cache, the cache file written on the GPU the samples were measured on.\n"
+    "\n"
+    "Options:\n"
+    "  --cache FILE             cache file of the measuring GPU (its device and device_metrics are read)\n"
+    "  --train FILE             samples to fit on (JSON lines)\n"
+    "  --test FILE              samples to evaluate on (JSON lines)\n"
+    "  --models LIST            comma-separated models to fit (default: all); the placeholder is always shown\n"
+    "  --threads-per-sm N       resident threads per SM of that GPU (default 2048: every sm_70..sm_90 GPU)\n"
+    "  --threads-per-block N    maximum threads per block (default 1024)\n"
+    "  --csv FILE               one row per test sample: measured and each model's prediction\n"
+    "  --json FILE              the summary as JSON\n"
+    "  --write-cache DIR        write the cache entry with the refitted coefficients to DIR/<device>.json\n"
+    "  --help                   this text\n";
+
+[[noreturn]] void die(const std::string& m)
+{
+  std::cerr << "aijp_refit: " << m << "\n";
+  std::exit(2);
+}
+
+double metric(const aijp::cache::cache_entry& e, const char* name)
+{
+  const auto it = e.device_metrics.find(name);
+  if (it == e.device_metrics.end()) die(std::string("the cache file has no device metric '") + name + "'");
+  return it->second;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  std::string cache_file, train_file, test_file, csv, json, write_dir, model_list;
+  int threads_per_sm = 2048, threads_per_block = 1024;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--help" || a == "-h") {
+      std::cout << usage;
+      return 0;
+    } else if (a == "--cache" && has_value) {
+      cache_file = argv[++i];
+    } else if (a == "--train" && has_value) {
+      train_file = argv[++i];
+    } else if (a == "--test" && has_value) {
+      test_file = argv[++i];
+    } else if (a == "--models" && has_value) {
+      model_list = argv[++i];
+    } else if (a == "--threads-per-sm" && has_value) {
+      threads_per_sm = std::atoi(argv[++i]);
+    } else if (a == "--threads-per-block" && has_value) {
+      threads_per_block = std::atoi(argv[++i]);
+    } else if (a == "--csv" && has_value) {
+      csv = argv[++i];
+    } else if (a == "--json" && has_value) {
+      json = argv[++i];
+    } else if (a == "--write-cache" && has_value) {
+      write_dir = argv[++i];
+    } else {
+      die("unknown or incomplete option '" + a + "' (see --help)");
+    }
+  }
+  if (cache_file.empty() || train_file.empty() || test_file.empty()) die("--cache, --train and --test are required (see --help)");
+  if (threads_per_sm <= 0 || threads_per_block <= 0) die("--threads-per-sm and --threads-per-block must be positive");
+
+  try {
+    const auto loaded = aijp::cache::read_file_any_device(cache_file);
+    if (loaded.status != aijp::cache::load_status::ok) die(loaded.message);
+    aijp::cache::cache_entry entry = *loaded.entry;
+    const auto& fp = entry.device;
+    aijp::device_properties dev;
+    dev.name = fp.name;
+    dev.uuid = fp.uuid;
+    dev.cc_major = fp.cc_major;
+    dev.cc_minor = fp.cc_minor;
+    dev.sm_count = fp.sm_count;
+    dev.l2_bytes = fp.l2_bytes;
+    dev.mem_bus_width_bits = fp.mem_bus_width_bits;
+    dev.mem_clock_khz = fp.mem_clock_khz;
+    dev.max_threads_per_sm = threads_per_sm;
+    dev.max_threads_per_block = threads_per_block;
+    aijp::bandwidth_model_params params;
+    params.stream_read_gbs = metric(entry, "stream_read_gbs");
+    params.launch_us = metric(entry, "launch_overhead_us");
+    params.cusparse_csr_overhead_us = metric(entry, "cusparse_csr_overhead_us");
+    params.l2_bytes = dev.l2_bytes;
+
+    const auto train = aijp::model::read_samples(train_file);
+    const auto test = aijp::model::read_samples(test_file);
+    if (train.samples.empty()) die("no samples in " + train_file);
+    if (test.samples.empty()) die("no samples in " + test_file);
+    // As the warm-up stores it: the launch floor is never above the fastest measured SpMV.
+    const double fastest = aijp::model::fastest_spmv_us(train.samples);
+    if (fastest > 0 && fastest < params.launch_us) params.launch_us = fastest;
+    std::printf("# device: %s (from %s)\n# train: %zu samples (%d bad lines) from %s\n# test: %zu samples (%d bad lines) from %s\n",
+                dev.to_string().c_str(), cache_file.c_str(), train.samples.size(), train.bad_lines, train_file.c_str(),
+                test.samples.size(), test.bad_lines, test_file.c_str());
+
+    std::vector<std::string> names = aijp::model::model_names();
+    if (!model_list.empty()) {
+      names.clear();
+      size_t pos = 0;
+      while (pos <= model_list.size()) {
+        const size_t comma = std::min(model_list.find(',', pos), model_list.size());
+        if (comma > pos) names.push_back(model_list.substr(pos, comma - pos));
+        pos = comma + 1;
+      }
+    }
+    std::vector<std::unique_ptr<aijp::model::performance_model>> models;
+    for (const auto& n : names) {
+      auto m = aijp::model::make_model(n);
+      m->fit(train.samples, dev);
+      entry.coefficients[n] = m->coefficients();
+      models.push_back(std::move(m));
+    }
+
+    std::vector<aijp::bench::accuracy_row> rows;
+    for (const auto& s : test.samples) {
+      aijp::bench::accuracy_row r{s.matrix, s.format, s.measured_us, {}};
+      aijp::prediction_input pin;
+      pin.stats = s.features.stats;
+      pin.device = dev;
+      pin.value_bytes = s.features.value_bytes;
+      for (const auto& e : aijp::predict_bandwidth_model(pin, params, {s.format})) r.predicted["placeholder"] = e.predicted_us;
+      for (const auto& m : models) {
+        if (const auto p = m->predict_us(s.format, s.features, dev)) {
+          r.predicted[m->name()] = aijp::at_least_launches(s.format, s.features.stats, s.features.value_bytes, params, *p);
+        }
+      }
+      rows.push_back(std::move(r));
+    }
+    std::vector<std::string> shown{"placeholder"};
+    for (const auto& m : models) shown.push_back(m->name());
+    aijp::bench::print_accuracy_summary(rows, shown, dev.name, json);
+    if (!csv.empty()) aijp::bench::write_accuracy_csv(rows, shown, csv);
+    if (!write_dir.empty()) {
+      entry.provenance["refit"] = "aijp_refit on " + std::filesystem::path(train_file).filename().string() + ", " +
+                                  aijp::cache::iso8601_utc_now();
+      const aijp::cache::store out(write_dir);
+      out.save(entry);
+      std::fprintf(stderr, "aijp_refit: wrote %s\n", out.path_for(entry.device).c_str());
+    }
+  } catch (const std::exception& e) {
+    die(e.what());
+  }
+  return 0;
+}

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""End-to-end PETSc benchmark: the same KSP/SNES solves with -mat_type aijpredict, aijcusparse and sellcuda.
+
+For each system and matrix type the program is run twice on the GPU machine:
+  1. a timing run with -log_view (no extra synchronisation): total KSPSolve (or SNESSolve) time, iterations;
+  2. a run with -log_view -log_view_gpu_time: PETSc then times every GPU event with CUDA events, so the MatMult
+     event's time is the SpMV's GPU time. Setup (analysis + conversion, or the first copy to the GPU) is
+     the time of the setup events nested in MatMult, taken out of the SpMV time.
+Per system it reports SpMV time per product, setup time, solve time and iterations for each type, and the
+ratios against aijcusparse; at the end the geometric mean SpMV speed-up and the worst solve-time ratio
+(targets of issue 5: SpMV >= 1.15x faster than aijcusparse, solve never more than 2 % slower).
+
+Run through scripts/device_run.sh (it sets the library paths and PETSC_OPTIONS=-use_gpu_aware_mpi 0):
+  bash scripts/device_run.sh --no-tests -- python3 bench/e2e_petsc.py --out DIR [--quick] [--only NAME,...]
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+TYPES = ["aijpredict", "aijcusparse", "sellcuda"]
+# Events nested in MatMult that are setup, not products: our analysis/conversion/value refresh, and the
+# host-to-device copies of aijcusparse and sellcuda.
+SETUP_EVENTS = {
+    "aijpredict": ["AIJPredAnalyze", "AIJPredValues"],
+    "aijcusparse": ["MatCUSPARSCopyTo"],
+    "sellcuda": ["MatSELLCUDACopyTo", "MatSELLCUDACopyT"],
+}
+
+
+def systems(build, matrices, quick):
+    """(name, description, argv without the type options, how the type is set: 'mat' or 'dm')."""
+    ex = os.path.join(build, "examples", "petsc")
+    solve = os.path.join(ex, "aijp_ksp_solve")
+    n45 = 96 if quick else 200
+    n27 = 64 if quick else 160
+    ne = 24 if quick else 64
+    g19 = 128 if quick else 512
+    cg = ["-ksp_type", "cg", "-pc_type", "jacobi"]
+    s = [
+        ("ex45_lap7_%d" % n45, "PETSc KSP ex45: 3D 7-point Laplacian on a DMDA, %d^3 = %.1fM unknowns, CG + Jacobi" % (n45, n45**3 / 1e6),
+         [os.path.join(ex, "petsc_ksp_ex45"), "-da_grid_x", str(n45), "-da_grid_y", str(n45), "-da_grid_z", str(n45), "-ksp_rtol", "1e-6"] + cg, "dm"),
+        ("lap27_%d" % n27, "3D 27-point stencil, %d^3 = %.1fM unknowns, CG + Jacobi (aijp_ksp_solve -gen lap27)" % (n27, n27**3 / 1e6),
+         [solve, "-gen", "lap27:%dx%dx%d" % (n27, n27, n27), "-ksp_rtol", "1e-6", "-check_tol", "-1"] + cg, "mat"),
+        ("ex56_elasticity_%d" % ne, "PETSc KSP ex56: 3D linear elasticity (Q1, 3 dof), -ne %d, CG + Jacobi" % ne,
+         [os.path.join(ex, "petsc_ksp_ex56"), "-ne", str(ne), "-ksp_rtol", "1e-6", "-ksp_max_it", "3000"] + cg, "mat"),
+        ("ex19_cavity_%d" % g19, "PETSc SNES ex19: driven cavity, %dx%d grid, 4 dof, Newton + GMRES + Jacobi" % (g19, g19),
+         [os.path.join(build, "examples", "petsc", "petsc_snes_ex19"), "-da_grid_x", str(g19), "-da_grid_y", str(g19),
+          "-ksp_type", "gmres", "-pc_type", "jacobi", "-snes_max_it", "3", "-ksp_max_it", "500", "-snes_converged_reason"], "dm"),
+        ("fem3_%d" % (40 if quick else 90), "FEM-like 3-dof blocks on a 3D grid (aijp_ksp_solve -gen fem3), GMRES + Jacobi",
+         [solve, "-gen", "fem3:%d" % (40 if quick else 90) + "x%d" % (40 if quick else 90) + "x%d" % (40 if quick else 90),
+          "-ksp_type", "gmres", "-pc_type", "jacobi", "-ksp_rtol", "1e-6", "-ksp_max_it", "2000", "-check_tol", "-1"], "mat"),
+    ]
+    real = [("bcsstk16", cg), ("bcsstk13", ["-ksp_type", "gmres", "-pc_type", "jacobi"]),
+            ("delaunay_n15", ["-ksp_type", "gmres", "-pc_type", "jacobi"]), ("astro-ph", ["-ksp_type", "gmres", "-pc_type", "jacobi"]),
+            ("4elt", ["-ksp_type", "bcgs", "-pc_type", "jacobi"])]
+    for name, solver in real:
+        path = os.path.join(matrices, name + ".mtx.gz")
+        s.append(("mm_" + name, "SuiteSparse %s (shared matrices), %s" % (name, " ".join(solver[1::2])),
+                  [solve, "-f", path, "-ksp_max_it", "2000", "-ksp_rtol", "1e-8", "-check_tol", "-1"] + solver, "mat"))
+    return s
+
+
+def type_args(kind, how, lib):
+    if how == "dm":
+        a = ["-dm_mat_type", kind, "-dm_vec_type", "cuda"]
+    else:
+        a = ["-mat_type", kind]
+    if kind == "aijpredict":
+        a = ["-dll_append", lib] + a + ["-mat_aijpredict_view"]
+    return a
+
+
+EVENT_RE = re.compile(r"^(\S+)\s+(\d+)\s+[\d.]+\s+([\d.eE+-]+)\s")
+
+
+def parse_log(text):
+    """Event name -> (count, max time in seconds) from -log_view's event table."""
+    ev = {}
+    for line in text.splitlines():
+        m = EVENT_RE.match(line)
+        if m and not line.startswith(("Summary", "Event", "---")):
+            name = m.group(1)
+            if name not in ev:  # the first stage's table (Main Stage) is enough: one stage here
+                ev[name] = (int(m.group(2)), float(m.group(3)))
+    return ev
+
+
+def parse_iterations(text):
+    its = [int(x) for x in re.findall(r"converged due to \S+ iterations (\d+)", text)]
+    its += [int(x) for x in re.findall(r"KSP iterations (\d+)", text)]
+    if not its:
+        its = [int(x) for x in re.findall(r"diverged due to \S+ iterations (\d+)", text)]
+    return sum(its) if its else None
+
+
+def run(argv, timeout, log):
+    t0 = time.time()
+    try:
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        out, rc = p.stdout, p.returncode
+    except subprocess.TimeoutExpired as e:
+        out, rc = (e.stdout or "") if isinstance(e.stdout, str) else "", 124
+    log.write("## %s (rc %d, %.1f s)\n" % (" ".join(shlex.quote(a) for a in argv), rc, time.time() - t0))
+    log.write(out)
+    log.write("\n")
+    log.flush()
+    return rc, out
+
+
+def measure(name, argv, how, kind, lib, timeout, log):
+    base = argv + type_args(kind, how, lib) + ["-ksp_converged_reason"]
+    r = {"type": kind}
+    rc, out = run(base + ["-log_view"], timeout, log)
+    if rc != 0:
+        r["error"] = "exit %d" % rc
+        return r
+    ev = parse_log(out)
+    solve_ev = "SNESSolve" if "SNESSolve" in ev else "KSPSolve"
+    r["solve_s"] = ev.get(solve_ev, (0, None))[1]
+    r["iterations"] = parse_iterations(out)
+    fmt = re.findall(r"choice: ([^\n;]+)", out)
+    if fmt:
+        r["choice"] = fmt[-1].strip()
+    rc, out = run(base + ["-log_view", "-log_view_gpu_time"], timeout, log)
+    if rc != 0:
+        r["error"] = "gpu-time run: exit %d" % rc
+        return r
+    ev = parse_log(out)
+    mults, mult_s = ev.get("MatMult", (0, 0.0))
+    setup = sum(ev.get(e, (0, 0.0))[1] for e in SETUP_EVENTS[kind])
+    r["mults"] = mults
+    r["setup_s"] = setup
+    r["spmv_us"] = (mult_s - setup) / mults * 1e6 if mults else None
+    r["iterations_gpu_time_run"] = parse_iterations(out)
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="output folder (e2e.txt, e2e.json, e2e_log.txt)")
+    ap.add_argument("--build", default=os.environ.get("AIJP_HOST_BUILD_DIR", "build"), help="build tree (default $AIJP_HOST_BUILD_DIR or ./build)")
+    ap.add_argument("--matrices", default=os.environ.get("AIJP_MATRIX_DIR", "../shared/matrices"), help="shared matrix folder")
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not the benchmark)")
+    ap.add_argument("--only", default="", help="comma-separated system names (prefix match)")
+    ap.add_argument("--types", default=",".join(TYPES), help="matrix types to compare (default %(default)s)")
+    ap.add_argument("--timeout", type=float, default=240, help="seconds per run (default %(default)s)")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    lib = os.path.join(a.build, "petsc_plugin", "libaijpredict.so")
+    if not os.path.exists(lib):
+        sys.exit("e2e_petsc.py: %s not found (build first)" % lib)
+    types = a.types.split(",")
+    only = [s for s in a.only.split(",") if s]
+    dev = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], stdout=subprocess.PIPE, text=True).stdout.strip()
+    head = "# date: %s; device: %s\n# command: %s\n" % (datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%MZ"), dev, " ".join(sys.argv))
+    results = []
+    sysl = [s for s in systems(a.build, a.matrices, a.quick) if not only or any(s[0].startswith(o) for o in only)]
+    with open(os.path.join(a.out, "e2e_log.txt"), "w") as log:
+        for i, (name, desc, argv, how) in enumerate(sysl):
+            if not os.path.exists(argv[0]):
+                results.append({"system": name, "description": desc, "skipped": "%s not built" % argv[0]})
+                continue
+            row = {"system": name, "description": desc, "runs": []}
+            for kind in types:
+                print("[%d/%d] %s %s ..." % (i + 1, len(sysl), name, kind), file=sys.stderr, flush=True)
+                row["runs"].append(measure(name, argv, how, kind, lib, a.timeout, log))
+            results.append(row)
+    lines = [head, "%-22s %-12s %7s %9s %11s %10s %10s %8s %8s  %s" % ("system", "type", "its", "mults", "SpMV us", "setup ms", "solve s", "SpMV x", "solve x", "choice")]
+    spmv_ratios, solve_ratios = [], []
+    for row in results:
+        if "skipped" in row:
+            lines.append("%-22s skipped: %s" % (row["system"], row["skipped"]))
+            continue
+        ref = next((r for r in row["runs"] if r["type"] == "aijcusparse" and "error" not in r), None)
+        for r in row["runs"]:
+            if "error" in r:
+                lines.append("%-22s %-12s %s" % (row["system"], r["type"], r["error"]))
+                continue
+            sx = ref["spmv_us"] / r["spmv_us"] if ref and r.get("spmv_us") and ref.get("spmv_us") else None
+            tx = r["solve_s"] / ref["solve_s"] if ref and r.get("solve_s") and ref.get("solve_s") else None
+            if r["type"] == "aijpredict":
+                if sx:
+                    spmv_ratios.append(sx)
+                if tx:
+                    solve_ratios.append((tx, row["system"]))
+            r["spmv_speedup_vs_aijcusparse"] = sx
+            r["solve_ratio_vs_aijcusparse"] = tx
+            lines.append("%-22s %-12s %7s %9s %11s %10s %10s %8s %8s  %s" % (
+                row["system"], r["type"], r.get("iterations"), r.get("mults"),
+                "%.2f" % r["spmv_us"] if r.get("spmv_us") else "-", "%.3f" % (1e3 * r["setup_s"]) if r.get("setup_s") is not None else "-",
+                "%.4f" % r["solve_s"] if r.get("solve_s") else "-", "%.3f" % sx if sx else "-", "%.3f" % tx if tx else "-", r.get("choice", "")[:60]))
+    if spmv_ratios:
+        g = math.exp(sum(math.log(x) for x in spmv_ratios) / len(spmv_ratios))
+        worst = max(solve_ratios) if solve_ratios else (float("nan"), "")
+        lines.append("")
+        lines.append("aijpredict vs aijcusparse over %d systems: SpMV speed-up geometric mean %.3fx (target >= 1.15x); "
+                     "worst solve-time ratio %.3f on %s (target <= 1.02)" % (len(spmv_ratios), g, worst[0], worst[1]))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    with open(os.path.join(a.out, "e2e.txt"), "w") as f:
+        f.write(text)
+    with open(os.path.join(a.out, "e2e.json"), "w") as f:
+        json.dump({"device": dev, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+// Row-partitioned plans: one child format per block of rows, run back to back on one stream.
+#include <aijpredict/gpu_matrix.hpp>
+
+#include "../format_impl.hpp"
+#include "../vector_ops.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace aijp::detail {
+
+namespace {
+
+__global__ void rebase_row_ptr(size_type n, const index_type* __restrict__ in, index_type* __restrict__ out)
+{
+  const size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] - in[0];
+}
+
+template <typename Value>
+class partitioned final : public format_impl<Value> {
+ public:
+  struct part {
+    size_type row_begin = 0;
+    index_type entry_begin = 0;  // offset of the block's first entry in the parent's arrays
+    format_id format = format_id::cusparse_csr;
+    std::unique_ptr<device_csr<Value>> sub;  // heap: children keep pointers into it
+    std::unique_ptr<format_impl<Value>> child;  // null for a block without nonzeros
+  };
+
+  explicit partitioned(std::vector<part> parts) : parts_(std::move(parts))
+  {
+    size_type most = -1;
+    for (const auto& p : parts_) {
+      if (p.sub->nnz > most) {
+        most = p.sub->nnz;
+        id_ = p.format;
+      }
+    }
+  }
+  format_id id() const override { return id_; }
+  void refresh_values(const device_csr<Value>& a, cudaStream_t stream) override
+  {
+    for (auto& p : parts_) {
+      if (p.sub->nnz == 0) continue;
+      AIJP_CUDA_CHECK(cudaMemcpyAsync(p.sub->values.data(), a.values.data() + p.entry_begin, p.sub->nnz * sizeof(Value),
+                                      cudaMemcpyDeviceToDevice, stream));
+      p.child->refresh_values(*p.sub, stream);
+    }
+  }
+  void apply(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream) override
+  {
+    for (auto& p : parts_) {
+      if (p.child) {
+        p.child->apply(alpha, x, beta, y + p.row_begin, stream);
+      } else {
+        scale_or_zero(p.sub->rows, beta, y + p.row_begin, stream);
+      }
+    }
+  }
+  size_type device_bytes() const override
+  {
+    size_type bytes = 0;
+    for (const auto& p : parts_) {
+      bytes += static_cast<size_type>(p.sub->row_ptr.bytes() + p.sub->col_idx.bytes() + p.sub->values.bytes());
+      if (p.child) bytes += p.child->device_bytes();
+    }
+    return bytes;
+  }
+
+ private:
+  std::vector<part> parts_;
+  format_id id_ = format_id::cusparse_csr;
+};
+
+}  // namespace
+
+template <typename Value>
+std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a, const std::vector<built_block>& blocks,
+                                                     const format_factory<Value>& factory, cusparseHandle_t handle,
+                                                     cudaStream_t stream, std::vector<built_block>* built)
+{
+  AIJP_ENSURE(!blocks.empty() && blocks.front().row_begin == 0 && blocks.back().row_end == a.rows, bad_input,
+              "a partition must cover rows [0, " + std::to_string(a.rows) + ")");
+  for (std::size_t k = 0; k < blocks.size(); ++k) {
+    AIJP_ENSURE(blocks[k].row_end > blocks[k].row_begin && (k == 0 || blocks[k].row_begin == blocks[k - 1].row_end),
+                bad_input, "partition blocks must be non-empty and contiguous");
+  }
+  // The entry offsets at the block boundaries: blocks.size() + 1 integers, not the row pointers.
+  std::vector<index_type> bounds(blocks.size() + 1);
+  for (std::size_t k = 0; k <= blocks.size(); ++k) {
+    const size_type r = k < blocks.size() ? blocks[k].row_begin : a.rows;
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(&bounds[k], a.row_ptr.data() + r, sizeof(index_type), cudaMemcpyDeviceToHost, stream));
+  }
+  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  std::vector<typename partitioned<Value>::part> parts;
+  if (built) built->clear();
+  for (std::size_t k = 0; k < blocks.size(); ++k) {
+    typename partitioned<Value>::part p;
+    built_block out = blocks[k];
+    p.row_begin = out.row_begin;
+    p.entry_begin = bounds[k];
+    p.sub = std::make_unique<device_csr<Value>>();
+    device_csr<Value>& s = *p.sub;
+    s.rows = out.row_end - out.row_begin;
+    s.cols = a.cols;
+    s.nnz = bounds[k + 1] - bounds[k];
+    s.row_ptr.resize(s.rows + 1);
+    rebase_row_ptr<<<static_cast<unsigned>((s.rows + 1 + 255) / 256), 256, 0, stream>>>(s.rows + 1, a.row_ptr.data() + out.row_begin,
+                                                                                      s.row_ptr.data());
+    AIJP_CHECK_LAUNCH();
+    s.col_idx.resize(s.nnz);
+    s.values.resize(s.nnz);
+    if (s.nnz > 0) {
+      AIJP_CUDA_CHECK(cudaMemcpyAsync(s.col_idx.data(), a.col_idx.data() + p.entry_begin, s.nnz * sizeof(index_type),
+                                      cudaMemcpyDeviceToDevice, stream));
+      AIJP_CUDA_CHECK(cudaMemcpyAsync(s.values.data(), a.values.data() + p.entry_begin, s.nnz * sizeof(Value),
+                                      cudaMemcpyDeviceToDevice, stream));
+      // The block's exact statistics (formats size their layouts from them).
+      const row_stats stats = compute_row_stats_device(s.rows, s.cols, s.row_ptr.data(), stream);
+      const build_args<Value> args{s, stats, handle, stream};
+      try {
+        p.child = factory(out.format, args);
+      } catch (const not_supported& e) {
+        if (out.format == format_id::cusparse_csr) throw;
+        out.note = std::string(format_name(out.format)) + " cannot hold this block (" + e.what() + ")";
+      } catch (const device_out_of_memory& e) {
+        if (out.format == format_id::cusparse_csr) throw;
+        out.note = std::string("out of device memory building ") + format_name(out.format) + " (" + e.what() + ")";
+      }
+      if (!p.child) {
+        out.format = format_id::cusparse_csr;
+        p.child = make_cusparse_csr(s, handle);
+      }
+    }
+    p.format = out.format;
+    parts.push_back(std::move(p));
+    if (built) built->push_back(out);
+  }
+  return std::make_unique<partitioned<Value>>(std::move(parts));
+}
+
+template std::unique_ptr<format_impl<double>> make_partitioned<double>(const device_csr<double>&, const std::vector<built_block>&,
+                                                                       const format_factory<double>&, cusparseHandle_t,
+                                                                       cudaStream_t, std::vector<built_block>*);
+template std::unique_ptr<format_impl<float>> make_partitioned<float>(const device_csr<float>&, const std::vector<built_block>&,
+                                                                     const format_factory<float>&, cusparseHandle_t,
+                                                                     cudaStream_t, std::vector<built_block>*);
+
+}  // namespace aijp::detail

@@ -1,0 +1,141 @@
+// Row-partitioned multi-format plans (Guo, Wang & Chen 2014; DESIGN.md section 5).
+//
+// The rows are cut into strips of R consecutive rows (R a multiple of 32, so the strips' per-warp
+// iteration counts add up exactly). The device summarizes each strip in one pass over row_ptr
+// (aijp::compute_strip_summaries_device, kernels/); this header merges the summaries of strips i..j into
+// the row statistics of that block, asks a cost callback for every candidate format's predicted time of
+// the block, and finds the optimal contiguous partition by dynamic programming:
+//
+//   E[i, j] = min over formats of the predicted time of block i..j (infeasible formats excluded)
+//   T_b[j]  = min over k of T_{b-1}[k] + E[k+1, j]    (at most b blocks ending at strip j)
+//
+// Each block's predicted time includes its own launches, so a split is only proposed when the saving
+// pays for the extra launches. Host-only: no CUDA, no PETSc.
+#pragma once
+
+#include <aijpredict/csr.hpp>
+#include <aijpredict/formats.hpp>
+#include <aijpredict/stats.hpp>
+
+#include <array>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace aijp {
+
+/// Row-length bins of a strip summary: lengths 0..63 exactly, then 4 bins per octave [2^k, 2^(k+1)) for
+/// k = 6..30 (relative width 1/4: the padding estimates of the long-row tail stay within ~25 %).
+constexpr int strip_exact_bins = 64;
+constexpr int strip_bins = strip_exact_bins + 4 * 25;
+
+/// The bin of a row length (>= 0). Shared by the device kernel (constexpr, called from device code).
+constexpr int strip_bin_of(index_type len)
+{
+  if (len < strip_exact_bins) return len;
+  int octave = 6;
+  while (octave < 30 && (len >> (octave + 1)) != 0) ++octave;
+  return strip_exact_bins + 4 * (octave - 6) + ((len >> (octave - 2)) & 3);
+}
+
+/// Smallest length of bin b.
+constexpr index_type strip_bin_lower(int b)
+{
+  if (b < strip_exact_bins) return b;
+  const int octave = 6 + (b - strip_exact_bins) / 4;
+  const int quarter = (b - strip_exact_bins) % 4;
+  return static_cast<index_type>((4 + quarter) * (index_type(1) << (octave - 2)));
+}
+
+/// Mergeable summary of the rows [row_begin, row_begin + rows) of one strip.
+struct strip_summary {
+  size_type row_begin = 0;
+  size_type rows = 0;
+  size_type nnz = 0;
+  size_type empty_rows = 0;
+  size_type n_iter_natural = 0;  ///< sum over the strip's 32-row groups of the longest row (exact, additive)
+  double sum_sq = 0;             ///< sum of squared row lengths
+  index_type min_len = 0;
+  index_type max_len = 0;
+  std::array<size_type, strip_bins> bin_rows{};  ///< rows per length bin
+  std::array<size_type, strip_bins> bin_nnz{};   ///< nonzeros of those rows
+};
+
+/// Rows per strip: a multiple of 32 giving at most `max_strips` strips (at least 32 rows).
+size_type strip_rows_for(size_type rows, int max_strips);
+
+/// Host reference of the device strip summaries (row_ptr in host memory). rows_per_strip % 32 == 0.
+template <typename Value>
+std::vector<strip_summary> compute_strip_summaries(const csr_view<Value>& a, size_type rows_per_strip);
+
+/// Adds strips one after another (in either direction) and gives the statistics of their union.
+class strip_accumulator {
+ public:
+  void add(const strip_summary& s);
+  void clear() { *this = strip_accumulator(); }
+  /// Statistics of the strips added so far, as a block with `cols` columns.
+  /// Exact: rows, cols, nnz, mean, stddev (up to rounding), min_len, max_len, empty_rows, n_iter_natural,
+  /// n_p. Exact when every row is shorter than 64 (every length has its own bin), otherwise approximated
+  /// from the bins (each row of a bin taken at the bin's mean length): mode_len / mode_count,
+  /// n_iter_sorted (clamped to [ceil(nnz/32) rounded per warp, n_iter_natural]), hyb_ell_width, hyb_coo_nnz.
+  row_stats stats(size_type cols) const;
+  size_type rows() const { return s_.rows; }
+
+ private:
+  strip_summary s_;
+  bool any_ = false;
+};
+
+/// One block of a partition: rows [row_begin, row_end) in `format`.
+struct plan_block {
+  size_type row_begin = 0;
+  size_type row_end = 0;
+  format_id format = format_id::cusparse_csr;
+  double predicted_us = 0;
+  size_type nnz = 0;  ///< nonzeros of the block (filled by plan_partition; 0 when parsed)
+};
+
+/// The planner's result: the blocks (covering all rows in order) and what it compared against.
+struct partition_plan {
+  std::vector<plan_block> blocks;
+  double predicted_us = 0;                           ///< sum of the blocks' predictions
+  format_id single_format = format_id::cusparse_csr; ///< best single format for the whole matrix
+  double single_us = 0;                              ///< its predicted time (same cost callback)
+  int strips = 0;                                    ///< strips the DP worked on
+  size_type strip_rows = 0;                          ///< rows per strip
+  double planning_ms = 0;                            ///< summaries merge + predictions + DP (host time)
+  bool split() const { return blocks.size() > 1; }
+  /// "sell_delta16[0,262144)+coo[262144,300000)".
+  std::string to_string() const;
+};
+
+/// Parses the form of partition_plan::to_string() (predictions left at 0); throws bad_input.
+partition_plan parse_partition_plan(const std::string& text);
+
+/// Cost callback: fills `us[k]` with the predicted time of `block` in candidates[k] (microseconds, launches
+/// included), or +infinity where that format is infeasible. `us` arrives sized to candidates.size().
+using block_cost_fn = std::function<void(const row_stats& block, std::vector<double>& us)>;
+
+struct planner_options {
+  /// Strips of the DP: max_strips^2 / 2 blocks are predicted. 64 keeps planning near 2 ms of host time with
+  /// the placeholder model (7 ms at 128, 40 ms at 256: unit test Planner.PlanningTimeWithTheBandwidthModel
+  /// on the 2-core build machine) at a boundary resolution of 1/64 of the rows.
+  int max_strips = 64;
+  int max_blocks = 8;    ///< blocks of the final partition
+};
+
+/// Optimal contiguous partition of the strips. `whole`, when given, replaces the merged (partly
+/// approximate) statistics of the block spanning every strip with the exact ones, so the single-format
+/// baseline matches the unpartitioned selection. `cols` is the matrix's column count. An empty matrix
+/// (no strips) gives an empty plan. Throws bad_input when no candidate is feasible for some block and
+/// cuSPARSE CSR is not among the candidates.
+partition_plan plan_partition(const std::vector<strip_summary>& strips, size_type cols,
+                              const std::vector<format_id>& candidates, const block_cost_fn& cost,
+                              const planner_options& opts = {}, const row_stats* whole = nullptr);
+
+/// The same DP on a table of block costs, exposed for tests: cost(i, j) is E of strips i..j (inclusive,
+/// i <= j < n), +infinity if no format is feasible; returns the strip index where each block begins
+/// (first is 0) with at most max_blocks blocks, minimizing the sum.
+std::vector<int> optimal_split(int n, const std::function<double(int, int)>& cost, int max_blocks);
+
+}  // namespace aijp

@@ -1,0 +1,310 @@
+#include <aijpredict/planner.hpp>
+
+#include <aijpredict/error.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace aijp {
+
+namespace {
+
+constexpr double infinity = std::numeric_limits<double>::infinity();
+
+/// One past the longest length of bin b.
+double bin_upper(int b)
+{
+  if (b + 1 < strip_bins) return strip_bin_lower(b + 1);
+  return static_cast<double>(std::numeric_limits<index_type>::max()) + 1.0;
+}
+
+}  // namespace
+
+size_type strip_rows_for(size_type rows, int max_strips)
+{
+  AIJP_ENSURE(max_strips >= 1, bad_input, "max_strips must be at least 1");
+  const size_type per = (rows + max_strips - 1) / max_strips;
+  return std::max<size_type>(stats_warp_size, (per + stats_warp_size - 1) / stats_warp_size * stats_warp_size);
+}
+
+template <typename Value>
+std::vector<strip_summary> compute_strip_summaries(const csr_view<Value>& a, size_type rows_per_strip)
+{
+  AIJP_ENSURE(rows_per_strip > 0 && rows_per_strip % stats_warp_size == 0, bad_input,
+              "rows per strip must be a positive multiple of 32");
+  std::vector<strip_summary> out;
+  for (size_type b = 0; b < a.rows; b += rows_per_strip) {
+    strip_summary s;
+    s.row_begin = b;
+    s.rows = std::min(rows_per_strip, a.rows - b);
+    s.min_len = std::numeric_limits<index_type>::max();
+    index_type warp_max = 0;
+    size_type sum_sq = 0;  // exact, as on the device (at most nnz^2 < 2^62)
+    for (size_type r = b; r < b + s.rows; ++r) {
+      const index_type len = a.row_ptr[r + 1] - a.row_ptr[r];
+      AIJP_ENSURE(len >= 0, bad_input, "row_ptr is not non-decreasing at row " + std::to_string(r));
+      s.nnz += len;
+      sum_sq += static_cast<size_type>(len) * len;
+      s.min_len = std::min(s.min_len, len);
+      s.max_len = std::max(s.max_len, len);
+      s.empty_rows += len == 0;
+      const int bin = strip_bin_of(len);
+      ++s.bin_rows[bin];
+      s.bin_nnz[bin] += len;
+      warp_max = std::max(warp_max, len);
+      if ((r - b) % stats_warp_size == stats_warp_size - 1 || r + 1 == b + s.rows) {
+        s.n_iter_natural += warp_max;
+        warp_max = 0;
+      }
+    }
+    s.sum_sq = static_cast<double>(sum_sq);
+    out.push_back(s);
+  }
+  return out;
+}
+
+template std::vector<strip_summary> compute_strip_summaries<double>(const csr_view<double>&, size_type);
+template std::vector<strip_summary> compute_strip_summaries<float>(const csr_view<float>&, size_type);
+
+void strip_accumulator::add(const strip_summary& s)
+{
+  if (!any_) {
+    s_ = s;
+    any_ = true;
+    return;
+  }
+  s_.row_begin = std::min(s_.row_begin, s.row_begin);
+  s_.rows += s.rows;
+  s_.nnz += s.nnz;
+  s_.empty_rows += s.empty_rows;
+  s_.n_iter_natural += s.n_iter_natural;
+  s_.sum_sq += s.sum_sq;
+  s_.min_len = std::min(s_.min_len, s.min_len);
+  s_.max_len = std::max(s_.max_len, s.max_len);
+  // Only the strip's occupied bins (between its shortest and longest row): most strips span few.
+  for (int b = strip_bin_of(s.min_len), last = strip_bin_of(s.max_len); b <= last; ++b) {
+    s_.bin_rows[b] += s.bin_rows[b];
+    s_.bin_nnz[b] += s.bin_nnz[b];
+  }
+}
+
+row_stats strip_accumulator::stats(size_type cols) const
+{
+  row_stats r;
+  r.rows = s_.rows;
+  r.cols = cols;
+  r.nnz = s_.nnz;
+  r.n_iter_natural = s_.n_iter_natural;
+  if (s_.rows == 0) return r;
+  const double rows = static_cast<double>(s_.rows);
+  r.mean = static_cast<double>(s_.nnz) / rows;
+  r.stddev = std::sqrt(std::max(0.0, s_.sum_sq / rows - r.mean * r.mean));
+  r.min_len = s_.min_len;
+  r.max_len = s_.max_len;
+  r.empty_rows = s_.empty_rows;
+  r.n_p = 2 * s_.nnz - (s_.rows - s_.empty_rows);
+
+  // A bin's rows at the bin's mean length (exact for the one-length bins below 64).
+  const auto length_of = [&](int b) {
+    return b < strip_exact_bins ? static_cast<double>(b)
+                                : static_cast<double>(s_.bin_nnz[b]) / static_cast<double>(s_.bin_rows[b]);
+  };
+  const int first_bin = strip_bin_of(s_.min_len), last_bin = strip_bin_of(s_.max_len);
+  for (int b = first_bin; b <= last_bin; ++b) {
+    if (s_.bin_rows[b] > r.mode_count) {
+      r.mode_count = s_.bin_rows[b];
+      r.mode_len = static_cast<index_type>(std::lround(length_of(b)));
+    }
+  }
+  // Sorted order and the Bell-Garland width, as in stats_from_histogram, walking the bins downwards.
+  const size_type threshold = std::max<size_type>(4096, s_.rows / 3);
+  const auto warps_before = [](size_type c) { return (c + stats_warp_size - 1) / stats_warp_size; };
+  double sorted = 0;
+  size_type c_next = 0;
+  int width_bin = -1;
+  for (int b = last_bin; b >= std::max(first_bin, 1); --b) {
+    const size_type n = s_.bin_rows[b];
+    if (n == 0) continue;
+    const size_type c = c_next + n;
+    sorted += length_of(b) * static_cast<double>(warps_before(c) - warps_before(c_next));
+    if (c >= threshold && width_bin < 0) {
+      width_bin = b;
+      if (b < strip_exact_bins) {
+        r.hyb_ell_width = b;
+      } else {
+        // Rows spread evenly over the bin's lengths: c(K) = c_next + n (upper - K) / (upper - lower).
+        const double lo = strip_bin_lower(b), hi = bin_upper(b);
+        const double k = hi - static_cast<double>(threshold - c_next) / static_cast<double>(n) * (hi - lo);
+        r.hyb_ell_width = static_cast<index_type>(std::clamp(std::floor(k), lo, hi - 1));
+      }
+    }
+    c_next = c;
+  }
+  const double lower = static_cast<double>(warps_before(s_.nnz));
+  r.n_iter_sorted = static_cast<size_type>(std::llround(
+      std::clamp(sorted, std::min(lower, static_cast<double>(s_.n_iter_natural)), static_cast<double>(s_.n_iter_natural))));
+  // COO part: the entries beyond K of every row (K = 0 when no width reaches the threshold: all of them).
+  const double k = r.hyb_ell_width;
+  double coo = 0;
+  for (int b = std::max({width_bin, first_bin, 1}); b <= last_bin; ++b) {
+    const double n = static_cast<double>(s_.bin_rows[b]);
+    if (n == 0) continue;
+    const double lo = strip_bin_lower(b), hi = bin_upper(b);
+    if (lo > k) {
+      coo += static_cast<double>(s_.bin_nnz[b]) - n * k;
+    } else if (hi - 1 > k) {  // the bin holding K: the rows above K, spread evenly
+      coo += n * (hi - 1 - k) / (hi - lo) * (hi - k) / 2;
+    }
+  }
+  r.hyb_coo_nnz = static_cast<size_type>(std::llround(std::min(coo, static_cast<double>(s_.nnz))));
+  return r;
+}
+
+std::string partition_plan::to_string() const
+{
+  std::ostringstream os;
+  for (std::size_t k = 0; k < blocks.size(); ++k) {
+    os << (k ? "+" : "") << format_name(blocks[k].format) << "[" << blocks[k].row_begin << "," << blocks[k].row_end << ")";
+  }
+  return os.str();
+}
+
+partition_plan parse_partition_plan(const std::string& text)
+{
+  partition_plan p;
+  std::size_t pos = 0;
+  const auto fail = [&](const std::string& why) {
+    AIJP_THROW(bad_input, "bad partition plan '" + text + "': " + why +
+                              " (expected FORMAT[BEGIN,END)+FORMAT[BEGIN,END)..., contiguous from row 0)");
+  };
+  while (pos < text.size()) {
+    const auto open = text.find('[', pos);
+    const auto comma = text.find(',', open == std::string::npos ? pos : open);
+    const auto close = text.find(')', comma == std::string::npos ? pos : comma);
+    if (open == std::string::npos || comma == std::string::npos || close == std::string::npos) fail("malformed block");
+    plan_block b;
+    b.format = parse_format(text.substr(pos, open - pos));
+    try {
+      std::size_t used = 0;
+      const std::string first = text.substr(open + 1, comma - open - 1), second = text.substr(comma + 1, close - comma - 1);
+      b.row_begin = std::stoll(first, &used);
+      if (used != first.size()) fail("bad row index '" + first + "'");
+      b.row_end = std::stoll(second, &used);
+      if (used != second.size()) fail("bad row index '" + second + "'");
+    } catch (const std::logic_error&) {
+      fail("bad row index");
+    }
+    const size_type expected = p.blocks.empty() ? 0 : p.blocks.back().row_end;
+    if (b.row_begin != expected) fail("block begins at row " + std::to_string(b.row_begin) + ", expected " + std::to_string(expected));
+    if (b.row_end <= b.row_begin) fail("empty block");
+    p.blocks.push_back(b);
+    pos = close + 1;
+    if (pos < text.size()) {
+      if (text[pos] != '+') fail("expected '+' between blocks");
+      ++pos;
+      if (pos == text.size()) fail("trailing '+'");
+    }
+  }
+  if (p.blocks.empty()) fail("no blocks");
+  return p;
+}
+
+std::vector<int> optimal_split(int n, const std::function<double(int, int)>& cost, int max_blocks)
+{
+  AIJP_ENSURE(max_blocks >= 1, bad_input, "max_blocks must be at least 1");
+  if (n <= 0) return {};
+  const int bmax = std::min(max_blocks, n);
+  // t[b][j]: best time of strips 0..j in exactly b+1 blocks; from[b][j]: where its last block begins.
+  std::vector<std::vector<double>> t(bmax, std::vector<double>(n, infinity));
+  std::vector<std::vector<int>> from(bmax, std::vector<int>(n, 0));
+  for (int j = 0; j < n; ++j) t[0][j] = cost(0, j);
+  for (int b = 1; b < bmax; ++b) {
+    for (int j = b; j < n; ++j) {
+      for (int k = b - 1; k < j; ++k) {
+        const double v = t[b - 1][k] + cost(k + 1, j);
+        if (v < t[b][j]) {
+          t[b][j] = v;
+          from[b][j] = k + 1;
+        }
+      }
+    }
+  }
+  // Fewest blocks among the best (a split must be strictly better, by a relative 1e-12 against rounding).
+  int best = 0;
+  for (int b = 1; b < bmax; ++b) {
+    if (t[b][n - 1] < t[best][n - 1] * (1 - 1e-12)) best = b;
+  }
+  std::vector<int> starts;
+  for (int b = best, j = n - 1; b > 0; --b) {
+    starts.push_back(from[b][j]);
+    j = from[b][j] - 1;
+  }
+  starts.push_back(0);
+  std::reverse(starts.begin(), starts.end());
+  return starts;
+}
+
+partition_plan plan_partition(const std::vector<strip_summary>& strips, size_type cols,
+                              const std::vector<format_id>& candidates, const block_cost_fn& cost,
+                              const planner_options& opts, const row_stats* whole)
+{
+  const auto t0 = std::chrono::steady_clock::now();
+  AIJP_ENSURE(opts.max_strips >= 1 && opts.max_blocks >= 1, bad_input, "planner options must be positive");
+  partition_plan plan;
+  const int n = static_cast<int>(strips.size());
+  plan.strips = n;
+  plan.strip_rows = n > 0 ? strips[0].rows : 0;
+  if (n == 0 || candidates.empty()) return plan;
+
+  // E[i][j] and its format for every block of strips i..j.
+  std::vector<double> e(static_cast<std::size_t>(n) * n, infinity);
+  std::vector<int> ef(static_cast<std::size_t>(n) * n, -1);
+  std::vector<double> us(candidates.size());
+  strip_accumulator acc;
+  for (int j = 0; j < n; ++j) {
+    acc.clear();
+    for (int i = j; i >= 0; --i) {
+      acc.add(strips[i]);
+      const row_stats block = (whole && i == 0 && j == n - 1) ? *whole : acc.stats(cols);
+      std::fill(us.begin(), us.end(), infinity);
+      cost(block, us);
+      for (std::size_t k = 0; k < candidates.size(); ++k) {
+        if (us[k] < e[i * n + j]) {  // infinity and NaN never win
+          e[i * n + j] = us[k];
+          ef[i * n + j] = static_cast<int>(k);
+        }
+      }
+    }
+  }
+  const int whole_format = ef[n - 1];
+  plan.single_format = whole_format >= 0 ? candidates[whole_format] : format_id::cusparse_csr;
+  plan.single_us = e[n - 1];
+
+  const auto starts = optimal_split(n, [&](int i, int j) { return e[i * n + j]; }, opts.max_blocks);
+  double total = 0;
+  for (std::size_t k = 0; k < starts.size(); ++k) {
+    const int i = starts[k];
+    const int j = k + 1 < starts.size() ? starts[k + 1] - 1 : n - 1;
+    plan_block b;
+    b.row_begin = strips[i].row_begin;
+    b.row_end = strips[j].row_begin + strips[j].rows;
+    b.format = ef[i * n + j] >= 0 ? candidates[ef[i * n + j]] : format_id::cusparse_csr;
+    b.predicted_us = e[i * n + j];
+    for (int k2 = i; k2 <= j; ++k2) b.nnz += strips[k2].nnz;
+    total += b.predicted_us;
+    plan.blocks.push_back(b);
+  }
+  plan.predicted_us = total;
+  if (!std::isfinite(total)) {  // nothing feasible anywhere: one cuSPARSE CSR block
+    plan_block all{strips[0].row_begin, strips[n - 1].row_begin + strips[n - 1].rows, format_id::cusparse_csr, infinity, 0};
+    for (const auto& st : strips) all.nnz += st.nnz;
+    plan.blocks = {all};
+  }
+  plan.planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return plan;
+}
+
+}  // namespace aijp
