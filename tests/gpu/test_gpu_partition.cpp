@@ -223,7 +223,10 @@ TEST_F(GpuPartitionTest, OneCusparseBlockIsTheUnsplitPath)
   device_vec<double> dx(x), dy1(std::vector<double>(a.rows, 0)), dy2(std::vector<double>(a.rows, 0));
   m1.apply(1.0, dx.p, 0.0, dy1.p, nullptr);
   m2.apply(1.0, dx.p, 0.0, dy2.p, nullptr);
-  EXPECT_EQ(dy1.get(), dy2.get());  // the same kernel on the same arrays: bitwise equal
+  // The same cuSPARSE kernel on equal arrays, but CSR ALG1 is not bitwise reproducible (only ALG2 promises
+  // run-to-run determinism; measured on an H100, 2026-11-22): both must agree within the summation bound.
+  const auto y1 = dy1.get();
+  expect_close(y1, dy2.get(), aijp::spmv_error_bounds(a.view(), 1.0, x.data(), 0.0, y1.data()), "one cusparse_csr block");
 }
 
 TEST_F(GpuPartitionTest, AutomaticPlanOnHeterogeneousMatricesIsCorrect)
