@@ -168,6 +168,21 @@ TEST_F(GpuOnline, ExploresTheRunnerUpOnceAndKeepsTheFaster)
   run(m, 2, s_);  // still correct after the switch (or the switch back)
 }
 
+TEST_F(GpuOnline, PartitionedPlanIsMeasuredButNotLearnedFrom)
+{
+  auto ctx = online_context();
+  aijp::plan_options po = single();
+  po.forced_plan = aijp::parse_partition_plan("sell[0,20000)+coo[20000,40000)");
+  aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
+  ASSERT_TRUE(m.report().partitioned) << m.report().to_string();
+  run(m, 30, s_);
+  m.online_sync();
+  EXPECT_GT(m.report().measured_samples, 0);
+  EXPECT_GT(m.report().measured_us, 0);
+  EXPECT_FALSE(m.report().exploration.has_value());
+  EXPECT_EQ(ctx->online_corrections()->observations(), 0);
+}
+
 TEST_F(GpuOnline, CorrectionsPersistThroughTheCache)
 {
   std::string tmpl = (std::filesystem::temp_directory_path() / "aijp_online_test-XXXXXX").string();
