@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -83,7 +84,8 @@ struct Mat_SeqAIJPredict {
   PetscInt         next_check = 0; /* product count at which a deferred conversion is reconsidered */
 };
 
-PetscLogEvent AIJP_EVENT_ANALYZE, AIJP_EVENT_CONVERT, AIJP_EVENT_SPMV;
+PetscLogEvent         AIJP_EVENT_ANALYZE, AIJP_EVENT_CONVERT, AIJP_EVENT_SPMV;
+std::set<std::string> aijp_fallbacks_said; /* CPU fallback reasons already reported with PetscInfo */
 PetscBool     aijp_package_initialized = PETSC_FALSE;
 
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
@@ -145,7 +147,8 @@ PetscErrorCode AIJPFallBack(Mat A, Mat_SeqAIJPredict *p, const std::string &why)
   p->mode       = p->opt.host_copy ? AIJPMode::host_copy : AIJPMode::cpu;
   p->cpu_reason = why;
   const char *where = p->opt.host_copy ? "products use a host copy refreshed like the device copy (-mat_aijpredict_host_copy)" : "MatMult runs on the CPU (SeqAIJ)";
-  PetscCall(PetscInfo(A, "aijpredict: %s; %s\n", why.c_str(), where));
+  /* Once per process and reason: GAMG hierarchies and MPI blocks make many matrices. */
+  if (aijp_fallbacks_said.insert(why + where).second) PetscCall(PetscInfo(A, "aijpredict: %s; %s\n", why.c_str(), where));
   if (p->opt.view && !p->reported) {
     PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: %s; %s\n", why.c_str(), where));
     p->reported = true;

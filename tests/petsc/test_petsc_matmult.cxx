@@ -410,6 +410,21 @@ TEST(PetscAIJPredict, EveryOperationLeavesNoStaleCopy)
     {"MatRealPart", [](Mat A, Mat) { return MatRealPart(A); }},
     {"MatConjugate", [](Mat A, Mat) { return MatConjugate(A); }},
     {"MatFilter", [](Mat A, Mat) { return MatFilter(A, 1.2, PETSC_TRUE, PETSC_FALSE); }},
+    {"MatSetRandom", [](Mat A, Mat) {
+       PetscRandom r;
+       PetscCall(PetscRandomCreate(PETSC_COMM_SELF, &r));
+       PetscCall(PetscRandomSetSeed(r, 42)); // the same values for the aij and the aijpredict matrix
+       PetscCall(PetscRandomSeed(r));
+       PetscCall(MatSetRandom(A, r));
+       return PetscRandomDestroy(&r);
+     }},
+    {"MatEliminateZeros", [](Mat A, Mat) {
+       const PetscInt rows[] = {5, 6};
+       PetscCall(MatSetOption(A, MAT_KEEP_NONZERO_PATTERN, PETSC_TRUE));
+       PetscCall(MatZeroRows(A, 2, rows, 0.0, nullptr, nullptr)); // explicit zeros to eliminate
+       PetscCall(MatSetOption(A, MAT_KEEP_NONZERO_PATTERN, PETSC_FALSE));
+       return MatEliminateZeros(A, PETSC_FALSE);
+     }},
     {"MatImaginaryPart", [](Mat A, Mat) { return MatImaginaryPart(A); }},
   };
 
