@@ -141,12 +141,13 @@ PetscErrorCode AIJPStaging(PetscScalar **buf, PetscInt *have, PetscInt need)
 
 /* Decides, once per matrix, that its products run on the CPU: SeqAIJ's own, or with -mat_aijpredict_host_copy
    a host copy refreshed like the device copy would be. Says so once (PetscInfo; printed with -mat_aijpredict_view). */
-PetscErrorCode AIJPFallBack(Mat A, Mat_SeqAIJPredict *p, const std::string &why)
+PetscErrorCode AIJPFallBack(Mat A, Mat_SeqAIJPredict *p, const std::string &why, bool host_copy_ok = true)
 {
   PetscFunctionBegin;
-  p->mode       = p->opt.host_copy ? AIJPMode::host_copy : AIJPMode::cpu;
-  p->cpu_reason = why;
-  const char *where = p->opt.host_copy ? "products use a host copy refreshed like the device copy (-mat_aijpredict_host_copy)" : "MatMult runs on the CPU (SeqAIJ)";
+  const bool host_copy = host_copy_ok && p->opt.host_copy;
+  p->mode              = host_copy ? AIJPMode::host_copy : AIJPMode::cpu;
+  p->cpu_reason        = why;
+  const char *where    = host_copy ? "products use a host copy refreshed like the device copy (-mat_aijpredict_host_copy)" : "MatMult runs on the CPU (SeqAIJ)";
   /* Once per process and reason: GAMG hierarchies and MPI blocks make many matrices. */
   if (aijp_fallbacks_said.insert(why + where).second) PetscCall(PetscInfo(A, "aijpredict: %s; %s\n", why.c_str(), where));
   if (p->opt.view && !p->reported) {
@@ -212,7 +213,7 @@ PetscErrorCode AIJPDecide(Mat A, Mat_SeqAIJPredict *p)
   PetscCall(AIJPFallBack(A, p, "this PETSc build has complex scalars, 64-bit indices or a precision other than single/double"));
 #else
   std::string why;
-  if (!p->opt.use_gpu) PetscCall(AIJPFallBack(A, p, "-mat_aijpredict_use_gpu false"));
+  if (!p->opt.use_gpu) PetscCall(AIJPFallBack(A, p, "-mat_aijpredict_use_gpu false", false));
   else if (!aijp::device_available(&why)) PetscCall(AIJPFallBack(A, p, why));
   else p->mode = AIJPMode::gpu;
 #endif
@@ -305,13 +306,11 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
       p->gpu = std::make_unique<aijp::gpu_matrix<PetscScalar>>(*ctx, view, opts, stream);
     } catch (const aijp::device_out_of_memory &e) {
       PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-      p->opt.host_copy = PETSC_FALSE;
-      PetscCall(AIJPFallBack(A, p, std::string("out of GPU memory (") + e.what() + ")"));
+      PetscCall(AIJPFallBack(A, p, std::string("out of GPU memory (") + e.what() + ")", false));
       PetscFunctionReturn(PETSC_SUCCESS);
     } catch (const aijp::not_supported &e) {
       PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-      p->opt.host_copy = PETSC_FALSE;
-      PetscCall(AIJPFallBack(A, p, e.what()));
+      PetscCall(AIJPFallBack(A, p, e.what(), false));
       PetscFunctionReturn(PETSC_SUCCESS);
     } catch (const std::exception &e) {
       SETERRQ(PETSC_COMM_SELF, PETSC_ERR_LIB, "aijpredict: %s", e.what());

@@ -358,7 +358,7 @@ TEST(PetscAIJPredict, EveryOperationLeavesNoStaleCopy)
        PetscCall(MatSetOption(A, MAT_NEW_NONZERO_LOCATIONS, PETSC_FALSE));
        for (PetscInt i = 0; i < n; i += 5) {
          PetscCall(MatSetValue(A, i, (i * 11 + 1) % n, 9.0, INSERT_VALUES));
-         PetscCall(MatSetValue(A, i, i, -3.0, ADD_VALUES));
+         PetscCall(MatSetValue(A, i, i, -3.0, INSERT_VALUES));
        }
        PetscCall(MatAssemblyBegin(A, MAT_FINAL_ASSEMBLY));
        PetscCall(MatAssemblyEnd(A, MAT_FINAL_ASSEMBLY));
