@@ -3,6 +3,7 @@
 # aijpredict, on N processes, and compares the iteration counts and final residual norms (printed as a table for
 # each type; they must be identical without a GPU, where both run SeqAIJ arithmetic; with a GPU the iteration
 # counts must be equal and the residual norms agree to 1e-3 relative). Usage: compare_ksp.sh N PROGRAM [options]
+# AIJP_KSPS overrides the list of Krylov methods (default "cg gmres bcgs").
 set -euo pipefail
 n="$1"; prog="$2"; shift 2
 mpiexec="${MPIEXEC:-$(command -v mpiexec || command -v mpiexec.hydra || true)}"
@@ -14,7 +15,7 @@ pcs=("none" "jacobi" "bjacobi" "sor" "asm -sub_pc_type ilu" "bjacobi -sub_pc_typ
 [ "$n" = 1 ] && pcs+=("ilu" "icc")
 table() {  # table TYPE [options]: one line per KSP x PC: its and residual norm
   local t="$1"; shift
-  for ksp in cg gmres bcgs; do
+  for ksp in ${AIJP_KSPS:-cg gmres bcgs}; do
     for pc in "${pcs[@]}"; do
       # shellcheck disable=SC2086
       out=$("$mpiexec" -n "$n" "$prog" -mat_type "$t" -ksp_type "$ksp" -pc_type $pc -check_tol -1 "$@" 2>&1) || { echo "$ksp / $pc: ERROR"; echo "$out" >&2; continue; }
