@@ -240,13 +240,17 @@ PetscErrorCode AIJPSyncHostCopy(Mat A, Mat_SeqAIJPredict *p, bool current, bool 
     PetscCheck(std::equal(aa, aa + nnz, p->ha.begin()), PETSC_COMM_SELF, PETSC_ERR_PLIB, "aijpredict: the values changed without a new object state: the device copy would be stale");
     PetscFunctionReturn(PETSC_SUCCESS);
   }
+  /* The same events as the device copy, so -log_view (and the tests) see values-only refreshes and re-analyses. */
   if (same_pattern) {
     PetscCheck(pattern_ok, PETSC_COMM_SELF, PETSC_ERR_PLIB, "aijpredict: the nonzero pattern changed without a new nonzero state: a values-only refresh of the device copy would be wrong");
+    PetscCall(PetscLogEventBegin(AIJP_EVENT_CONVERT, A, 0, 0, 0));
   } else {
+    PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     p->hi.assign(ai, ai + m + 1);
     p->hj.assign(aj, aj + nnz);
   }
   p->ha.assign(aa, aa + nnz);
+  PetscCall(PetscLogEventEnd(same_pattern ? AIJP_EVENT_CONVERT : AIJP_EVENT_ANALYZE, A, 0, 0, 0));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

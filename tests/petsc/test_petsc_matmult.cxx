@@ -447,6 +447,57 @@ TEST(PetscAIJPredict, EveryOperationLeavesNoStaleCopy)
   for (Mat* m : {&A, &B, &X}) MatDestroy(m);
 }
 
+// How often the device (or host) copy was rebuilt (AIJPredAnalyze) and refreshed in place (AIJPredValues).
+void copy_events(int* analyses, int* refreshes)
+{
+  PetscLogEvent      analyze, values;
+  PetscEventPerfInfo info;
+  ASSERT_PETSC(PetscLogEventGetId("AIJPredAnalyze", &analyze));
+  ASSERT_PETSC(PetscLogEventGetId("AIJPredValues", &values));
+  ASSERT_PETSC(PetscLogEventGetPerfInfo(PETSC_DETERMINE, analyze, &info));
+  *analyses = info.count;
+  ASSERT_PETSC(PetscLogEventGetPerfInfo(PETSC_DETERMINE, values, &info));
+  *refreshes = info.count;
+}
+
+TEST(PetscAIJPredict, SamePatternRefreshesValuesOnlyNewPatternRebuilds)
+{
+  // On a GPU: one fixed format, so that no deferred conversion adds an analysis event.
+  if (have_gpu()) { ASSERT_PETSC(PetscOptionsSetValue(nullptr, "-mat_aijpredict_force", "cusparse_csr")); }
+  Mat A = laplacian_with_empty_rows(MATSEQAIJ, 12), B = laplacian_with_empty_rows(MATSEQAIJPREDICT, 12);
+  if (have_gpu()) { ASSERT_PETSC(PetscOptionsClearValue(nullptr, "-mat_aijpredict_force")); }
+  int a0, v0, a1, v1;
+  copy_events(&a0, &v0);
+  compare_products(A, B, VECSEQ, "first assembly");
+  copy_events(&a1, &v1);
+  EXPECT_EQ(a1 - a0, 1) << "the first product builds the copy";
+  EXPECT_EQ(v1 - v0, 0);
+  for (Mat m : {A, B}) { // same pattern, new values
+    for (PetscInt i = 0; i < 144; i += 2) {
+      if (i % 7 != 6) { ASSERT_PETSC(MatSetValue(m, i, i, 9.0, INSERT_VALUES)); } // rows i % 7 == 6 are empty
+    }
+    ASSERT_PETSC(MatAssemblyBegin(m, MAT_FINAL_ASSEMBLY));
+    ASSERT_PETSC(MatAssemblyEnd(m, MAT_FINAL_ASSEMBLY));
+  }
+  compare_products(A, B, VECSEQ, "same pattern");
+  copy_events(&a0, &v0);
+  EXPECT_EQ(a0 - a1, 0) << "a same-pattern reassembly must not rebuild the copy";
+  EXPECT_EQ(v0 - v1, 1) << "a same-pattern reassembly refreshes the values once";
+  compare_products(A, B, VECSEQ, "unchanged");
+  copy_events(&a1, &v1);
+  EXPECT_EQ(a1 - a0 + v1 - v0, 0) << "products of an unchanged matrix must not touch the copy";
+  for (Mat m : {A, B}) { // a new nonzero
+    ASSERT_PETSC(MatSetValue(m, 0, 143, 1.0, INSERT_VALUES));
+    ASSERT_PETSC(MatAssemblyBegin(m, MAT_FINAL_ASSEMBLY));
+    ASSERT_PETSC(MatAssemblyEnd(m, MAT_FINAL_ASSEMBLY));
+  }
+  compare_products(A, B, VECSEQ, "new pattern");
+  copy_events(&a0, &v0);
+  EXPECT_EQ(a0 - a1, 1) << "a new pattern rebuilds the copy";
+  EXPECT_EQ(v0 - v1, 0);
+  for (Mat* m : {&A, &B}) MatDestroy(m);
+}
+
 TEST(PetscAIJPredict, BindToCPUAndBack)
 {
   Mat A = laplacian_with_empty_rows(MATSEQAIJ, 20), B = laplacian_with_empty_rows(MATSEQAIJPREDICT, 20);
@@ -565,6 +616,7 @@ int main(int argc, char** argv)
   ::testing::InitGoogleTest(&argc, argv);
   if (PetscInitialize(&argc, &argv, nullptr, nullptr) != PETSC_SUCCESS) return 1;
   if (MatAIJPredictInitializePackage() != PETSC_SUCCESS) return 1;
+  if (PetscLogDefaultBegin() != PETSC_SUCCESS) return 1; // event counts: values-only refresh vs rebuild
   // Without a GPU, multiply with a host copy refreshed like the device copy (see the top of this file).
   if (!have_gpu() && PetscOptionsSetValue(nullptr, "-mat_aijpredict_host_copy", "true") != PETSC_SUCCESS) return 1;
   const int rc = RUN_ALL_TESTS();
