@@ -17,7 +17,10 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #if defined(PETSC_USE_COMPLEX) || defined(PETSC_USE_64BIT_INDICES) || !(defined(PETSC_USE_REAL_DOUBLE) || defined(PETSC_USE_REAL_SINGLE))
   #define AIJP_PETSC_UNSUPPORTED_BUILD 1 /* complex scalars, 64-bit indices, or quad precision: CPU SeqAIJ path */
@@ -28,34 +31,50 @@ namespace {
 using ops_mult    = PetscErrorCode (*)(Mat, Vec, Vec);
 using ops_multadd = PetscErrorCode (*)(Mat, Vec, Vec, Vec);
 
+/* The -mat_aijpredict_* options of one matrix; copied by MatDuplicate(). */
+struct AIJPOptions {
+  std::string formats;               /* -mat_aijpredict_formats */
+  std::string force;                 /* -mat_aijpredict_force */
+  std::string cache_dir;             /* -mat_aijpredict_cache_dir */
+  std::string model = "placeholder"; /* -mat_aijpredict_model (see aijp::context_options::model) */
+  PetscBool   warmup         = PETSC_FALSE;
+  PetscInt    defer_mults    = 10; /* -mat_aijpredict_defer_mults: products on cuSPARSE CSR before the analysis: a solve of <= 10 products never pays for one */
+  PetscReal   expected_mults = 0;  /* -mat_aijpredict_expected_mults: 0 = learn from use (products so far) */
+  PetscBool   view           = PETSC_FALSE;
+  PetscBool   use_gpu        = PETSC_TRUE;
+  PetscBool   host_copy      = PETSC_FALSE; /* -mat_aijpredict_host_copy: without a GPU, emulate the device copy on the host */
+};
+
+/* Where the products of one matrix run; decided at the first product. */
+enum class AIJPMode { undecided, gpu, cpu, host_copy };
+
 struct Mat_SeqAIJPredict {
   /* The SeqAIJ implementations we override, kept as the CPU path (inode variants after assembly). */
   ops_mult       mult             = nullptr;
   ops_multadd    multadd          = nullptr;
   ops_mult       multtranspose    = nullptr;
   ops_multadd    multtransposeadd = nullptr;
-  PetscErrorCode (*getdiagonal)(Mat, Vec)             = nullptr;
-  PetscErrorCode (*assemblyend)(Mat, MatAssemblyType) = nullptr;
-  PetscErrorCode (*destroy)(Mat)                      = nullptr;
+  PetscErrorCode (*getdiagonal)(Mat, Vec)                         = nullptr;
+  PetscErrorCode (*assemblyend)(Mat, MatAssemblyType)             = nullptr;
+  PetscErrorCode (*destroy)(Mat)                                  = nullptr;
+  PetscErrorCode (*duplicate)(Mat, MatDuplicateOption, Mat *)     = nullptr;
+  PetscErrorCode (*view)(Mat, PetscViewer)                        = nullptr;
+  PetscErrorCode (*setfromoptions)(Mat, PetscOptionItems)         = nullptr;
 
-  /* Options */
-  std::string formats;   /* -mat_aijpredict_formats */
-  std::string force;     /* -mat_aijpredict_force */
-  std::string cache_dir; /* -mat_aijpredict_cache_dir */
-  std::string model = "placeholder"; /* -mat_aijpredict_model (see aijp::context_options::model) */
-  PetscBool   warmup  = PETSC_FALSE;
-  PetscInt    defer_mults    = 10; /* -mat_aijpredict_defer_mults: products on cuSPARSE CSR before the analysis: a solve of <= 10 products never pays for one */
-  PetscReal   expected_mults = 0; /* -mat_aijpredict_expected_mults: 0 = learn from use (products so far) */
-  PetscBool   view    = PETSC_FALSE;
-  PetscBool   use_gpu = PETSC_TRUE;
+  AIJPOptions opt;
 
-  /* GPU state */
+  /* Device (or emulated device) copy */
+  AIJPMode mode = AIJPMode::undecided;
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
   std::unique_ptr<aijp::gpu_matrix<PetscScalar>> gpu;
 #endif
-  PetscObjectState state        = -1; /* object state when gpu was last synchronised */
+  /* -mat_aijpredict_host_copy: the copy the GPU would hold, kept on the host and refreshed by the same state
+     checks, so that a stale copy shows up as a wrong product (or an error) on a machine without a GPU. */
+  std::vector<PetscInt>    hi, hj;
+  std::vector<PetscScalar> ha;
+  bool             have_copy    = false; /* the device (or host) copy exists */
+  PetscObjectState state        = -1;    /* object state when the copy was last synchronised */
   PetscObjectState nonzerostate = -1;
-  bool             cpu_only     = false; /* decided once: no device, unsupported build, or a failure */
   std::string      cpu_reason;
   std::string      report;
   bool             reported = false;
@@ -65,7 +84,8 @@ struct Mat_SeqAIJPredict {
   PetscInt         next_check = 0; /* product count at which a deferred conversion is reconsidered */
 };
 
-PetscLogEvent AIJP_EVENT_ANALYZE, AIJP_EVENT_CONVERT, AIJP_EVENT_SPMV;
+PetscLogEvent         AIJP_EVENT_ANALYZE, AIJP_EVENT_CONVERT, AIJP_EVENT_SPMV;
+std::set<std::string> aijp_fallbacks_said; /* CPU fallback reasons already reported with PetscInfo */
 PetscBool     aijp_package_initialized = PETSC_FALSE;
 
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
@@ -78,20 +98,20 @@ bool                           aijp_warmup_done = false;
    process when this GPU has no fitted coefficients yet. */
 PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
 {
-  const std::string key = p->cache_dir + "|" + p->model;
+  const std::string key = p->opt.cache_dir + "|" + p->opt.model;
 
   PetscFunctionBegin;
   if (!aijp_context || key != aijp_context_key) {
     aijp::context_options opts;
-    opts.cache_dir = p->cache_dir;
-    opts.model     = p->model;
+    opts.cache_dir = p->opt.cache_dir;
+    opts.model     = p->opt.model;
     PetscCallCXX(aijp_context = std::make_unique<aijp::context>(opts));
     aijp_context_key = key;
     for (const auto &w : aijp_context->warnings()) PetscCall(PetscPrintf(PETSC_COMM_SELF, "WARNING: %s\n", w.c_str()));
-    if (p->warmup && p->model == "placeholder") PetscCall(PetscInfo(nullptr, "aijpredict: -mat_aijpredict_warmup has no effect with -mat_aijpredict_model placeholder\n"));
-    if (p->warmup && !aijp_warmup_done && p->model != "placeholder" && aijp_context->model_source().find("fitted on this GPU") == std::string::npos) {
+    if (p->opt.warmup && p->opt.model == "placeholder") PetscCall(PetscInfo(nullptr, "aijpredict: -mat_aijpredict_warmup has no effect with -mat_aijpredict_model placeholder\n"));
+    if (p->opt.warmup && !aijp_warmup_done && p->opt.model != "placeholder" && aijp_context->model_source().find("fitted on this GPU") == std::string::npos) {
       aijp::warmup_options wo;
-      wo.cache_dir = p->cache_dir;
+      wo.cache_dir = p->opt.cache_dir;
       wo.progress  = [](size_t done, size_t total, double s, const std::string &what) { (void)PetscInfo(nullptr, "aijpredict warm-up %zu/%zu (%.1f s): %s\n", done, total, s, what.c_str()); };
       PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: -mat_aijpredict_warmup: fitting the models on this GPU (quick grid, about 30 s)...\n"));
       aijp::warmup_result r;
@@ -119,14 +139,19 @@ PetscErrorCode AIJPStaging(PetscScalar **buf, PetscInt *have, PetscInt need)
 }
 #endif
 
-PetscErrorCode AIJPFallBack(Mat A, Mat_SeqAIJPredict *p, const std::string &why)
+/* Decides, once per matrix, that its products run on the CPU: SeqAIJ's own, or with -mat_aijpredict_host_copy
+   a host copy refreshed like the device copy would be. Says so once (PetscInfo; printed with -mat_aijpredict_view). */
+PetscErrorCode AIJPFallBack(Mat A, Mat_SeqAIJPredict *p, const std::string &why, bool host_copy_ok = true)
 {
   PetscFunctionBegin;
-  p->cpu_only   = true;
-  p->cpu_reason = why;
-  PetscCall(PetscInfo(A, "aijpredict: %s; MatMult runs on the CPU (SeqAIJ)\n", why.c_str()));
-  if (p->view && !p->reported) {
-    PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: %s; MatMult runs on the CPU (SeqAIJ)\n", why.c_str()));
+  const bool host_copy = host_copy_ok && p->opt.host_copy;
+  p->mode              = host_copy ? AIJPMode::host_copy : AIJPMode::cpu;
+  p->cpu_reason        = why;
+  const char *where    = host_copy ? "products use a host copy refreshed like the device copy (-mat_aijpredict_host_copy)" : "MatMult runs on the CPU (SeqAIJ)";
+  /* Once per process and reason: GAMG hierarchies and MPI blocks make many matrices. */
+  if (aijp_fallbacks_said.insert(why + where).second) PetscCall(PetscInfo(A, "aijpredict: %s; %s\n", why.c_str(), where));
+  if (p->opt.view && !p->reported) {
+    PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: %s; %s\n", why.c_str(), where));
     p->reported = true;
   }
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -138,7 +163,7 @@ PetscErrorCode AIJPReport(Mat A, Mat_SeqAIJPredict *p)
   PetscFunctionBegin;
   p->report = p->gpu->report().to_string();
   PetscCall(PetscInfo(A, "%s", p->report.c_str()));
-  if (p->view) PetscCall(PetscPrintf(PETSC_COMM_SELF, "%s", p->report.c_str()));
+  if (p->opt.view) PetscCall(PetscPrintf(PETSC_COMM_SELF, "%s", p->report.c_str()));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -153,15 +178,15 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
   p->mults++;
   const auto &rep = p->gpu->report();
   if (rep.analyzed && !rep.deferred) PetscFunctionReturn(PETSC_SUCCESS);
-  if (!rep.analyzed && p->mults <= p->defer_mults) PetscFunctionReturn(PETSC_SUCCESS);
+  if (!rep.analyzed && p->mults <= p->opt.defer_mults) PetscFunctionReturn(PETSC_SUCCESS);
   if (rep.analyzed && p->mults < p->next_check) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(PetscGetCurrentCUDAStream(&stream));
-  const double expected = std::max<double>(p->expected_mults, p->mults);
+  const double expected = std::max<double>(p->opt.expected_mults, p->mults);
   if (!rep.analyzed) {
     aijp::context     *ctx = nullptr;
     aijp::plan_options opts;
     PetscCall(AIJPGetContext(p, &ctx));
-    PetscCallCXX(opts.candidates = aijp::parse_format_list(p->formats));
+    PetscCallCXX(opts.candidates = aijp::parse_format_list(p->opt.formats));
     opts.expected_mults = expected;
     PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     PetscCallCXX(p->gpu->analyze(*ctx, opts, stream));
@@ -179,26 +204,76 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
 }
 #endif
 
-/* Brings the device copy up to date: new pattern -> new analysis and conversion; new values -> values only. */
-PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
+/* Decides where the products run, once per matrix. */
+PetscErrorCode AIJPDecide(Mat A, Mat_SeqAIJPredict *p)
 {
   PetscFunctionBegin;
-  if (p->cpu_only) PetscFunctionReturn(PETSC_SUCCESS);
+  if (p->mode != AIJPMode::undecided) PetscFunctionReturn(PETSC_SUCCESS);
 #if defined(AIJP_PETSC_UNSUPPORTED_BUILD)
   PetscCall(AIJPFallBack(A, p, "this PETSc build has complex scalars, 64-bit indices or a precision other than single/double"));
 #else
-  if (!p->use_gpu) {
-    PetscCall(AIJPFallBack(A, p, "-mat_aijpredict_use_gpu false"));
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-  PetscObjectState state;
-  PetscCall(PetscObjectStateGet((PetscObject)A, &state));
-  if (p->gpu && p->state == state && p->nonzerostate == A->nonzerostate) PetscFunctionReturn(PETSC_SUCCESS); /* the hot path */
   std::string why;
-  if (!p->gpu && !aijp::device_available(&why)) {
-    PetscCall(AIJPFallBack(A, p, why));
+  if (!p->opt.use_gpu) PetscCall(AIJPFallBack(A, p, "-mat_aijpredict_use_gpu false", false));
+  else if (!aijp::device_available(&why)) PetscCall(AIJPFallBack(A, p, why));
+  else p->mode = AIJPMode::gpu;
+#endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* -mat_aijpredict_host_copy: refreshes the host copy exactly when the device copy would be refreshed. When the
+   states say the copy is current, checks that it really is: a difference means an operation changed the
+   matrix without increasing its object (or nonzero) state, and the device copy would now be stale. */
+PetscErrorCode AIJPSyncHostCopy(Mat A, Mat_SeqAIJPredict *p, bool current, bool same_pattern)
+{
+  const PetscInt *ai, *aj;
+  PetscScalar    *aa;
+  PetscMemType    mtype;
+  PetscInt        m;
+
+  PetscFunctionBegin;
+  PetscCall(MatGetLocalSize(A, &m, nullptr));
+  PetscCall(MatSeqAIJGetCSRAndMemType(A, &ai, &aj, &aa, &mtype));
+  const PetscInt nnz         = ai[m];
+  const bool     pattern_ok  = (PetscInt)p->hi.size() == m + 1 && (PetscInt)p->hj.size() == nnz && std::equal(ai, ai + m + 1, p->hi.begin()) && std::equal(aj, aj + nnz, p->hj.begin());
+  if (current) {
+    PetscCheck(pattern_ok, PETSC_COMM_SELF, PETSC_ERR_PLIB, "aijpredict: the nonzero pattern changed without a new object state: the device copy would be stale");
+    PetscCheck(std::equal(aa, aa + nnz, p->ha.begin()), PETSC_COMM_SELF, PETSC_ERR_PLIB, "aijpredict: the values changed without a new object state: the device copy would be stale");
     PetscFunctionReturn(PETSC_SUCCESS);
   }
+  /* The same events as the device copy, so -log_view (and the tests) see values-only refreshes and re-analyses. */
+  if (same_pattern) {
+    PetscCheck(pattern_ok, PETSC_COMM_SELF, PETSC_ERR_PLIB, "aijpredict: the nonzero pattern changed without a new nonzero state: a values-only refresh of the device copy would be wrong");
+    PetscCall(PetscLogEventBegin(AIJP_EVENT_CONVERT, A, 0, 0, 0));
+  } else {
+    PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+    p->hi.assign(ai, ai + m + 1);
+    p->hj.assign(aj, aj + nnz);
+  }
+  p->ha.assign(aa, aa + nnz);
+  PetscCall(PetscLogEventEnd(same_pattern ? AIJP_EVENT_CONVERT : AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Brings the device copy up to date: new pattern -> new analysis and conversion; new values -> values only. */
+PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
+{
+  PetscObjectState state;
+
+  PetscFunctionBegin;
+  PetscCall(AIJPDecide(A, p));
+  if (p->mode == AIJPMode::cpu) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscObjectStateGet((PetscObject)A, &state));
+  const bool current      = p->have_copy && p->state == state && p->nonzerostate == A->nonzerostate;
+  const bool same_pattern = p->have_copy && p->nonzerostate == A->nonzerostate;
+  if (p->mode == AIJPMode::host_copy) {
+    PetscCall(AIJPSyncHostCopy(A, p, current, same_pattern));
+    p->have_copy    = true;
+    p->state        = state;
+    p->nonzerostate = A->nonzerostate;
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  if (current) PetscFunctionReturn(PETSC_SUCCESS); /* the hot path */
 
   const PetscInt *ai, *aj;
   PetscScalar    *aa;
@@ -210,7 +285,8 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
   cudaStream_t stream;
   PetscCall(PetscGetCurrentCUDAStream(&stream));
 
-  if (p->gpu && p->nonzerostate == A->nonzerostate) {
+  /* The nonzero count is a cheap guard against a pattern change that did not increase the nonzero state. */
+  if (same_pattern && p->gpu && (PetscInt)p->gpu->nnz() == ai[m] && (PetscInt)p->gpu->rows() == m) {
     PetscCall(PetscLogEventBegin(AIJP_EVENT_CONVERT, A, 0, 0, 0));
     PetscCallCXX(p->gpu->update_values(aa, stream));
     PetscCall(PetscLogCpuToGpu(sizeof(PetscScalar) * ai[m]));
@@ -219,25 +295,26 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     aijp::context *ctx = nullptr;
     PetscCall(AIJPGetContext(p, &ctx));
     aijp::plan_options opts;
-    PetscCallCXX(opts.candidates = aijp::parse_format_list(p->formats));
-    if (!p->force.empty()) PetscCallCXX(opts.forced = aijp::parse_format(p->force));
+    PetscCallCXX(opts.candidates = aijp::parse_format_list(p->opt.formats));
+    if (!p->opt.force.empty()) PetscCallCXX(opts.forced = aijp::parse_format(p->opt.force));
     /* Short solves never pay for an analysis: upload and run cuSPARSE CSR until the matrix is reused. */
-    opts.analyze = p->defer_mults == 0 || !p->force.empty();
-    opts.expected_mults = p->expected_mults;
-    p->mults      = 0;
-    p->next_check = 0;
+    opts.analyze        = p->opt.defer_mults == 0 || !p->opt.force.empty();
+    opts.expected_mults = p->opt.expected_mults;
+    p->mults            = 0;
+    p->next_check       = 0;
     aijp::csr_view<PetscScalar> view{m, n, ai[m], ai, aj, aa};
     p->gpu.reset();
+    p->have_copy = false;
     PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     try {
       p->gpu = std::make_unique<aijp::gpu_matrix<PetscScalar>>(*ctx, view, opts, stream);
     } catch (const aijp::device_out_of_memory &e) {
       PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-      PetscCall(AIJPFallBack(A, p, std::string("out of GPU memory (") + e.what() + ")"));
+      PetscCall(AIJPFallBack(A, p, std::string("out of GPU memory (") + e.what() + ")", false));
       PetscFunctionReturn(PETSC_SUCCESS);
     } catch (const aijp::not_supported &e) {
       PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-      PetscCall(AIJPFallBack(A, p, e.what()));
+      PetscCall(AIJPFallBack(A, p, e.what(), false));
       PetscFunctionReturn(PETSC_SUCCESS);
     } catch (const std::exception &e) {
       SETERRQ(PETSC_COMM_SELF, PETSC_ERR_LIB, "aijpredict: %s", e.what());
@@ -246,9 +323,41 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     if (p->gpu->report().analyzed) PetscCall(AIJPReport(A, p));
   }
+  p->have_copy    = true;
   p->state        = state;
   p->nonzerostate = A->nonzerostate;
 #endif
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* zz = op(A) xx (+ yy) with the host copy (-mat_aijpredict_host_copy). */
+PetscErrorCode AIJPApplyHostCopy(Mat A, Mat_SeqAIJPredict *p, Vec xx, Vec yy, Vec zz, bool transpose)
+{
+  const PetscScalar *x;
+  PetscScalar       *z;
+  PetscInt           m, n;
+
+  PetscFunctionBegin;
+  PetscCall(MatGetLocalSize(A, &m, &n));
+  std::vector<PetscScalar> t(transpose ? n : m, 0.0);
+  PetscCall(VecGetArrayRead(xx, &x));
+  for (PetscInt i = 0; i < m; ++i) {
+    for (PetscInt k = p->hi[i]; k < p->hi[i + 1]; ++k) {
+      if (transpose) t[p->hj[k]] += p->ha[k] * x[i];
+      else t[i] += p->ha[k] * x[p->hj[k]];
+    }
+  }
+  PetscCall(VecRestoreArrayRead(xx, &x));
+  if (yy && yy != zz) PetscCall(VecCopy(yy, zz));
+  if (yy) {
+    PetscCall(VecGetArray(zz, &z));
+    for (size_t i = 0; i < t.size(); ++i) z[i] += t[i];
+    PetscCall(VecRestoreArray(zz, &z));
+  } else {
+    PetscCall(VecGetArrayWrite(zz, &z));
+    std::copy(t.begin(), t.end(), z);
+    PetscCall(VecRestoreArrayWrite(zz, &z));
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -313,10 +422,14 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
   Mat_SeqAIJPredict *p = AIJP(A);
 
   PetscFunctionBegin;
-  PetscCall(MatSeqAIJPredictSync(A, p));
-  if (p->cpu_only) {
+  if (!A->boundtocpu) PetscCall(MatSeqAIJPredictSync(A, p));
+  if (A->boundtocpu || p->mode == AIJPMode::cpu) { /* MatBindToCPU(), no GPU, or an unsupported build */
     if (yy) PetscCall((*(transpose ? p->multtransposeadd : p->multadd))(A, xx, yy, zz));
     else PetscCall((*(transpose ? p->multtranspose : p->mult))(A, xx, zz));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (p->mode == AIJPMode::host_copy) {
+    PetscCall(AIJPApplyHostCopy(A, p, xx, yy, zz, transpose));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
@@ -350,9 +463,22 @@ PetscErrorCode MatGetDiagonal_SeqAIJPredict(Mat A, Vec v)
   Mat_SeqAIJPredict *p = AIJP(A);
 
   PetscFunctionBegin;
-  PetscCall(MatSeqAIJPredictSync(A, p));
-  if (p->cpu_only) {
+  if (!A->boundtocpu) PetscCall(MatSeqAIJPredictSync(A, p));
+  if (A->boundtocpu || p->mode == AIJPMode::cpu) {
     PetscCall((*p->getdiagonal)(A, v));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (p->mode == AIJPMode::host_copy) {
+    PetscScalar *d;
+    PetscInt     m;
+    PetscCall(MatGetLocalSize(A, &m, nullptr));
+    PetscCall(VecGetArrayWrite(v, &d));
+    for (PetscInt i = 0; i < m; ++i) {
+      d[i] = 0.0;
+      for (PetscInt k = p->hi[i]; k < p->hi[i + 1]; ++k)
+        if (p->hj[k] == i) d[i] = p->ha[k];
+    }
+    PetscCall(VecRestoreArrayWrite(v, &d));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
@@ -424,6 +550,26 @@ PetscErrorCode AIJPFreeDeviceData(Mat_SeqAIJPredict *p)
   if (p->dy) PetscCallCUDA(cudaFree(p->dy));
 #endif
   p->dx = p->dy = nullptr;
+  p->hi.clear();
+  p->hj.clear();
+  p->ha.clear();
+  p->have_copy = false;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* The functions every MATSEQAIJPREDICT composes; f = nullptr removes them (conversion back, destruction). */
+PetscErrorCode AIJPComposeSeq(Mat B, bool add);
+
+/* Vectors from MatCreateVecs live on the GPU when the products do, as with aijcusparse. */
+PetscErrorCode AIJPSetDefaultVecType(Mat B, PetscBool use_gpu)
+{
+  PetscFunctionBegin;
+  VecType vt = VECSTANDARD;
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  if (use_gpu && aijp::device_available()) vt = VECCUDA;
+#endif
+  PetscCall(PetscFree(B->defaultvectype));
+  PetscCall(PetscStrallocpy(vt, &B->defaultvectype));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -433,23 +579,29 @@ PetscErrorCode MatConvert_SeqAIJPredict_SeqAIJ(Mat A, MatType, MatReuse reuse, M
   Mat_SeqAIJPredict *p;
 
   PetscFunctionBegin;
+  if (reuse == MAT_REUSE_MATRIX) { /* *newmat came from an earlier MAT_INITIAL_MATRIX conversion: same pattern */
+    PetscCall(MatCopy(A, *newmat, SAME_NONZERO_PATTERN));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   if (reuse == MAT_INITIAL_MATRIX) PetscCall(MatDuplicate(A, MAT_COPY_VALUES, &B));
-  p                         = AIJP(B);
-  B->ops->mult              = p->mult;
-  B->ops->multadd           = p->multadd;
-  B->ops->multtranspose     = p->multtranspose;
-  B->ops->multtransposeadd  = p->multtransposeadd;
-  B->ops->getdiagonal       = p->getdiagonal;
-  B->ops->assemblyend       = p->assemblyend;
-  B->ops->destroy           = p->destroy;
+  p                        = AIJP(B);
+  B->ops->mult             = p->mult;
+  B->ops->multadd          = p->multadd;
+  B->ops->multtranspose    = p->multtranspose;
+  B->ops->multtransposeadd = p->multtransposeadd;
+  B->ops->getdiagonal      = p->getdiagonal;
+  B->ops->assemblyend      = p->assemblyend;
+  B->ops->destroy          = p->destroy;
+  B->ops->duplicate        = p->duplicate;
+  B->ops->view             = p->view;
+  B->ops->setfromoptions   = p->setfromoptions;
   PetscCall(AIJPFreeDeviceData(p));
   delete p;
   B->spptr = nullptr;
-  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatConvert_seqaijpredict_seqaij_C", nullptr));
-  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatAIJPredictGetFormat_C", nullptr));
-  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatAIJPredictGetReport_C", nullptr));
+  PetscCall(AIJPComposeSeq(B, false));
   PetscCall(PetscFree(B->defaultvectype));
   PetscCall(PetscStrallocpy(VECSTANDARD, &B->defaultvectype));
+  B->boundtocpu = PETSC_TRUE; /* as MatCreate() leaves a SeqAIJ matrix */
   PetscCall(PetscObjectChangeTypeName((PetscObject)B, MATSEQAIJ));
   *newmat = B;
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -467,11 +619,77 @@ PetscErrorCode MatDestroy_SeqAIJPredict(Mat A)
     delete p;
     A->spptr = nullptr;
   }
-  PetscCall(PetscObjectComposeFunction((PetscObject)A, "MatConvert_seqaijpredict_seqaij_C", nullptr));
-  PetscCall(PetscObjectComposeFunction((PetscObject)A, "MatAIJPredictGetFormat_C", nullptr));
-  PetscCall(PetscObjectComposeFunction((PetscObject)A, "MatAIJPredictGetReport_C", nullptr));
+  PetscCall(AIJPComposeSeq(A, false));
   PetscCall(PetscObjectChangeTypeName((PetscObject)A, MATSEQAIJ));
   PetscCall((*destroy)(A));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* SeqAIJ's duplicate creates the new matrix with MatSetType() (so a new, independent device copy) and copies
+   the arrays; the options of this matrix (which may come from its prefix) go with it. */
+PetscErrorCode MatDuplicate_SeqAIJPredict(Mat A, MatDuplicateOption op, Mat *M)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+
+  PetscFunctionBegin;
+  PetscCall((*p->duplicate)(A, op, M));
+  Mat_SeqAIJPredict *q = AIJP(*M);
+  PetscCheck(q, PETSC_COMM_SELF, PETSC_ERR_PLIB, "aijpredict: the duplicate is not a MATSEQAIJPREDICT");
+  q->opt = p->opt;
+  PetscCall(AIJPSetDefaultVecType(*M, q->opt.use_gpu));
+  (*M)->boundtocpu = A->boundtocpu;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* One line on where this matrix's products run: the format, or why the CPU. */
+PetscErrorCode AIJPDescribe(Mat A, std::string *what)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+
+  PetscFunctionBegin;
+  if (A->boundtocpu) {
+    *what = "bound to the CPU (MatBindToCPU): products run as SeqAIJ";
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscCall(AIJPDecide(A, p));
+  switch (p->mode) {
+  case AIJPMode::cpu:
+    *what = "products on the CPU (SeqAIJ): " + p->cpu_reason;
+    break;
+  case AIJPMode::host_copy:
+    *what = "products with a host copy (-mat_aijpredict_host_copy): " + p->cpu_reason;
+    break;
+  default:
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+    if (!p->gpu) *what = "GPU copy not built yet (at the first product)";
+    else *what = std::string("SpMV format ") + aijp::format_name(p->gpu->format()) + (p->gpu->report().analyzed ? "" : " (not analysed yet: -mat_aijpredict_defer_mults)");
+#endif
+    break;
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* -mat_view ::ascii_info[_detail]: SeqAIJ's text, then where the products run (and, in detail, the report). */
+PetscErrorCode MatView_SeqAIJPredict(Mat A, PetscViewer viewer)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+  PetscBool          isascii;
+  PetscViewerFormat  format;
+
+  PetscFunctionBegin;
+  PetscCall((*p->view)(A, viewer));
+  PetscCall(PetscObjectTypeCompare((PetscObject)viewer, PETSCVIEWERASCII, &isascii));
+  if (!isascii) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscViewerGetFormat(viewer, &format));
+  if (format != PETSC_VIEWER_ASCII_INFO && format != PETSC_VIEWER_ASCII_INFO_DETAIL) PetscFunctionReturn(PETSC_SUCCESS);
+  std::string what;
+  PetscCall(AIJPDescribe(A, &what));
+  PetscCall(PetscViewerASCIIPrintf(viewer, "aijpredict: %s\n", what.c_str()));
+  if (format == PETSC_VIEWER_ASCII_INFO_DETAIL && p->mode == AIJPMode::gpu && !p->report.empty()) {
+    PetscCall(PetscViewerASCIIPushTab(viewer));
+    PetscCall(PetscViewerASCIIPrintf(viewer, "%s", p->report.c_str()));
+    PetscCall(PetscViewerASCIIPopTab(viewer));
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -480,9 +698,9 @@ PetscErrorCode MatAIJPredictGetFormat_SeqAIJPredict(Mat A, const char **fmt)
   Mat_SeqAIJPredict *p = AIJP(A);
 
   PetscFunctionBegin;
-  *fmt = "cpu";
+  *fmt = p->mode == AIJPMode::host_copy && !A->boundtocpu ? "host_copy" : "cpu";
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
-  if (!p->cpu_only && p->gpu) *fmt = aijp::format_name(p->gpu->format());
+  if (p->mode == AIJPMode::gpu && p->gpu && !A->boundtocpu) *fmt = aijp::format_name(p->gpu->format());
 #endif
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -492,7 +710,7 @@ PetscErrorCode MatAIJPredictGetReport_SeqAIJPredict(Mat A, const char **report)
   Mat_SeqAIJPredict *p = AIJP(A);
 
   PetscFunctionBegin;
-  *report = p->cpu_only ? p->cpu_reason.c_str() : (p->report.empty() ? nullptr : p->report.c_str());
+  *report = p->mode == AIJPMode::gpu ? (p->report.empty() ? nullptr : p->report.c_str()) : (p->mode == AIJPMode::undecided ? nullptr : p->cpu_reason.c_str());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -503,82 +721,128 @@ std::string AIJPFormatHelp()
   return s;
 }
 
-PetscErrorCode MatSeqAIJPredictSetFromOptions_Private(Mat B, Mat_SeqAIJPredict *p)
+/* The -mat_aijpredict_* options, inside an options block (PetscOptionsBegin() or a type's setfromoptions). */
+PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm comm, AIJPOptions *o)
 {
-  char      formats[256] = "", force[64] = "", dir[PETSC_MAX_PATH_LEN] = "", model[64] = "";
+  char      formats[256], force[64], dir[PETSC_MAX_PATH_LEN], model[64];
   PetscBool set;
 
   PetscFunctionBegin;
   const std::string names = AIJPFormatHelp();
-  PetscOptionsBegin(PetscObjectComm((PetscObject)B), ((PetscObject)B)->prefix, "AIJPredict options", "Mat");
-  PetscCall(PetscOptionsString("-mat_aijpredict_formats", ("Comma-separated candidate storage formats (" + names + "); default: all").c_str(), "MatCreateSeqAIJPredict", formats, formats, sizeof(formats), &set));
-  if (set) p->formats = formats;
-  PetscCall(PetscOptionsString("-mat_aijpredict_force", ("Use this storage format without prediction (" + names + ")").c_str(), "MatCreateSeqAIJPredict", force, force, sizeof(force), &set));
-  if (set) p->force = force;
-  PetscCall(PetscOptionsString("-mat_aijpredict_cache_dir", "Directory of the per-GPU coefficient cache (default $AIJPREDICT_CACHE_DIR, else $XDG_CACHE_HOME/aijpredict)", "MatCreateSeqAIJPredict", dir, dir, sizeof(dir), &set));
-  if (set) p->cache_dir = dir;
-  PetscCall(PetscOptionsString("-mat_aijpredict_model", "Performance model ranking the formats: placeholder (calibrated bandwidth + serial-row model, default), aijp (fitted on this GPU by the warm-up), guo_wang, wang_gu_li_normal, wang_gu_li_uniform", "MatCreateSeqAIJPredict", p->model.c_str(), model, sizeof(model), &set));
-  if (set) p->model = model;
-  PetscCall(PetscOptionsBool("-mat_aijpredict_warmup", "If this GPU has no fitted coefficients yet, run the quick warm-up (about 30 s) once and store them in the cache", "MatCreateSeqAIJPredict", p->warmup, &p->warmup, nullptr));
-  PetscCall(PetscOptionsInt("-mat_aijpredict_defer_mults", "Products run on cuSPARSE CSR before the matrix is analysed (0: analyse at the first product)", "MatCreateSeqAIJPredict", p->defer_mults, &p->defer_mults, nullptr));
-  PetscCheck(p->defer_mults >= 0, PetscObjectComm((PetscObject)B), PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_defer_mults must be >= 0, got %" PetscInt_FMT, p->defer_mults);
-  PetscCall(PetscOptionsReal("-mat_aijpredict_expected_mults", "Products expected with this matrix: a format is converted to only if its predicted saving times this pays for the conversion (0: as many as so far)", "MatCreateSeqAIJPredict", p->expected_mults, &p->expected_mults, nullptr));
-  PetscCheck(p->expected_mults >= 0, PetscObjectComm((PetscObject)B), PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_expected_mults must be >= 0");
-  PetscCall(PetscOptionsBool("-mat_aijpredict_view", "Print the row statistics, each format's predicted time and the choice", "MatCreateSeqAIJPredict", p->view, &p->view, nullptr));
-  PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", p->use_gpu, &p->use_gpu, nullptr));
-  PetscOptionsEnd();
+  PetscCall(PetscOptionsString("-mat_aijpredict_formats", ("Comma-separated candidate storage formats (" + names + "); default: all").c_str(), "MatCreateSeqAIJPredict", o->formats.c_str(), formats, sizeof(formats), &set));
+  if (set) o->formats = formats;
+  PetscCall(PetscOptionsString("-mat_aijpredict_force", ("Use this storage format without prediction (" + names + ")").c_str(), "MatCreateSeqAIJPredict", o->force.c_str(), force, sizeof(force), &set));
+  if (set) o->force = force;
+  PetscCall(PetscOptionsString("-mat_aijpredict_cache_dir", "Directory of the per-GPU coefficient cache (default $AIJPREDICT_CACHE_DIR, else $XDG_CACHE_HOME/aijpredict)", "MatCreateSeqAIJPredict", o->cache_dir.c_str(), dir, sizeof(dir), &set));
+  if (set) o->cache_dir = dir;
+  PetscCall(PetscOptionsString("-mat_aijpredict_model", "Performance model ranking the formats: placeholder (calibrated bandwidth + serial-row model, default), aijp (fitted on this GPU by the warm-up), guo_wang, wang_gu_li_normal, wang_gu_li_uniform", "MatCreateSeqAIJPredict", o->model.c_str(), model, sizeof(model), &set));
+  if (set) o->model = model;
+  PetscCall(PetscOptionsBool("-mat_aijpredict_warmup", "If this GPU has no fitted coefficients yet, run the quick warm-up (about 30 s) once and store them in the cache", "MatCreateSeqAIJPredict", o->warmup, &o->warmup, nullptr));
+  PetscCall(PetscOptionsInt("-mat_aijpredict_defer_mults", "Products run on cuSPARSE CSR before the matrix is analysed (0: analyse at the first product)", "MatCreateSeqAIJPredict", o->defer_mults, &o->defer_mults, nullptr));
+  PetscCheck(o->defer_mults >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_defer_mults must be >= 0, got %" PetscInt_FMT, o->defer_mults);
+  PetscCall(PetscOptionsReal("-mat_aijpredict_expected_mults", "Products expected with this matrix: a format is converted to only if its predicted saving times this pays for the conversion (0: as many as so far)", "MatCreateSeqAIJPredict", o->expected_mults, &o->expected_mults, nullptr));
+  PetscCheck(o->expected_mults >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_expected_mults must be >= 0");
+  PetscCall(PetscOptionsBool("-mat_aijpredict_view", "Print the row statistics, each format's predicted time and the choice", "MatCreateSeqAIJPredict", o->view, &o->view, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", o->use_gpu, &o->use_gpu, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_host_copy", "Without a GPU, keep the copy the GPU would hold on the host, refreshed by the same state checks, and multiply with it (tests that no operation leaves a stale copy)", "MatCreateSeqAIJPredict", o->host_copy, &o->host_copy, nullptr));
   /* Reject bad values now, with the option's name, rather than at the first MatMult. */
   try {
-    (void)aijp::parse_format_list(p->formats);
-    if (!p->force.empty()) (void)aijp::parse_format(p->force);
-    if (p->model != "placeholder") (void)aijp::model::make_model(p->model);
+    (void)aijp::parse_format_list(o->formats);
+    if (!o->force.empty()) (void)aijp::parse_format(o->force);
+    if (o->model != "placeholder") (void)aijp::model::make_model(o->model);
   } catch (const std::exception &e) {
-    SETERRQ(PetscObjectComm((PetscObject)B), PETSC_ERR_ARG_OUTOFRANGE, "aijpredict: bad -mat_aijpredict_formats, -mat_aijpredict_force or -mat_aijpredict_model: %s", e.what());
+    SETERRQ(comm, PETSC_ERR_ARG_OUTOFRANGE, "aijpredict: bad -mat_aijpredict_formats, -mat_aijpredict_force or -mat_aijpredict_model: %s", e.what());
   }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Reads the options at creation, with the prefix (and communicator) of the matrix, or of the MPI matrix that
+   owns this block. */
+PetscErrorCode AIJPOptionsRead(MPI_Comm comm, const char prefix[], AIJPOptions *o)
+{
+  PetscFunctionBegin;
+  PetscOptionsBegin(comm, prefix, "AIJPredict options", "Mat");
+  PetscCall(AIJPOptionsParse(PetscOptionsObject, comm, o));
+  PetscOptionsEnd();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* MatSetFromOptions(): SeqAIJ's options, then ours again (the prefix may have been set after MatSetType()). */
+PetscErrorCode MatSetFromOptions_SeqAIJPredict(Mat A, PetscOptionItems PetscOptionsObject)
+{
+  Mat_SeqAIJPredict *p = AIJP(A);
+
+  PetscFunctionBegin;
+  if (p->setfromoptions) PetscCall((*p->setfromoptions)(A, PetscOptionsObject));
+  PetscOptionsHeadBegin(PetscOptionsObject, "AIJPredict options");
+  PetscCall(AIJPOptionsParse(PetscOptionsObject, PetscObjectComm((PetscObject)A), &p->opt));
+  PetscOptionsHeadEnd();
+  PetscCall(AIJPSetDefaultVecType(A, p->opt.use_gpu));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Converts B (a SeqAIJ matrix) into a SeqAIJPredict one in place, reading the options with (comm, prefix). */
+PetscErrorCode AIJPConvertInPlace(Mat B, MPI_Comm comm, const char prefix[])
+{
+  Mat_SeqAIJPredict *p;
+
+  PetscFunctionBegin;
+  PetscCall(MatAIJPredictInitializePackage());
+  p        = new Mat_SeqAIJPredict();
+  B->spptr = p;
+
+  p->assemblyend         = B->ops->assemblyend;
+  p->destroy             = B->ops->destroy;
+  p->duplicate           = B->ops->duplicate;
+  p->view                = B->ops->view;
+  p->setfromoptions      = B->ops->setfromoptions;
+  B->ops->assemblyend    = MatAssemblyEnd_SeqAIJPredict;
+  B->ops->destroy        = MatDestroy_SeqAIJPredict;
+  B->ops->duplicate      = MatDuplicate_SeqAIJPredict;
+  B->ops->view           = MatView_SeqAIJPredict;
+  B->ops->setfromoptions = MatSetFromOptions_SeqAIJPredict;
+  AIJPInstallOps(B, p);
+  B->boundtocpu = PETSC_FALSE; /* MatCreate() binds every matrix to the CPU; device types unbind (aijcusparse does) */
+
+  PetscCall(AIJPOptionsRead(comm, prefix, &p->opt));
+  PetscCall(AIJPSetDefaultVecType(B, p->opt.use_gpu));
+  PetscCall(AIJPComposeSeq(B, true));
+  PetscCall(PetscObjectChangeTypeName((PetscObject)B, MATSEQAIJPREDICT));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 } // namespace
 
-/* Converts a SeqAIJ matrix into a SeqAIJPredict one (in place or a new matrix). */
+/* Converts a SeqAIJ matrix into a SeqAIJPredict one (in place, a new matrix, or into an earlier result). */
 PETSC_INTERN PetscErrorCode MatConvert_SeqAIJ_SeqAIJPredict(Mat A, MatType type, MatReuse reuse, Mat *newmat)
 {
-  Mat                B = *newmat;
-  Mat_SeqAIJPredict *p;
-  PetscBool          sametype;
+  Mat       B = *newmat;
+  PetscBool sametype;
 
   PetscFunctionBegin;
-  if (reuse == MAT_INITIAL_MATRIX) PetscCall(MatDuplicate(A, MAT_COPY_VALUES, &B));
-  PetscCall(PetscObjectTypeCompare((PetscObject)A, type, &sametype));
-  if (sametype) {
-    *newmat = B;
+  if (reuse == MAT_REUSE_MATRIX) { /* *newmat came from an earlier MAT_INITIAL_MATRIX conversion: same pattern */
+    PetscCall(MatCopy(A, *newmat, SAME_NONZERO_PATTERN));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
-  PetscCall(MatAIJPredictInitializePackage());
-  p        = new Mat_SeqAIJPredict();
-  B->spptr = p;
-
-  p->assemblyend      = B->ops->assemblyend;
-  p->destroy          = B->ops->destroy;
-  B->ops->assemblyend = MatAssemblyEnd_SeqAIJPredict;
-  B->ops->destroy     = MatDestroy_SeqAIJPredict;
-  AIJPInstallOps(B, p);
-
-  PetscCall(MatSeqAIJPredictSetFromOptions_Private(B, p));
-#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
-  /* Vectors from MatCreateVecs live on the GPU when there is one, as with aijcusparse. */
-  if (p->use_gpu && aijp::device_available()) {
-    PetscCall(PetscFree(B->defaultvectype));
-    PetscCall(PetscStrallocpy(VECCUDA, &B->defaultvectype));
-  }
-#endif
-  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatConvert_seqaijpredict_seqaij_C", MatConvert_SeqAIJPredict_SeqAIJ));
-  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatAIJPredictGetFormat_C", MatAIJPredictGetFormat_SeqAIJPredict));
-  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatAIJPredictGetReport_C", MatAIJPredictGetReport_SeqAIJPredict));
-  PetscCall(PetscObjectChangeTypeName((PetscObject)B, MATSEQAIJPREDICT));
+  if (reuse == MAT_INITIAL_MATRIX) PetscCall(MatDuplicate(A, MAT_COPY_VALUES, &B));
+  PetscCall(PetscObjectTypeCompare((PetscObject)B, MATSEQAIJPREDICT, &sametype));
+  if (!sametype) PetscCall(AIJPConvertInPlace(B, PetscObjectComm((PetscObject)B), ((PetscObject)A)->prefix));
   *newmat = B;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
+
+namespace {
+PetscErrorCode AIJPComposeSeq(Mat B, bool add)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatConvert_seqaijpredict_seqaij_C", add ? MatConvert_SeqAIJPredict_SeqAIJ : nullptr));
+  /* MatConvert(seqaij -> aijpredict) finds this on a matrix of the target type (PETSc's SeqAIJ does not know us). */
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatConvert_seqaij_seqaijpredict_C", add ? MatConvert_SeqAIJ_SeqAIJPredict : nullptr));
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatAIJPredictGetFormat_C", add ? MatAIJPredictGetFormat_SeqAIJPredict : nullptr));
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatAIJPredictGetReport_C", add ? MatAIJPredictGetReport_SeqAIJPredict : nullptr));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+} // namespace
 
 /*MC
    MATSEQAIJPREDICT - MATSEQAIJPREDICT = "seqaijpredict" - A `MATSEQAIJ` matrix whose products run on the GPU in
@@ -594,7 +858,13 @@ PETSC_INTERN PetscErrorCode MatConvert_SeqAIJ_SeqAIJPredict(Mat A, MatType type,
 .  -mat_aijpredict_defer_mults <k>  - products on cuSPARSE CSR before the analysis (default 10; 0: at once)
 .  -mat_aijpredict_expected_mults <n> - products expected; conversion only when it pays (default: as many as so far)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
+.  -mat_aijpredict_host_copy        - without a GPU, multiply with a host copy refreshed like the device copy (testing)
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice
+
+   Notes:
+   `MatConvert()` works both ways (`MAT_INITIAL_MATRIX`, `MAT_INPLACE_MATRIX`, `MAT_REUSE_MATRIX`), `MatDuplicate()`
+   keeps the options, `MatBindToCPU()` runs the products as `MATSEQAIJ` until unbound, and `-mat_view ::ascii_info`
+   says where the products run. Factorizations (ILU, ICC, LU) are SeqAIJ's.
 
   Level: beginner
 
@@ -611,27 +881,166 @@ PETSC_EXTERN PetscErrorCode MatCreate_SeqAIJPredict(Mat A)
 /* MATMPIAIJPREDICT: an MPIAIJ matrix whose diagonal and off-diagonal blocks are MATSEQAIJPREDICT, so each
    block is analysed and converted on its own (they differ: a stencil's diagonal block is regular, its
    off-diagonal block has a few entries per boundary row). MPIAIJ's MatMult starts the ghost scatter, runs
-   the diagonal block's product while it is in flight, then adds the off-diagonal block's product. */
-using mpiaij_prealloc = PetscErrorCode (*)(Mat, PetscInt, const PetscInt[], PetscInt, const PetscInt[]);
-static mpiaij_prealloc aijp_mpiaij_prealloc = nullptr; /* MPIAIJ's own, the same for every MPIAIJ matrix */
+   the diagonal block's product while it is in flight, then adds the off-diagonal block's product. Only the
+   compositions that create blocks (preallocation, COO preallocation), the viewer and the conversions differ. */
+namespace {
+using mpiaij_prealloc    = PetscErrorCode (*)(Mat, PetscInt, const PetscInt[], PetscInt, const PetscInt[]);
+using mpiaij_prealloccoo = PetscErrorCode (*)(Mat, PetscCount, PetscInt[], PetscInt[]);
+/* MPIAIJ's own, the same for every MPIAIJ matrix */
+mpiaij_prealloc    aijp_mpiaij_prealloc    = nullptr;
+mpiaij_prealloccoo aijp_mpiaij_prealloccoo = nullptr;
+PetscErrorCode (*aijp_mpiaij_view)(Mat, PetscViewer) = nullptr;
 
-static PetscErrorCode MatMPIAIJSetPreallocation_MPIAIJPredict(Mat B, PetscInt d_nz, const PetscInt d_nnz[], PetscInt o_nz, const PetscInt o_nnz[])
+/* Converts the diagonal and off-diagonal blocks in place, reading the options with the MPI matrix's prefix. */
+PetscErrorCode AIJPConvertBlocks(Mat B)
 {
-  Mat             Ad, Ao;
+  Mat             blk[2];
   const PetscInt *colmap;
 
   PetscFunctionBegin;
+  PetscCall(MatMPIAIJGetSeqAIJ(B, &blk[0], &blk[1], &colmap));
+  for (Mat b : blk) {
+    PetscBool is;
+    if (!b) continue;
+    PetscCall(PetscObjectTypeCompare((PetscObject)b, MATSEQAIJPREDICT, &is));
+    if (!is) PetscCall(AIJPConvertInPlace(b, PetscObjectComm((PetscObject)B), ((PetscObject)B)->prefix));
+    if (B->boundtocpu) PetscCall(MatBindToCPU(b, PETSC_TRUE));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MatMPIAIJSetPreallocation_MPIAIJPredict(Mat B, PetscInt d_nz, const PetscInt d_nnz[], PetscInt o_nz, const PetscInt o_nnz[])
+{
+  PetscFunctionBegin;
   PetscCall((*aijp_mpiaij_prealloc)(B, d_nz, d_nnz, o_nz, o_nnz));
-  PetscCall(MatMPIAIJGetSeqAIJ(B, &Ad, &Ao, &colmap));
-  PetscCall(MatConvert_SeqAIJ_SeqAIJPredict(Ad, MATSEQAIJPREDICT, MAT_INPLACE_MATRIX, &Ad));
-  PetscCall(MatConvert_SeqAIJ_SeqAIJPredict(Ao, MATSEQAIJPREDICT, MAT_INPLACE_MATRIX, &Ao));
+  PetscCall(AIJPConvertBlocks(B));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* MPIAIJ's COO preallocation builds new SeqAIJ blocks (MatCreateSeqAIJWithArrays): convert them as well. */
+PetscErrorCode MatSetPreallocationCOO_MPIAIJPredict(Mat B, PetscCount n, PetscInt i[], PetscInt j[])
+{
+  PetscFunctionBegin;
+  PetscCall((*aijp_mpiaij_prealloccoo)(B, n, i, j));
+  PetscCall(AIJPConvertBlocks(B));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* -mat_view ::ascii_info[_detail]: MPIAIJ's text, then per process where each block's products run. */
+PetscErrorCode MatView_MPIAIJPredict(Mat A, PetscViewer viewer)
+{
+  PetscBool         isascii;
+  PetscViewerFormat format;
+  Mat               blk[2];
+  const PetscInt   *colmap;
+
+  PetscFunctionBegin;
+  PetscCall((*aijp_mpiaij_view)(A, viewer));
+  PetscCall(PetscObjectTypeCompare((PetscObject)viewer, PETSCVIEWERASCII, &isascii));
+  if (!isascii) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscViewerGetFormat(viewer, &format));
+  if (format != PETSC_VIEWER_ASCII_INFO && format != PETSC_VIEWER_ASCII_INFO_DETAIL) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(MatMPIAIJGetSeqAIJ(A, &blk[0], &blk[1], &colmap));
+  std::string d = "(none)", o = "(none)";
+  PetscBool   is;
+  if (blk[0]) {
+    PetscCall(PetscObjectTypeCompare((PetscObject)blk[0], MATSEQAIJPREDICT, &is));
+    if (is) PetscCall(AIJPDescribe(blk[0], &d));
+    else d = std::string("a ") + ((PetscObject)blk[0])->type_name + " block";
+  }
+  if (blk[1]) {
+    PetscCall(PetscObjectTypeCompare((PetscObject)blk[1], MATSEQAIJPREDICT, &is));
+    if (is) PetscCall(AIJPDescribe(blk[1], &o));
+    else o = std::string("a ") + ((PetscObject)blk[1])->type_name + " block";
+  }
+  PetscMPIInt rank;
+  PetscCallMPI(MPI_Comm_rank(PetscObjectComm((PetscObject)A), &rank));
+  PetscCall(PetscViewerASCIIPushSynchronized(viewer));
+  PetscCall(PetscViewerASCIISynchronizedPrintf(viewer, "[%d] aijpredict: diagonal block: %s; off-diagonal block: %s\n", rank, d.c_str(), o.c_str()));
+  PetscCall(PetscViewerFlush(viewer));
+  PetscCall(PetscViewerASCIIPopSynchronized(viewer));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+PetscErrorCode MatConvert_MPIAIJPredict_MPIAIJ(Mat A, MatType, MatReuse reuse, Mat *newmat)
+{
+  Mat B = *newmat;
+
+  PetscFunctionBegin;
+  if (reuse == MAT_REUSE_MATRIX) {
+    PetscCall(MatCopy(A, *newmat, SAME_NONZERO_PATTERN));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (reuse == MAT_INITIAL_MATRIX) PetscCall(MatDuplicate(A, MAT_COPY_VALUES, &B));
+  Mat             blk[2];
+  const PetscInt *colmap;
+  PetscCall(MatMPIAIJGetSeqAIJ(B, &blk[0], &blk[1], &colmap));
+  for (Mat b : blk) { /* in place: the blocks stay the same objects */
+    PetscBool is;
+    if (!b) continue;
+    PetscCall(PetscObjectTypeCompare((PetscObject)b, MATSEQAIJPREDICT, &is));
+    if (is) PetscCall(MatConvert_SeqAIJPredict_SeqAIJ(b, MATSEQAIJ, MAT_INPLACE_MATRIX, &b));
+  }
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatMPIAIJSetPreallocation_C", aijp_mpiaij_prealloc));
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatSetPreallocationCOO_C", aijp_mpiaij_prealloccoo));
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatConvert_mpiaijpredict_mpiaij_C", nullptr));
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatConvert_mpiaij_mpiaijpredict_C", nullptr));
+  B->ops->view = aijp_mpiaij_view;
+  PetscCall(PetscFree(B->defaultvectype));
+  PetscCall(PetscStrallocpy(VECSTANDARD, &B->defaultvectype));
+  B->boundtocpu = PETSC_TRUE;
+  PetscCall(PetscObjectChangeTypeName((PetscObject)B, MATMPIAIJ));
+  *newmat = B;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+} // namespace
+
+/* Makes B (an MPIAIJ matrix, preallocated or not) an MPIAIJPredict one in place. */
+static PetscErrorCode AIJPMPIConvertInPlace(Mat B);
+
+static PetscErrorCode MatConvert_MPIAIJ_MPIAIJPredict(Mat A, MatType, MatReuse reuse, Mat *newmat)
+{
+  Mat B = *newmat;
+
+  PetscFunctionBegin;
+  if (reuse == MAT_REUSE_MATRIX) {
+    PetscCall(MatCopy(A, *newmat, SAME_NONZERO_PATTERN));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  if (reuse == MAT_INITIAL_MATRIX) PetscCall(MatDuplicate(A, MAT_COPY_VALUES, &B));
+  PetscCall(AIJPMPIConvertInPlace(B));
+  *newmat = B;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+static PetscErrorCode AIJPMPIConvertInPlace(Mat B)
+{
+  PetscFunctionBegin;
+  PetscCall(MatAIJPredictInitializePackage());
+  if (!aijp_mpiaij_prealloc) {
+    PetscCall(PetscObjectQueryFunction((PetscObject)B, "MatMPIAIJSetPreallocation_C", &aijp_mpiaij_prealloc));
+    PetscCall(PetscObjectQueryFunction((PetscObject)B, "MatSetPreallocationCOO_C", &aijp_mpiaij_prealloccoo));
+    aijp_mpiaij_view = B->ops->view;
+    PetscCheck(aijp_mpiaij_prealloc && aijp_mpiaij_prealloccoo && aijp_mpiaij_view, PetscObjectComm((PetscObject)B), PETSC_ERR_PLIB, "MPIAIJ lacks MatMPIAIJSetPreallocation_C, MatSetPreallocationCOO_C or a viewer");
+  }
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatMPIAIJSetPreallocation_C", MatMPIAIJSetPreallocation_MPIAIJPredict));
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatSetPreallocationCOO_C", MatSetPreallocationCOO_MPIAIJPredict));
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatConvert_mpiaijpredict_mpiaij_C", MatConvert_MPIAIJPredict_MPIAIJ));
+  /* MatConvert(mpiaij -> aijpredict) finds this on a matrix of the target type. */
+  PetscCall(PetscObjectComposeFunction((PetscObject)B, "MatConvert_mpiaij_mpiaijpredict_C", MatConvert_MPIAIJ_MPIAIJPredict));
+  B->ops->view  = MatView_MPIAIJPredict;
+  B->boundtocpu = PETSC_FALSE; /* MatAssemblyEnd_MPIAIJ binds the blocks of a bound matrix */
+  if (B->preallocated) PetscCall(AIJPConvertBlocks(B));
+  PetscCall(AIJPSetDefaultVecType(B, PETSC_TRUE));
+  PetscCall(PetscObjectChangeTypeName((PetscObject)B, MATMPIAIJPREDICT));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /*MC
    MATMPIAIJPREDICT - MATMPIAIJPREDICT = "mpiaijpredict" - A `MATMPIAIJ` matrix whose diagonal and off-diagonal
    blocks are `MATSEQAIJPREDICT`: each block's products run on the GPU in the format predicted fastest for it.
-   `-mat_type aijpredict` gives this type on more than one process. Options as for `MATSEQAIJPREDICT`.
+   `-mat_type aijpredict` gives this type on more than one process. Options as for `MATSEQAIJPREDICT`, read
+   with this matrix's prefix when it is preallocated.
 
   Level: beginner
 
@@ -640,22 +1049,8 @@ M*/
 PETSC_EXTERN PetscErrorCode MatCreate_MPIAIJPredict(Mat A)
 {
   PetscFunctionBegin;
-  PetscCall(MatAIJPredictInitializePackage());
   PetscCall(MatSetType(A, MATMPIAIJ));
-  if (!aijp_mpiaij_prealloc) {
-    PetscErrorCode (*f)(Mat, PetscInt, const PetscInt[], PetscInt, const PetscInt[]) = nullptr;
-    PetscCall(PetscObjectQueryFunction((PetscObject)A, "MatMPIAIJSetPreallocation_C", &f));
-    PetscCheck(f, PetscObjectComm((PetscObject)A), PETSC_ERR_PLIB, "MPIAIJ has no MatMPIAIJSetPreallocation_C");
-    aijp_mpiaij_prealloc = f;
-  }
-  PetscCall(PetscObjectComposeFunction((PetscObject)A, "MatMPIAIJSetPreallocation_C", MatMPIAIJSetPreallocation_MPIAIJPredict));
-#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
-  if (aijp::device_available()) {
-    PetscCall(PetscFree(A->defaultvectype));
-    PetscCall(PetscStrallocpy(VECCUDA, &A->defaultvectype));
-  }
-#endif
-  PetscCall(PetscObjectChangeTypeName((PetscObject)A, MATMPIAIJPREDICT));
+  PetscCall(AIJPMPIConvertInPlace(A));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

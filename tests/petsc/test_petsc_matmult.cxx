@@ -1,7 +1,9 @@
 // MATSEQAIJPREDICT against MATSEQAIJ: MatMult, MatMultAdd, MatMultTranspose(Add) on every shared real matrix
 // and the edge cases, with host vectors and (when a GPU is present) the VECCUDA vectors of MatCreateVecs,
-// before and after value changes (MatScale, MatShift, new values through MatSetValues) and a new pattern.
-// Without a GPU the aijpredict matrix runs its CPU fallback; the same comparisons must hold.
+// before and after every operation that changes values or pattern, one at a time.
+// Without a GPU, main() sets -mat_aijpredict_host_copy: the aijpredict matrix then multiplies with a host copy
+// refreshed exactly when the device copy would be (and errors out if the states say "current" but the arrays
+// differ), so a stale device copy shows up on a machine without a GPU too.
 #include <petscaijpredict.h>
 #include <petscvec.h>
 
@@ -13,6 +15,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -185,7 +191,7 @@ TEST(PetscAIJPredict, FormatQueryAndDuplicateAndConvertBack)
   ASSERT_PETSC(MatAIJPredictGetFormat(B, &fmt));
   ASSERT_NE(fmt, nullptr);
   if (have_gpu()) EXPECT_STRNE(fmt, "cpu");
-  else EXPECT_STREQ(fmt, "cpu");
+  else EXPECT_STREQ(fmt, "host_copy");
   ASSERT_PETSC(MatDuplicate(B, MAT_COPY_VALUES, &D));
   PetscBool same;
   ASSERT_PETSC(PetscObjectTypeCompare((PetscObject)D, MATSEQAIJPREDICT, &same));
@@ -203,6 +209,406 @@ TEST(PetscAIJPredict, FormatQueryAndDuplicateAndConvertBack)
   VecDestroy(&y);
 }
 
+
+// The format in use after a product: a GPU format, or "host_copy" without a GPU (never "cpu": then the test
+// would compare SeqAIJ with itself and prove nothing about the device copy).
+std::string format_after_product(Mat B)
+{
+  PetscInt m, n;
+  EXPECT_EQ(MatGetLocalSize(B, &m, &n), PETSC_SUCCESS);
+  Vec x = make_vec(VECSEQ, n, 11), y = make_vec(VECSEQ, m, 12);
+  EXPECT_EQ(MatMult(B, x, y), PETSC_SUCCESS);
+  const char* fmt = nullptr;
+  EXPECT_EQ(MatAIJPredictGetFormat(B, &fmt), PETSC_SUCCESS);
+  VecDestroy(&x);
+  VecDestroy(&y);
+  return fmt ? fmt : "";
+}
+
+// A 2D 5-point Laplacian on an nx x nx grid with every 7th row empty, assembled with MatSetValues.
+Mat laplacian_with_empty_rows(MatType type, PetscInt nx)
+{
+  const PetscInt n = nx * nx;
+  Mat            m;
+  EXPECT_EQ(MatCreate(PETSC_COMM_SELF, &m), PETSC_SUCCESS);
+  EXPECT_EQ(MatSetSizes(m, n, n, n, n), PETSC_SUCCESS);
+  EXPECT_EQ(MatSetType(m, type), PETSC_SUCCESS);
+  EXPECT_EQ(MatSeqAIJSetPreallocation(m, 7, nullptr), PETSC_SUCCESS);
+  EXPECT_EQ(MatSetOption(m, MAT_NEW_NONZERO_ALLOCATION_ERR, PETSC_FALSE), PETSC_SUCCESS);
+  for (PetscInt i = 0; i < n; ++i) {
+    if (i % 7 == 6) continue;
+    const PetscInt r = i / nx, c = i % nx;
+    std::vector<PetscInt>    cols{i};
+    std::vector<PetscScalar> vals{4.0 + 0.01 * i};
+    for (PetscInt j : {c > 0 ? i - 1 : -1, c < nx - 1 ? i + 1 : -1, r > 0 ? i - nx : -1, r < nx - 1 ? i + nx : -1}) {
+      cols.push_back(j); // negative columns are ignored by MatSetValues
+      vals.push_back(-1.0);
+    }
+    EXPECT_EQ(MatSetValues(m, 1, &i, (PetscInt)cols.size(), cols.data(), vals.data(), INSERT_VALUES), PETSC_SUCCESS);
+  }
+  EXPECT_EQ(MatAssemblyBegin(m, MAT_FINAL_ASSEMBLY), PETSC_SUCCESS);
+  EXPECT_EQ(MatAssemblyEnd(m, MAT_FINAL_ASSEMBLY), PETSC_SUCCESS);
+  return m;
+}
+
+struct operation {
+  const char*                            name;
+  std::function<PetscErrorCode(Mat, Mat)> apply; // (matrix, an aij helper matrix of the same size and pattern)
+};
+
+// Every operation that changes values or the pattern, one at a time: products before (so the copy exists), the
+// operation on the aij and the aijpredict matrix, products after, compared.
+TEST(PetscAIJPredict, EveryOperationLeavesNoStaleCopy)
+{
+  const PetscInt nx = 24, n = nx * nx;
+  const std::vector<operation> ops = {
+    {"MatScale", [](Mat A, Mat) { return MatScale(A, -2.5); }},
+    {"MatShift", [](Mat A, Mat) { return MatShift(A, 3.0); }},
+    {"MatDiagonalSet INSERT", [n](Mat A, Mat) {
+       Vec d = make_vec(VECSEQ, n, 21);
+       PetscCall(MatDiagonalSet(A, d, INSERT_VALUES));
+       return VecDestroy(&d);
+     }},
+    {"MatDiagonalSet ADD", [n](Mat A, Mat) {
+       Vec d = make_vec(VECSEQ, n, 22);
+       PetscCall(MatDiagonalSet(A, d, ADD_VALUES));
+       return VecDestroy(&d);
+     }},
+    {"MatDiagonalScale", [n](Mat A, Mat) {
+       Vec l = make_vec(VECSEQ, n, 23), r = make_vec(VECSEQ, n, 24);
+       PetscCall(MatDiagonalScale(A, l, r));
+       PetscCall(VecDestroy(&l));
+       return VecDestroy(&r);
+     }},
+    {"MatAXPY SAME_NONZERO_PATTERN", [](Mat A, Mat) {
+       Mat X;
+       PetscCall(MatDuplicate(A, MAT_COPY_VALUES, &X));
+       PetscCall(MatScale(X, 0.5));
+       PetscCall(MatAXPY(A, 0.75, X, SAME_NONZERO_PATTERN));
+       return MatDestroy(&X);
+     }},
+    {"MatAXPY SUBSET_NONZERO_PATTERN", [n](Mat A, Mat) {
+       Mat X;
+       PetscCall(MatCreateSeqAIJ(PETSC_COMM_SELF, n, n, 1, nullptr, &X));
+       for (PetscInt i = 0; i < n; i += 2) PetscCall(MatSetValue(X, i, i, 0.5, INSERT_VALUES)); /* diagonal: in A after MatShift */
+       PetscCall(MatAssemblyBegin(X, MAT_FINAL_ASSEMBLY));
+       PetscCall(MatAssemblyEnd(X, MAT_FINAL_ASSEMBLY));
+       PetscCall(MatAXPY(A, 2.0, X, SUBSET_NONZERO_PATTERN));
+       return MatDestroy(&X);
+     }},
+    {"MatAXPY DIFFERENT_NONZERO_PATTERN", [n](Mat A, Mat) {
+       Mat X;
+       PetscCall(MatCreateSeqAIJ(PETSC_COMM_SELF, n, n, 1, nullptr, &X));
+       for (PetscInt i = 0; i < n; ++i) PetscCall(MatSetValue(X, i, (i + 5) % n, 1.0 + i % 3, INSERT_VALUES));
+       PetscCall(MatAssemblyBegin(X, MAT_FINAL_ASSEMBLY));
+       PetscCall(MatAssemblyEnd(X, MAT_FINAL_ASSEMBLY));
+       PetscCall(MatAXPY(A, 2.0, X, DIFFERENT_NONZERO_PATTERN));
+       return MatDestroy(&X);
+     }},
+    {"MatZeroRows", [](Mat A, Mat) {
+       const PetscInt rows[] = {0, 3, 50, 51};
+       return MatZeroRows(A, 4, rows, 2.0, nullptr, nullptr);
+     }},
+    {"MatZeroRows MAT_KEEP_NONZERO_PATTERN", [](Mat A, Mat) {
+       const PetscInt rows[] = {1, 60};
+       PetscCall(MatSetOption(A, MAT_KEEP_NONZERO_PATTERN, PETSC_TRUE));
+       PetscCall(MatZeroRows(A, 2, rows, 0.0, nullptr, nullptr));
+       return MatSetOption(A, MAT_KEEP_NONZERO_PATTERN, PETSC_FALSE);
+     }},
+    {"MatZeroRowsColumns", [](Mat A, Mat) {
+       const PetscInt rows[] = {2, 30, 31};
+       return MatZeroRowsColumns(A, 3, rows, 1.0, nullptr, nullptr);
+     }},
+    {"MatZeroEntries", [](Mat A, Mat X) {
+       PetscCall(MatZeroEntries(A));
+       return MatAXPY(A, 1.0, X, DIFFERENT_NONZERO_PATTERN); // refill, so the next operations see values
+     }},
+    {"MatStoreValues/MatRetrieveValues", [](Mat A, Mat) {
+       Vec x, y;
+       PetscCall(MatSetOption(A, MAT_NEW_NONZERO_LOCATIONS, PETSC_FALSE));
+       PetscCall(MatStoreValues(A));
+       PetscCall(MatScale(A, 7.0));
+       PetscCall(MatCreateVecs(A, &x, &y));
+       PetscCall(VecSet(x, 1.0));
+       PetscCall(MatMult(A, x, y)); // the copy now holds the scaled values
+       PetscCall(MatRetrieveValues(A));
+       PetscCall(VecDestroy(&x));
+       PetscCall(VecDestroy(&y));
+       return MatSetOption(A, MAT_NEW_NONZERO_LOCATIONS, PETSC_TRUE);
+     }},
+    {"MatSetValues INSERT + assembly", [](Mat A, Mat) {
+       for (PetscInt i = 0; i < 40; ++i) PetscCall(MatSetValue(A, i, i, 10.0 + i, INSERT_VALUES));
+       PetscCall(MatAssemblyBegin(A, MAT_FINAL_ASSEMBLY));
+       return MatAssemblyEnd(A, MAT_FINAL_ASSEMBLY);
+     }},
+    {"MatSetValues ADD + flush + assembly", [](Mat A, Mat) {
+       for (PetscInt i = 0; i < 40; ++i) PetscCall(MatSetValue(A, i, i, 1.5, ADD_VALUES));
+       PetscCall(MatAssemblyBegin(A, MAT_FLUSH_ASSEMBLY));
+       PetscCall(MatAssemblyEnd(A, MAT_FLUSH_ASSEMBLY));
+       for (PetscInt i = 0; i < 40; ++i) PetscCall(MatSetValue(A, i, i, 1.5, ADD_VALUES));
+       PetscCall(MatAssemblyBegin(A, MAT_FINAL_ASSEMBLY));
+       return MatAssemblyEnd(A, MAT_FINAL_ASSEMBLY);
+     }},
+    {"MatSetValues new nonzeros + assembly", [n](Mat A, Mat) {
+       for (PetscInt i = 0; i < n; i += 9) PetscCall(MatSetValue(A, i, (i * 7 + 3) % n, 0.25, INSERT_VALUES));
+       PetscCall(MatAssemblyBegin(A, MAT_FINAL_ASSEMBLY));
+       return MatAssemblyEnd(A, MAT_FINAL_ASSEMBLY);
+     }},
+    {"MAT_NEW_NONZERO_LOCATIONS false, new locations dropped", [n](Mat A, Mat) {
+       PetscCall(MatSetOption(A, MAT_NEW_NONZERO_LOCATIONS, PETSC_FALSE));
+       for (PetscInt i = 0; i < n; i += 5) {
+         PetscCall(MatSetValue(A, i, (i * 11 + 1) % n, 9.0, INSERT_VALUES));
+         PetscCall(MatSetValue(A, i, i, -3.0, INSERT_VALUES));
+       }
+       PetscCall(MatAssemblyBegin(A, MAT_FINAL_ASSEMBLY));
+       PetscCall(MatAssemblyEnd(A, MAT_FINAL_ASSEMBLY));
+       return MatSetOption(A, MAT_NEW_NONZERO_LOCATIONS, PETSC_TRUE);
+     }},
+    {"MatSeqAIJGetArray/RestoreArray", [](Mat A, Mat) {
+       PetscScalar* a;
+       PetscInt     nz;
+       MatInfo      info;
+       PetscCall(MatGetInfo(A, MAT_LOCAL, &info));
+       nz = (PetscInt)info.nz_used;
+       PetscCall(MatSeqAIJGetArray(A, &a));
+       for (PetscInt k = 0; k < nz; k += 3) a[k] *= -1.0;
+       return MatSeqAIJRestoreArray(A, &a);
+     }},
+    {"MatSeqAIJGetArrayWrite/RestoreArrayWrite", [](Mat A, Mat) {
+       PetscScalar* a;
+       MatInfo      info;
+       PetscCall(MatGetInfo(A, MAT_LOCAL, &info));
+       PetscCall(MatSeqAIJGetArrayWrite(A, &a));
+       for (PetscInt k = 0; k < (PetscInt)info.nz_used; ++k) a[k] = 1.0 + k % 5;
+       return MatSeqAIJRestoreArrayWrite(A, &a);
+     }},
+    {"MatCopy SAME_NONZERO_PATTERN", [](Mat A, Mat) {
+       Mat D;
+       PetscCall(MatDuplicate(A, MAT_COPY_VALUES, &D));
+       PetscCall(MatScale(D, 0.5));
+       PetscCall(MatCopy(D, A, SAME_NONZERO_PATTERN));
+       return MatDestroy(&D);
+     }},
+    {"MatCopy DIFFERENT_NONZERO_PATTERN", [](Mat A, Mat X) { return MatCopy(X, A, DIFFERENT_NONZERO_PATTERN); }},
+    {"MatSetPreallocationCOO + MatSetValuesCOO", [n](Mat A, Mat) {
+       std::vector<PetscInt>    ci, cj;
+       std::vector<PetscScalar> cv;
+       for (PetscInt i = 0; i < n; ++i)
+         for (PetscInt c : {i, (i + 3) % n, (i + n / 2) % n}) {
+           ci.push_back(i);
+           cj.push_back(c);
+           cv.push_back(1.0 + (i + c) % 4);
+         }
+       PetscCall(MatSetPreallocationCOO(A, (PetscCount)ci.size(), ci.data(), cj.data()));
+       return MatSetValuesCOO(A, cv.data(), INSERT_VALUES);
+     }},
+    {"MatSetValuesCOO ADD", [n](Mat A, Mat) {
+       std::vector<PetscScalar> cv(3 * n, 0.5);
+       return MatSetValuesCOO(A, cv.data(), ADD_VALUES);
+     }},
+    {"MatTranspose MAT_INPLACE_MATRIX", [](Mat A, Mat) { return MatTranspose(A, MAT_INPLACE_MATRIX, &A); }},
+    {"MatRealPart", [](Mat A, Mat) { return MatRealPart(A); }},
+    {"MatConjugate", [](Mat A, Mat) { return MatConjugate(A); }},
+    {"MatFilter", [](Mat A, Mat) { return MatFilter(A, 1.2, PETSC_TRUE, PETSC_FALSE); }},
+    {"MatSetRandom", [](Mat A, Mat) {
+       PetscRandom r;
+       PetscCall(PetscRandomCreate(PETSC_COMM_SELF, &r));
+       PetscCall(PetscRandomSetSeed(r, 42)); // the same values for the aij and the aijpredict matrix
+       PetscCall(PetscRandomSeed(r));
+       PetscCall(MatSetRandom(A, r));
+       return PetscRandomDestroy(&r);
+     }},
+    {"MatEliminateZeros", [](Mat A, Mat) {
+       const PetscInt rows[] = {5, 6};
+       PetscCall(MatSetOption(A, MAT_KEEP_NONZERO_PATTERN, PETSC_TRUE));
+       PetscCall(MatZeroRows(A, 2, rows, 0.0, nullptr, nullptr)); // explicit zeros to eliminate
+       PetscCall(MatSetOption(A, MAT_KEEP_NONZERO_PATTERN, PETSC_FALSE));
+       return MatEliminateZeros(A, PETSC_FALSE);
+     }},
+    {"MatImaginaryPart", [](Mat A, Mat) { return MatImaginaryPart(A); }},
+  };
+
+  Mat A = laplacian_with_empty_rows(MATSEQAIJ, nx), B = laplacian_with_empty_rows(MATSEQAIJPREDICT, nx), X;
+  ASSERT_PETSC(MatDuplicate(A, MAT_COPY_VALUES, &X));
+  ASSERT_PETSC(MatScale(X, 0.5));
+  std::vector<VecType> types{VECSEQ};
+  if (have_gpu()) types.push_back(VECSEQCUDA);
+  for (VecType vt : types) compare_products(A, B, vt, std::string("assembled [") + vt + "]");
+  for (const auto& op : ops) {
+    SCOPED_TRACE(op.name);
+    ASSERT_NE(format_after_product(B), "cpu") << "the aijpredict matrix must multiply with its (device or host) copy";
+    ASSERT_PETSC(op.apply(A, X));
+    ASSERT_PETSC(op.apply(B, X));
+    PetscBool same;
+    ASSERT_PETSC(PetscObjectTypeCompare((PetscObject)B, MATSEQAIJPREDICT, &same));
+    ASSERT_TRUE(same) << op.name << " changed the type";
+    for (VecType vt : types) compare_products(A, B, vt, std::string(op.name) + " [" + vt + "]");
+  }
+  for (Mat* m : {&A, &B, &X}) MatDestroy(m);
+}
+
+// How often the device (or host) copy was rebuilt (AIJPredAnalyze) and refreshed in place (AIJPredValues).
+void copy_events(int* analyses, int* refreshes)
+{
+  PetscLogEvent      analyze, values;
+  PetscEventPerfInfo info;
+  ASSERT_PETSC(PetscLogEventGetId("AIJPredAnalyze", &analyze));
+  ASSERT_PETSC(PetscLogEventGetId("AIJPredValues", &values));
+  ASSERT_PETSC(PetscLogEventGetPerfInfo(PETSC_DETERMINE, analyze, &info));
+  *analyses = info.count;
+  ASSERT_PETSC(PetscLogEventGetPerfInfo(PETSC_DETERMINE, values, &info));
+  *refreshes = info.count;
+}
+
+TEST(PetscAIJPredict, SamePatternRefreshesValuesOnlyNewPatternRebuilds)
+{
+  // On a GPU: one fixed format, so that no deferred conversion adds an analysis event.
+  if (have_gpu()) { ASSERT_PETSC(PetscOptionsSetValue(nullptr, "-mat_aijpredict_force", "cusparse_csr")); }
+  Mat A = laplacian_with_empty_rows(MATSEQAIJ, 12), B = laplacian_with_empty_rows(MATSEQAIJPREDICT, 12);
+  if (have_gpu()) { ASSERT_PETSC(PetscOptionsClearValue(nullptr, "-mat_aijpredict_force")); }
+  int a0, v0, a1, v1;
+  copy_events(&a0, &v0);
+  compare_products(A, B, VECSEQ, "first assembly");
+  copy_events(&a1, &v1);
+  EXPECT_EQ(a1 - a0, 1) << "the first product builds the copy";
+  EXPECT_EQ(v1 - v0, 0);
+  for (Mat m : {A, B}) { // same pattern, new values
+    for (PetscInt i = 0; i < 144; i += 2) {
+      if (i % 7 != 6) { ASSERT_PETSC(MatSetValue(m, i, i, 9.0, INSERT_VALUES)); } // rows i % 7 == 6 are empty
+    }
+    ASSERT_PETSC(MatAssemblyBegin(m, MAT_FINAL_ASSEMBLY));
+    ASSERT_PETSC(MatAssemblyEnd(m, MAT_FINAL_ASSEMBLY));
+  }
+  compare_products(A, B, VECSEQ, "same pattern");
+  copy_events(&a0, &v0);
+  EXPECT_EQ(a0 - a1, 0) << "a same-pattern reassembly must not rebuild the copy";
+  EXPECT_EQ(v0 - v1, 1) << "a same-pattern reassembly refreshes the values once";
+  compare_products(A, B, VECSEQ, "unchanged");
+  copy_events(&a1, &v1);
+  EXPECT_EQ(a1 - a0 + v1 - v0, 0) << "products of an unchanged matrix must not touch the copy";
+  for (Mat m : {A, B}) { // a new nonzero
+    ASSERT_PETSC(MatSetValue(m, 0, 143, 1.0, INSERT_VALUES));
+    ASSERT_PETSC(MatAssemblyBegin(m, MAT_FINAL_ASSEMBLY));
+    ASSERT_PETSC(MatAssemblyEnd(m, MAT_FINAL_ASSEMBLY));
+  }
+  compare_products(A, B, VECSEQ, "new pattern");
+  copy_events(&a0, &v0);
+  EXPECT_EQ(a0 - a1, 1) << "a new pattern rebuilds the copy";
+  EXPECT_EQ(v0 - v1, 0);
+  for (Mat* m : {&A, &B}) MatDestroy(m);
+}
+
+TEST(PetscAIJPredict, BindToCPUAndBack)
+{
+  Mat A = laplacian_with_empty_rows(MATSEQAIJ, 20), B = laplacian_with_empty_rows(MATSEQAIJPREDICT, 20);
+  ASSERT_NE(format_after_product(B), "cpu");
+  ASSERT_PETSC(MatBindToCPU(B, PETSC_TRUE));
+  PetscBool bound;
+  ASSERT_PETSC(MatBoundToCPU(B, &bound));
+  EXPECT_TRUE(bound);
+  EXPECT_EQ(format_after_product(B), "cpu");
+  compare_products(A, B, VECSEQ, "bound");
+  ASSERT_PETSC(MatScale(A, 3.0));
+  ASSERT_PETSC(MatScale(B, 3.0));
+  compare_products(A, B, VECSEQ, "scaled while bound");
+  ASSERT_PETSC(MatBindToCPU(B, PETSC_FALSE));
+  EXPECT_NE(format_after_product(B), "cpu");
+  compare_products(A, B, VECSEQ, "unbound");
+  if (have_gpu()) compare_products(A, B, VECSEQCUDA, "unbound [cuda]");
+  for (Mat* m : {&A, &B}) MatDestroy(m);
+}
+
+TEST(PetscAIJPredict, DuplicateKeepsPrefixedOptionsAndHasItsOwnCopy)
+{
+  Mat A = laplacian_with_empty_rows(MATSEQAIJ, 16), B = laplacian_with_empty_rows(MATSEQAIJPREDICT, 16), D;
+  ASSERT_PETSC(MatSetOptionsPrefix(B, "dup_"));
+  ASSERT_PETSC(PetscOptionsSetValue(nullptr, "-dup_mat_aijpredict_use_gpu", "false"));
+  ASSERT_PETSC(MatSetFromOptions(B));
+  ASSERT_PETSC(PetscOptionsClearValue(nullptr, "-dup_mat_aijpredict_use_gpu"));
+  EXPECT_EQ(format_after_product(B), "cpu") << "-dup_mat_aijpredict_use_gpu false after MatSetOptionsPrefix + MatSetFromOptions";
+  ASSERT_PETSC(MatDuplicate(B, MAT_COPY_VALUES, &D));
+  EXPECT_EQ(format_after_product(D), "cpu") << "MatDuplicate must keep the options";
+  ASSERT_PETSC(MatDestroy(&D));
+
+  // Independent copies: scaling the duplicate leaves the original's copy alone, and the other way round.
+  Mat C = laplacian_with_empty_rows(MATSEQAIJPREDICT, 16), E, A2;
+  ASSERT_NE(format_after_product(C), "cpu");
+  ASSERT_PETSC(MatDuplicate(C, MAT_COPY_VALUES, &E));
+  ASSERT_NE(format_after_product(E), "cpu");
+  ASSERT_PETSC(MatDuplicate(A, MAT_COPY_VALUES, &A2));
+  ASSERT_PETSC(MatScale(E, -4.0));
+  ASSERT_PETSC(MatScale(A2, -4.0));
+  compare_products(A, C, VECSEQ, "original after the duplicate was scaled");
+  compare_products(A2, E, VECSEQ, "scaled duplicate");
+  ASSERT_PETSC(MatShift(C, 1.0));
+  ASSERT_PETSC(MatShift(A, 1.0));
+  compare_products(A, C, VECSEQ, "shifted original");
+  compare_products(A2, E, VECSEQ, "duplicate after the original was shifted");
+  for (Mat* m : {&A, &B, &C, &E, &A2}) MatDestroy(m);
+}
+
+TEST(PetscAIJPredict, ConvertBothWaysAllReuseModes)
+{
+  Mat A = laplacian_with_empty_rows(MATSEQAIJ, 16), B, C, R;
+  PetscBool same;
+  ASSERT_PETSC(MatConvert(A, MATAIJPREDICT, MAT_INITIAL_MATRIX, &B));
+  ASSERT_PETSC(PetscObjectTypeCompare((PetscObject)B, MATSEQAIJPREDICT, &same));
+  EXPECT_TRUE(same);
+  EXPECT_NE(format_after_product(B), "cpu");
+  compare_products(A, B, VECSEQ, "aij -> aijpredict, MAT_INITIAL_MATRIX");
+  ASSERT_PETSC(MatScale(A, 2.0));
+  ASSERT_PETSC(MatConvert(A, MATAIJPREDICT, MAT_REUSE_MATRIX, &B));
+  compare_products(A, B, VECSEQ, "aij -> aijpredict, MAT_REUSE_MATRIX");
+  ASSERT_PETSC(MatConvert(B, MATAIJ, MAT_INITIAL_MATRIX, &C));
+  ASSERT_PETSC(PetscObjectTypeCompare((PetscObject)C, MATSEQAIJ, &same));
+  EXPECT_TRUE(same);
+  compare_products(A, C, VECSEQ, "aijpredict -> aij, MAT_INITIAL_MATRIX");
+  ASSERT_PETSC(MatScale(B, -1.0));
+  ASSERT_PETSC(MatScale(A, -1.0));
+  ASSERT_PETSC(MatConvert(B, MATSEQAIJ, MAT_REUSE_MATRIX, &C));
+  compare_products(A, C, VECSEQ, "aijpredict -> aij, MAT_REUSE_MATRIX");
+  ASSERT_PETSC(MatConvert(C, MATSEQAIJPREDICT, MAT_INPLACE_MATRIX, &C));
+  ASSERT_PETSC(PetscObjectTypeCompare((PetscObject)C, MATSEQAIJPREDICT, &same));
+  EXPECT_TRUE(same);
+  EXPECT_NE(format_after_product(C), "cpu");
+  compare_products(A, C, VECSEQ, "aij -> aijpredict, MAT_INPLACE_MATRIX");
+  ASSERT_PETSC(MatConvert(C, MATAIJ, MAT_INPLACE_MATRIX, &C));
+  ASSERT_PETSC(PetscObjectTypeCompare((PetscObject)C, MATSEQAIJ, &same));
+  EXPECT_TRUE(same);
+  compare_products(A, C, VECSEQ, "aijpredict -> aij, MAT_INPLACE_MATRIX");
+  // MatSetType() on an assembled SeqAIJ matrix converts it (PETSc's subclass rule).
+  ASSERT_PETSC(MatSetType(C, MATAIJPREDICT));
+  ASSERT_PETSC(PetscObjectTypeCompare((PetscObject)C, MATSEQAIJPREDICT, &same));
+  EXPECT_TRUE(same);
+  compare_products(A, C, VECSEQ, "MatSetType on an assembled matrix");
+  ASSERT_PETSC(MatDuplicate(C, MAT_DO_NOT_COPY_VALUES, &R));
+  ASSERT_PETSC(MatZeroEntries(A));
+  compare_products(A, R, VECSEQ, "MatDuplicate MAT_DO_NOT_COPY_VALUES");
+  for (Mat* m : {&A, &B, &C, &R}) MatDestroy(m);
+}
+
+TEST(PetscAIJPredict, ViewAsciiInfoSaysWhereProductsRun)
+{
+  Mat         B = laplacian_with_empty_rows(MATSEQAIJPREDICT, 8);
+  PetscViewer v;
+  const char* file = "aijp_view_info.txt";
+  (void)format_after_product(B);
+  ASSERT_PETSC(PetscViewerASCIIOpen(PETSC_COMM_SELF, file, &v));
+  ASSERT_PETSC(PetscViewerPushFormat(v, PETSC_VIEWER_ASCII_INFO));
+  ASSERT_PETSC(MatView(B, v));
+  ASSERT_PETSC(PetscViewerPopFormat(v));
+  ASSERT_PETSC(PetscViewerDestroy(&v));
+  std::ifstream     in(file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  EXPECT_NE(text.find("type: seqaijpredict"), std::string::npos) << text;
+  EXPECT_NE(text.find("aijpredict: "), std::string::npos) << text;
+  if (!have_gpu()) EXPECT_NE(text.find("host copy"), std::string::npos) << text;
+  else EXPECT_NE(text.find("SpMV format"), std::string::npos) << text;
+  std::remove(file);
+  MatDestroy(&B);
+}
 }  // namespace
 
 int main(int argc, char** argv)
@@ -210,6 +616,9 @@ int main(int argc, char** argv)
   ::testing::InitGoogleTest(&argc, argv);
   if (PetscInitialize(&argc, &argv, nullptr, nullptr) != PETSC_SUCCESS) return 1;
   if (MatAIJPredictInitializePackage() != PETSC_SUCCESS) return 1;
+  if (PetscLogDefaultBegin() != PETSC_SUCCESS) return 1; // event counts: values-only refresh vs rebuild
+  // Without a GPU, multiply with a host copy refreshed like the device copy (see the top of this file).
+  if (!have_gpu() && PetscOptionsSetValue(nullptr, "-mat_aijpredict_host_copy", "true") != PETSC_SUCCESS) return 1;
   const int rc = RUN_ALL_TESTS();
   if (PetscFinalize() != PETSC_SUCCESS) return 1;
   return rc;
