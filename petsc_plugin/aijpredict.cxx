@@ -19,6 +19,7 @@
 #include <memory>
 #include <set>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,8 @@ struct AIJPOptions {
   PetscBool   view           = PETSC_FALSE;
   PetscBool   use_gpu        = PETSC_TRUE;
   PetscBool   host_copy      = PETSC_FALSE; /* -mat_aijpredict_host_copy: without a GPU, emulate the device copy on the host */
+  PetscBool   online         = PETSC_TRUE;  /* -mat_aijpredict_online: time sampled products, refine the model, explore the runner-up once */
+  PetscBool   partition      = PETSC_TRUE;  /* -mat_aijpredict_partition: row-partitioned multi-format plans when they pay */
 };
 
 /* Where the products of one matrix run; decided at the first product. */
@@ -94,17 +97,34 @@ std::unique_ptr<aijp::context> aijp_context;
 std::string                    aijp_context_key;
 bool                           aijp_warmup_done = false;
 
+/* Persists what online refinement learned (merged into the per-GPU cache file with what other processes
+   wrote); a cache that cannot be written costs the learning, never the run. */
+PetscErrorCode AIJPSaveOnline(void)
+{
+  PetscFunctionBegin;
+  if (!aijp_context || !aijp_context->online_corrections()) PetscFunctionReturn(PETSC_SUCCESS);
+  try {
+    const std::filesystem::path f = aijp_context->save_online();
+    if (!f.empty()) PetscCall(PetscInfo(nullptr, "aijpredict: online corrections saved to %s\n", f.c_str()));
+  } catch (const std::exception &e) {
+    PetscCall(PetscInfo(nullptr, "aijpredict: online corrections not saved: %s\n", e.what()));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* The context of (cache directory, model); with -mat_aijpredict_warmup, runs the quick warm-up once per
    process when this GPU has no fitted coefficients yet. */
 PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
 {
-  const std::string key = p->opt.cache_dir + "|" + p->opt.model;
+  const std::string key = p->opt.cache_dir + "|" + p->opt.model + (p->opt.online ? "|online" : "");
 
   PetscFunctionBegin;
   if (!aijp_context || key != aijp_context_key) {
     aijp::context_options opts;
     opts.cache_dir = p->opt.cache_dir;
     opts.model     = p->opt.model;
+    opts.online    = p->opt.online;
+    if (aijp_context) PetscCall(AIJPSaveOnline()); /* corrections learned under the previous options */
     PetscCallCXX(aijp_context = std::make_unique<aijp::context>(opts));
     aijp_context_key = key;
     for (const auto &w : aijp_context->warnings()) PetscCall(PetscPrintf(PETSC_COMM_SELF, "WARNING: %s\n", w.c_str()));
@@ -161,9 +181,20 @@ PetscErrorCode AIJPFallBack(Mat A, Mat_SeqAIJPredict *p, const std::string &why,
 PetscErrorCode AIJPReport(Mat A, Mat_SeqAIJPredict *p)
 {
   PetscFunctionBegin;
-  p->report = p->gpu->report().to_string();
+  PetscCallCXX(p->report = p->gpu->report().to_string());
   PetscCall(PetscInfo(A, "%s", p->report.c_str()));
   if (p->opt.view) PetscCall(PetscPrintf(PETSC_COMM_SELF, "%s", p->report.c_str()));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* The report with what online refinement measured since the analysis (harvests the timing events: waits for
+   the products already issued, so only for views and queries, never on the product path). */
+PetscErrorCode AIJPRefreshReport(Mat_SeqAIJPredict *p)
+{
+  PetscFunctionBegin;
+  if (p->mode != AIJPMode::gpu || !p->gpu || !p->gpu->report().analyzed) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCallCXX(p->gpu->online_sync());
+  PetscCallCXX(p->report = p->gpu->report().to_string());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -188,6 +219,8 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
     PetscCall(AIJPGetContext(p, &ctx));
     PetscCallCXX(opts.candidates = aijp::parse_format_list(p->opt.formats));
     opts.expected_mults = expected;
+    opts.online         = p->opt.online;
+    opts.partition      = p->opt.partition;
     PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     PetscCallCXX(p->gpu->analyze(*ctx, opts, stream));
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
@@ -300,6 +333,8 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     /* Short solves never pay for an analysis: upload and run cuSPARSE CSR until the matrix is reused. */
     opts.analyze        = p->opt.defer_mults == 0 || !p->opt.force.empty();
     opts.expected_mults = p->opt.expected_mults;
+    opts.online         = p->opt.online;
+    opts.partition      = p->opt.partition;
     p->mults            = 0;
     p->next_check       = 0;
     aijp::csr_view<PetscScalar> view{m, n, ai[m], ai, aj, aa};
@@ -615,6 +650,13 @@ PetscErrorCode MatDestroy_SeqAIJPredict(Mat A)
   PetscFunctionBegin;
   destroy = p ? p->destroy : A->ops->destroy;
   if (p) {
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+    /* -mat_aijpredict_view: what the products measured against the prediction, once the matrix is done. */
+    if (p->opt.view && p->mode == AIJPMode::gpu && p->gpu && p->gpu->report().analyzed) {
+      PetscCall(AIJPRefreshReport(p));
+      PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: at MatDestroy after %" PetscInt_FMT " products:\n%s", p->mults, p->report.c_str()));
+    }
+#endif
     PetscCall(AIJPFreeDeviceData(p));
     delete p;
     A->spptr = nullptr;
@@ -685,6 +727,9 @@ PetscErrorCode MatView_SeqAIJPredict(Mat A, PetscViewer viewer)
   std::string what;
   PetscCall(AIJPDescribe(A, &what));
   PetscCall(PetscViewerASCIIPrintf(viewer, "aijpredict: %s\n", what.c_str()));
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  if (format == PETSC_VIEWER_ASCII_INFO_DETAIL) PetscCall(AIJPRefreshReport(p));
+#endif
   if (format == PETSC_VIEWER_ASCII_INFO_DETAIL && p->mode == AIJPMode::gpu && !p->report.empty()) {
     PetscCall(PetscViewerASCIIPushTab(viewer));
     PetscCall(PetscViewerASCIIPrintf(viewer, "%s", p->report.c_str()));
@@ -710,6 +755,9 @@ PetscErrorCode MatAIJPredictGetReport_SeqAIJPredict(Mat A, const char **report)
   Mat_SeqAIJPredict *p = AIJP(A);
 
   PetscFunctionBegin;
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  PetscCall(AIJPRefreshReport(p));
+#endif
   *report = p->mode == AIJPMode::gpu ? (p->report.empty() ? nullptr : p->report.c_str()) : (p->mode == AIJPMode::undecided ? nullptr : p->cpu_reason.c_str());
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -742,7 +790,9 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCheck(o->defer_mults >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_defer_mults must be >= 0, got %" PetscInt_FMT, o->defer_mults);
   PetscCall(PetscOptionsReal("-mat_aijpredict_expected_mults", "Products expected with this matrix: a format is converted to only if its predicted saving times this pays for the conversion (0: as many as so far)", "MatCreateSeqAIJPredict", o->expected_mults, &o->expected_mults, nullptr));
   PetscCheck(o->expected_mults >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_expected_mults must be >= 0");
-  PetscCall(PetscOptionsBool("-mat_aijpredict_view", "Print the row statistics, each format's predicted time and the choice", "MatCreateSeqAIJPredict", o->view, &o->view, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_view", "Print the row statistics, each format's predicted time and the choice, and at MatDestroy the measured time and the model's error", "MatCreateSeqAIJPredict", o->view, &o->view, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_online", "Time sampled products with CUDA events (never waiting for them), correct the model's predictions per format with what was measured (saved in the cache at PetscFinalize), and try the runner-up format once when the chosen one measures slower than its prediction", "MatCreateSeqAIJPredict", o->online, &o->online, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_partition", "Plan row-partitioned multi-format layouts (dynamic programming over row strips) and use one when its predicted time beats the best single format", "MatCreateSeqAIJPredict", o->partition, &o->partition, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", o->use_gpu, &o->use_gpu, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_copy", "Without a GPU, keep the copy the GPU would hold on the host, refreshed by the same state checks, and multiply with it (tests that no operation leaves a stale copy)", "MatCreateSeqAIJPredict", o->host_copy, &o->host_copy, nullptr));
   /* Reject bad values now, with the option's name, rather than at the first MatMult. */
@@ -858,6 +908,8 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_defer_mults <k>  - products on cuSPARSE CSR before the analysis (default 10; 0: at once)
 .  -mat_aijpredict_expected_mults <n> - products expected; conversion only when it pays (default: as many as so far)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
+.  -mat_aijpredict_online <bool>    - time sampled products, refine the model, try the runner-up once (default true)
+.  -mat_aijpredict_partition <bool> - row-partitioned multi-format plans when they pay (default true)
 .  -mat_aijpredict_host_copy        - without a GPU, multiply with a host copy refreshed like the device copy (testing)
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice
 
@@ -1088,6 +1140,7 @@ static PetscErrorCode MatAIJPredictFinalizePackage(void)
 {
   PetscFunctionBegin;
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  PetscCall(AIJPSaveOnline());
   aijp_context.reset();
 #endif
   aijp_package_initialized = PETSC_FALSE;
