@@ -98,10 +98,10 @@ def parse_log(text):
 
 
 def parse_iterations(text):
-    its = [int(x) for x in re.findall(r"converged due to \S+ iterations (\d+)", text)]
-    its += [int(x) for x in re.findall(r"KSP iterations (\d+)", text)]
+    """Linear iterations, summed over the solves: from -ksp_converged_reason, else aijp_ksp_solve's own line."""
+    its = [int(x) for x in re.findall(r"(?:converged|diverged) due to \S+ iterations (\d+)", text)]
     if not its:
-        its = [int(x) for x in re.findall(r"diverged due to \S+ iterations (\d+)", text)]
+        its = [int(x) for x in re.findall(r"KSP iterations (\d+)", text)]
     return sum(its) if its else None
 
 
