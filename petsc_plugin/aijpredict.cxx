@@ -655,6 +655,8 @@ PetscErrorCode MatDestroy_SeqAIJPredict(Mat A)
     if (p->opt.view && p->mode == AIJPMode::gpu && p->gpu && p->gpu->report().analyzed) {
       PetscCall(AIJPRefreshReport(p));
       PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: at MatDestroy after %" PetscInt_FMT " products:\n%s", p->mults, p->report.c_str()));
+    } else if (p->opt.view && p->mode == AIJPMode::gpu && p->gpu) {
+      PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: %" PetscInt_FMT " x %" PetscInt_FMT " matrix destroyed after %" PetscInt_FMT " products, all on cuSPARSE CSR: not analysed (a matrix is analysed after -mat_aijpredict_defer_mults %" PetscInt_FMT " products)\n", (PetscInt)p->gpu->rows(), (PetscInt)p->gpu->cols(), p->mults, p->opt.defer_mults));
     }
 #endif
     PetscCall(AIJPFreeDeviceData(p));
