@@ -177,6 +177,8 @@ def main():
                 print("[%d/%d] %s %s ..." % (i + 1, len(sysl), name, kind), file=sys.stderr, flush=True)
                 row["runs"].append(measure(name, argv, how, kind, lib, a.timeout, log))
             results.append(row)
+            with open(os.path.join(a.out, "e2e.json"), "w") as f:  # partial results survive an interrupted run
+                json.dump({"device": dev, "partial": True, "results": results}, f, indent=1)
     lines = [head, "%-22s %-12s %7s %9s %11s %10s %10s %8s %8s  %s" % ("system", "type", "its", "mults", "SpMV us", "setup ms", "solve s", "SpMV x", "solve x", "choice")]
     spmv_ratios, solve_ratios = [], []
     for row in results:
