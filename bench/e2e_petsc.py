@@ -3,9 +3,11 @@
 
 For each system and matrix type the program is run twice on the GPU machine:
   1. a timing run with -log_view (no extra synchronisation): total KSPSolve (or SNESSolve) time, iterations;
-  2. a run with -log_view -log_view_gpu_time: PETSc then times every GPU event with CUDA events, so the MatMult
-     event's time is the SpMV's GPU time. Setup (analysis + conversion, or the first copy to the GPU) is
-     the time of the setup events nested in MatMult, taken out of the SpMV time.
+  2. a run with -log_view -log_view_gpu_time: PETSc then times the GPU work of every event with CUDA events;
+     the SpMV time per product is MatMult's flops / its GPU flop rate / its count (GPU time only: launch and
+     host-side setup excluded). Setup is the time of the events that upload and convert the matrix:
+     AIJPredAnalyze + AIJPredValues (aijpredict), MatCUSPARSCopyTo (aijcusparse, inside the first MatMult),
+     MatAssemblyEnd (sellcuda copies to the GPU at assembly, before the solve: not in its solve time).
 Per system it reports SpMV time per product, setup time, solve time and iterations for each type, and the
 ratios against aijcusparse; at the end the geometric mean SpMV speed-up and the worst solve-time ratio
 (targets of issue 5: SpMV >= 1.15x faster than aijcusparse, solve never more than 2 % slower).
@@ -30,7 +32,7 @@ TYPES = ["aijpredict", "aijcusparse", "sellcuda"]
 SETUP_EVENTS = {
     "aijpredict": ["AIJPredAnalyze", "AIJPredValues"],
     "aijcusparse": ["MatCUSPARSCopyTo"],
-    "sellcuda": ["MatSELLCUDACopyTo", "MatSELLCUDACopyT"],
+    "sellcuda": ["MatAssemblyEnd"],
 }
 
 
@@ -76,12 +78,9 @@ def type_args(kind, how, lib):
     return a
 
 
-EVENT_RE = re.compile(r"^(\S+)\s+(\d+)\s+[\d.]+\s+([\d.eE+-]+)\s")
-
-
 def parse_log(text):
-    """Event name -> (count, max time in seconds) from -log_view's event tables, added over all stages (ex56
-    solves in its own stage)."""
+    """Event name -> {count, time (s, None for n/a), flops, gpu_mflops (None when not printed)} from -log_view's
+    event tables, added over all stages (ex56 solves in its own stage)."""
     ev = {}
     in_events = False
     for line in text.splitlines():
@@ -90,10 +89,20 @@ def parse_log(text):
             continue
         if line.startswith("Object Type") or line.startswith("Memory usage"):
             in_events = False
-        m = EVENT_RE.match(line) if in_events else None
-        if m:
-            c, t = ev.get(m.group(1), (0, 0.0))
-            ev[m.group(1)] = (c + int(m.group(2)), t + float(m.group(3)))
+        t = line.split()
+        if not in_events or len(t) < 21 or not t[1].isdigit():
+            continue
+        num = lambda x: None if x == "n/a" else float(x)
+        e = ev.setdefault(t[0], {"count": 0, "time": 0.0, "flops": 0.0, "gpu_time": 0.0, "gpu": True})
+        e["count"] += int(t[1])
+        e["time"] = None if e["time"] is None or num(t[3]) is None else e["time"] + num(t[3])
+        flops = num(t[5]) or 0.0
+        e["flops"] += flops
+        rate = num(t[-6]) if len(t) >= 27 else None
+        if rate and flops:
+            e["gpu_time"] += flops / (rate * 1e6)
+        elif flops:
+            e["gpu"] = False
     return ev
 
 
@@ -119,32 +128,58 @@ def run(argv, timeout, log):
     return rc, out
 
 
-def measure(name, argv, how, kind, lib, timeout, log):
-    base = argv + type_args(kind, how, lib) + ["-ksp_converged_reason"]
+def evaluate(kind, plain, gpu):
+    """The numbers of one (system, type) from the outputs of its two runs."""
     r = {"type": kind}
-    rc, out = run(base + ["-log_view"], timeout, log)
-    if rc != 0:
-        r["error"] = "exit %d" % rc
-        return r
-    ev = parse_log(out)
+    ev = parse_log(plain)
     solve_ev = "SNESSolve" if "SNESSolve" in ev else "KSPSolve"
-    r["solve_s"] = ev.get(solve_ev, (0, None))[1]
-    r["iterations"] = parse_iterations(out)
-    fmt = re.findall(r"choice: ([^\n;]+)", out)
+    r["solve_s"] = ev.get(solve_ev, {}).get("time")
+    r["iterations"] = parse_iterations(plain)
+    fmt = re.findall(r"choice: ([^\n;]+)", plain)
     if fmt:
         r["choice"] = fmt[-1].strip()
-    rc, out = run(base + ["-log_view", "-log_view_gpu_time"], timeout, log)
-    if rc != 0:
-        r["error"] = "gpu-time run: exit %d" % rc
+    if gpu is None:
         return r
-    ev = parse_log(out)
-    mults, mult_s = ev.get("MatMult", (0, 0.0))
-    setup = sum(ev.get(e, (0, 0.0))[1] for e in SETUP_EVENTS[kind])
-    r["mults"] = mults
-    r["setup_s"] = setup
-    r["spmv_us"] = (mult_s - setup) / mults * 1e6 if mults else None
-    r["iterations_gpu_time_run"] = parse_iterations(out)
+    ev = parse_log(gpu)
+    mm = ev.get("MatMult", {})
+    r["mults"] = mm.get("count", 0)
+    r["setup_s"] = sum((ev.get(e, {}).get("time") or 0.0) for e in SETUP_EVENTS[kind])
+    r["spmv_us"] = mm["gpu_time"] / mm["count"] * 1e6 if mm.get("count") and mm.get("gpu") and mm.get("gpu_time") else None
+    r["iterations_gpu_time_run"] = parse_iterations(gpu)
     return r
+
+
+def measure(argv, how, kind, lib, timeout, log):
+    base = argv + type_args(kind, how, lib) + ["-ksp_converged_reason"]
+    rc, plain = run(base + ["-log_view"], timeout, log)
+    if rc != 0:
+        return {"type": kind, "error": "exit %d%s" % (rc, " (time limit %g s)" % timeout if rc == 124 else "")}
+    rc, gpu = run(base + ["-log_view", "-log_view_gpu_time"], timeout, log)
+    if rc != 0:
+        return dict(evaluate(kind, plain, None), error="gpu-time run: exit %d" % rc)
+    return evaluate(kind, plain, gpu)
+
+
+def reparse(path, sysl):
+    """Rebuilds the results from an e2e_log.txt written by an earlier run (no new runs)."""
+    chunks = re.split(r"^## ", open(path).read(), flags=re.M)[1:]
+    results, pending = {}, {}
+    for c in chunks:
+        head, _, body = c.partition("\n")
+        cmd = head.rsplit(" (rc ", 1)[0]
+        rc = int(re.search(r"\(rc (-?\d+)", head).group(1))
+        sysm = next((sy for sy in sysl if cmd.startswith(" ".join(shlex.quote(x) for x in sy[2]) + " ")), None)
+        if sysm is None:
+            continue
+        kind = next(k for k in TYPES if ("-mat_type %s" % k) in cmd or ("-dm_mat_type %s" % k) in cmd)
+        row = results.setdefault(sysm[0], {"system": sysm[0], "description": sysm[1], "runs": []})
+        if rc != 0:
+            row["runs"].append({"type": kind, "error": "exit %d" % rc})
+        elif "-log_view_gpu_time" not in cmd:
+            pending[(sysm[0], kind)] = body
+        else:
+            row["runs"].append(evaluate(kind, pending.pop((sysm[0], kind), ""), body))
+    return [results[s[0]] for s in sysl if s[0] in results]
 
 
 def main():
@@ -156,26 +191,33 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated system names (prefix match)")
     ap.add_argument("--types", default=",".join(TYPES), help="matrix types to compare (default %(default)s)")
     ap.add_argument("--timeout", type=float, default=240, help="seconds per run (default %(default)s)")
+    ap.add_argument("--reparse", metavar="LOG", help="rebuild the report from an earlier run's e2e_log.txt (no runs)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     lib = os.path.join(a.build, "petsc_plugin", "libaijpredict.so")
-    if not os.path.exists(lib):
+    if not os.path.exists(lib) and not a.reparse:
         sys.exit("e2e_petsc.py: %s not found (build first)" % lib)
     types = a.types.split(",")
     only = [s for s in a.only.split(",") if s]
-    dev = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], stdout=subprocess.PIPE, text=True).stdout.strip()
-    head = "# date: %s; device: %s\n# command: %s\n" % (datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%MZ"), dev, " ".join(sys.argv))
+    try:
+        dev = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], stdout=subprocess.PIPE, text=True).stdout.strip()
+    except OSError:
+        dev = "unknown (no nvidia-smi)"
+    head = "# date: %s; device: %s\n# command: %s\n" % (datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), dev, " ".join(sys.argv))
     results = []
     sysl = [s for s in systems(a.build, a.matrices, a.quick) if not only or any(s[0].startswith(o) for o in only)]
-    with open(os.path.join(a.out, "e2e_log.txt"), "w") as log:
-        for i, (name, desc, argv, how) in enumerate(sysl):
+    if a.reparse:
+        results = reparse(a.reparse, sysl)
+        head = "# re-parsed from %s\n%s" % (a.reparse, open(a.reparse.replace("e2e_log.txt", "e2e.txt")).readline() if os.path.exists(a.reparse.replace("e2e_log.txt", "e2e.txt")) else "")
+    with open(os.path.join(a.out, "e2e_log.txt"), "w") if not a.reparse else open(os.devnull, "w") as log:
+        for i, (name, desc, argv, how) in enumerate(sysl if not a.reparse else []):
             if not os.path.exists(argv[0]):
                 results.append({"system": name, "description": desc, "skipped": "%s not built" % argv[0]})
                 continue
             row = {"system": name, "description": desc, "runs": []}
             for kind in types:
                 print("[%d/%d] %s %s ..." % (i + 1, len(sysl), name, kind), file=sys.stderr, flush=True)
-                row["runs"].append(measure(name, argv, how, kind, lib, a.timeout, log))
+                row["runs"].append(measure(argv, how, kind, lib, a.timeout, log))
             results.append(row)
             with open(os.path.join(a.out, "e2e.json"), "w") as f:  # partial results survive an interrupted run
                 json.dump({"device": dev, "partial": True, "results": results}, f, indent=1)
