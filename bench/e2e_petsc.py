@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """End-to-end PETSc benchmark: the same KSP/SNES solves with -mat_type aijpredict, aijcusparse and sellcuda.
 
-For each system and matrix type the program is run twice on the GPU machine:
-  1. a timing run with -log_view (no extra synchronisation): total KSPSolve (or SNESSolve) time, iterations;
+For each system and matrix type the program is run on the GPU machine:
+  1. --repeat timing runs with -log_view (no extra synchronisation), interleaved across the types so that drift
+     of the machine hits all of them alike: the median total KSPSolve (or SNESSolve) time (and the spread),
+     iterations. Solves of small matrices are bound by launches and synchronisation, whose cost varied by
+     10-20 % between runs on the lent (virtual) machines, so one run per type decides nothing;
   2. a run with -log_view -log_view_gpu_time: PETSc then times the GPU work of every event with CUDA events;
      the SpMV time per product is MatMult's flops / its GPU flop rate / its count (GPU time only: launch and
      host-side setup excluded). Setup is the time of the events that upload and convert the matrix:
@@ -108,7 +111,7 @@ def parse_log(text):
 
 def parse_iterations(text):
     """Linear iterations, summed over the solves: from -ksp_converged_reason, else aijp_ksp_solve's own line."""
-    its = [int(x) for x in re.findall(r"(?:converged|diverged) due to \S+ iterations (\d+)", text)]
+    its = [int(x) for x in re.findall(r"(?:converged|did not converge|diverged) due to \S+ iterations (\d+)", text)]
     if not its:
         its = [int(x) for x in re.findall(r"KSP iterations (\d+)", text)]
     return sum(its) if its else None
@@ -128,12 +131,21 @@ def run(argv, timeout, log):
     return rc, out
 
 
-def evaluate(kind, plain, gpu):
-    """The numbers of one (system, type) from the outputs of its two runs."""
+def evaluate(kind, plains, gpu):
+    """The numbers of one (system, type) from its timing runs' outputs and its GPU-time run's output."""
     r = {"type": kind}
-    ev = parse_log(plain)
-    solve_ev = "SNESSolve" if "SNESSolve" in ev else "KSPSolve"
-    r["solve_s"] = ev.get(solve_ev, {}).get("time")
+    if isinstance(plains, str):
+        plains = [plains] if plains else []
+    times = []
+    for plain in plains:
+        ev = parse_log(plain)
+        solve_ev = "SNESSolve" if "SNESSolve" in ev else "KSPSolve"
+        if ev.get(solve_ev, {}).get("time"):
+            times.append(ev[solve_ev]["time"])
+    times.sort()
+    r["solve_runs_s"] = times
+    r["solve_s"] = (times[len(times) // 2] if len(times) % 2 else 0.5 * (times[len(times) // 2 - 1] + times[len(times) // 2])) if times else None
+    plain = plains[0] if plains else ""
     r["iterations"] = parse_iterations(plain)
     fmt = re.findall(r"choice: ([^\n;]+)", plain)
     if fmt:
@@ -149,15 +161,32 @@ def evaluate(kind, plain, gpu):
     return r
 
 
-def measure(argv, how, kind, lib, timeout, log):
-    base = argv + type_args(kind, how, lib) + ["-ksp_converged_reason"]
-    rc, plain = run(base + ["-log_view"], timeout, log)
-    if rc != 0:
-        return {"type": kind, "error": "exit %d%s" % (rc, " (time limit %g s)" % timeout if rc == 124 else "")}
-    rc, gpu = run(base + ["-log_view", "-log_view_gpu_time"], timeout, log)
-    if rc != 0:
-        return dict(evaluate(kind, plain, None), error="gpu-time run: exit %d" % rc)
-    return evaluate(kind, plain, gpu)
+def measure_system(argv, how, types, lib, timeout, repeat, log):
+    """All runs of one system: `repeat` interleaved timing rounds, then one GPU-time run per type."""
+    plains = {k: [] for k in types}
+    failed = {}
+    for rnd in range(repeat):
+        for kind in types:
+            if kind in failed:
+                continue
+            base = argv + type_args(kind, how, lib) + ["-ksp_converged_reason"]
+            rc, out = run(base + ["-log_view"], timeout, log)
+            if rc != 0:
+                failed[kind] = "exit %d%s" % (rc, " (time limit %g s)" % timeout if rc == 124 else "")
+            else:
+                plains[kind].append(out)
+    runs = []
+    for kind in types:
+        if kind in failed:
+            runs.append({"type": kind, "error": failed[kind]})
+            continue
+        base = argv + type_args(kind, how, lib) + ["-ksp_converged_reason"]
+        rc, gpu = run(base + ["-log_view", "-log_view_gpu_time"], timeout, log)
+        r = evaluate(kind, plains[kind], gpu if rc == 0 else None)
+        if rc != 0:
+            r["error"] = "gpu-time run: exit %d" % rc
+        runs.append(r)
+    return runs
 
 
 def reparse(path, sysl):
@@ -176,9 +205,9 @@ def reparse(path, sysl):
         if rc != 0:
             row["runs"].append({"type": kind, "error": "exit %d" % rc})
         elif "-log_view_gpu_time" not in cmd:
-            pending[(sysm[0], kind)] = body
+            pending.setdefault((sysm[0], kind), []).append(body)
         else:
-            row["runs"].append(evaluate(kind, pending.pop((sysm[0], kind), ""), body))
+            row["runs"].append(evaluate(kind, pending.pop((sysm[0], kind), []), body))
     return [results[s[0]] for s in sysl if s[0] in results]
 
 
@@ -191,6 +220,7 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated system names (prefix match)")
     ap.add_argument("--types", default=",".join(TYPES), help="matrix types to compare (default %(default)s)")
     ap.add_argument("--timeout", type=float, default=240, help="seconds per run (default %(default)s)")
+    ap.add_argument("--repeat", type=int, default=3, help="timing runs per type, interleaved; the median is reported (default %(default)s)")
     ap.add_argument("--reparse", metavar="LOG", help="rebuild the report from an earlier run's e2e_log.txt (no runs)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -214,14 +244,12 @@ def main():
             if not os.path.exists(argv[0]):
                 results.append({"system": name, "description": desc, "skipped": "%s not built" % argv[0]})
                 continue
-            row = {"system": name, "description": desc, "runs": []}
-            for kind in types:
-                print("[%d/%d] %s %s ..." % (i + 1, len(sysl), name, kind), file=sys.stderr, flush=True)
-                row["runs"].append(measure(argv, how, kind, lib, a.timeout, log))
+            print("[%d/%d] %s (%s) ..." % (i + 1, len(sysl), name, ", ".join(types)), file=sys.stderr, flush=True)
+            row = {"system": name, "description": desc, "runs": measure_system(argv, how, types, lib, a.timeout, a.repeat, log)}
             results.append(row)
             with open(os.path.join(a.out, "e2e.json"), "w") as f:  # partial results survive an interrupted run
                 json.dump({"device": dev, "partial": True, "results": results}, f, indent=1)
-    lines = [head, "%-22s %-12s %7s %9s %11s %10s %10s %8s %8s  %s" % ("system", "type", "its", "mults", "SpMV us", "setup ms", "solve s", "SpMV x", "solve x", "choice")]
+    lines = [head, "%-22s %-12s %7s %9s %11s %10s %10s %15s %8s %8s  %s" % ("system", "type", "its", "mults", "SpMV us", "setup ms", "solve s", "solve range s", "SpMV x", "solve x", "choice")]
     spmv_ratios, solve_ratios = [], []
     for row in results:
         if "skipped" in row:
@@ -241,10 +269,12 @@ def main():
                     solve_ratios.append((tx, row["system"]))
             r["spmv_speedup_vs_aijcusparse"] = sx
             r["solve_ratio_vs_aijcusparse"] = tx
-            lines.append("%-22s %-12s %7s %9s %11s %10s %10s %8s %8s  %s" % (
+            rs = r.get("solve_runs_s") or []
+            lines.append("%-22s %-12s %7s %9s %11s %10s %10s %15s %8s %8s  %s" % (
                 row["system"], r["type"], r.get("iterations"), r.get("mults"),
                 "%.2f" % r["spmv_us"] if r.get("spmv_us") else "-", "%.3f" % (1e3 * r["setup_s"]) if r.get("setup_s") is not None else "-",
-                "%.4f" % r["solve_s"] if r.get("solve_s") else "-", "%.3f" % sx if sx else "-", "%.3f" % tx if tx else "-", r.get("choice", "")[:60]))
+                "%.4f" % r["solve_s"] if r.get("solve_s") else "-", "%.4f-%.4f" % (rs[0], rs[-1]) if rs else "-",
+                "%.3f" % sx if sx else "-", "%.3f" % tx if tx else "-", r.get("choice", "")[:60]))
     if spmv_ratios:
         g = math.exp(sum(math.log(x) for x in spmv_ratios) / len(spmv_ratios))
         worst = max(solve_ratios) if solve_ratios else (float("nan"), "")
