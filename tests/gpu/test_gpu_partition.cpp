@@ -7,6 +7,7 @@
 #include <aijpredict/planner.hpp>
 #include <aijpredict/reference.hpp>
 
+#include "gpu_test_support.hpp"
 #include "test_checks.hpp"
 #include "test_matrices.hpp"
 
@@ -25,52 +26,10 @@ namespace {
 using aijp::test::cast;
 using aijp::test::expect_close;
 
-const aijp::context& shared_context()
-{
-  static std::unique_ptr<aijp::context> ctx = [] {
-    aijp::context_options o;
-    o.use_cache = false;  // tests never touch the user's cache
-    return std::make_unique<aijp::context>(o);
-  }();
-  return *ctx;
-}
+using aijp::test::device_vec;
+using aijp::test::shared_context;
 
-template <typename T>
-struct device_vec {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit device_vec(const std::vector<T>& h) : n(h.size())
-  {
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(n, 1) * sizeof(T)), cudaSuccess);
-    if (n) {
-      EXPECT_EQ(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-    }
-  }
-  ~device_vec() { cudaFree(p); }
-  std::vector<T> get() const
-  {
-    std::vector<T> h(n);
-    if (n) {
-      EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    }
-    return h;
-  }
-};
-
-class GpuPartitionTest : public ::testing::Test {
- protected:
-  void SetUp() override
-  {
-    std::string why;
-    if (!aijp::device_available(&why)) GTEST_SKIP() << why;
-  }
-  void TearDown() override
-  {
-    if (aijp::device_available()) {
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    }
-  }
-};
+class GpuPartitionTest : public aijp::test::gpu_fixture {};
 
 // 2045 rows: a 7-point stencil (512 rows), 32 empty rows, one row of 2000 entries, 1000 power-law rows,
 // 500 normal rows. Not a multiple of 32.
@@ -122,38 +81,7 @@ void check_plan(const aijp::csr_matrix<double>& a64, const std::string& plan_tex
   }
   EXPECT_NE(rep.to_string().find(rep.plan), std::string::npos);
 
-  const auto xd = aijp::test::random_vector(a.cols, 31);
-  const auto yd = aijp::test::random_vector(a.rows, 32);
-  const std::vector<T> x(xd.begin(), xd.end()), y0(yd.begin(), yd.end());
-  device_vec<T> dx(x);
-  device_vec<T> dy(std::vector<T>(a.rows, std::numeric_limits<T>::quiet_NaN()));
-  m.apply(T(1), dx.p, T(0), dy.p, nullptr);
-  std::vector<T> want(a.rows);
-  aijp::reference_spmv(a.view(), T(1), x.data(), T(0), want.data());
-  expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), T(1), x.data(), T(0), want.data()), what + " y=Ax");
-
-  device_vec<T> dy2(y0);
-  m.apply(T(2), dx.p, T(0.5), dy2.p, nullptr);
-  want = y0;
-  aijp::reference_spmv(a.view(), T(2), x.data(), T(0.5), want.data());
-  expect_close(dy2.get(), want, aijp::spmv_error_bounds(a.view(), T(2), x.data(), T(0.5), y0.data()), what + " y=2Ax+y/2");
-
-  const auto xt64 = aijp::test::random_vector(a.rows, 33);
-  const std::vector<T> xt(xt64.begin(), xt64.end());
-  device_vec<T> dxt(xt);
-  device_vec<T> dyt(std::vector<T>(a.cols, std::numeric_limits<T>::quiet_NaN()));
-  m.apply_transpose(T(1), dxt.p, T(0), dyt.p, nullptr);
-  std::vector<T> wantt(a.cols);
-  aijp::reference_spmv_transpose(a.view(), T(1), xt.data(), T(0), wantt.data());
-  expect_close(dyt.get(), wantt, aijp::spmv_error_bounds(a.view(), T(1), xt.data(), T(0), wantt.data(), true), what + " A^T x");
-
-  auto b = a;
-  for (auto& v : b.values) v = T(-3) * v + T(0.25);
-  m.update_values(b.values.data(), nullptr);
-  device_vec<T> dy3(std::vector<T>(a.rows, std::numeric_limits<T>::quiet_NaN()));
-  m.apply(T(1), dx.p, T(0), dy3.p, nullptr);
-  aijp::reference_spmv(b.view(), T(1), x.data(), T(0), want.data());
-  expect_close(dy3.get(), want, aijp::spmv_error_bounds(b.view(), T(1), x.data(), T(0), want.data()), what + " refreshed");
+  aijp::test::check_products_and_refresh(m, a, what, 31);
 }
 
 TEST_F(GpuPartitionTest, DeviceStripSummariesMatchHost)
