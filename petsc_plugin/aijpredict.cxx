@@ -16,6 +16,7 @@
 #include <aijpredict/warmup.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <set>
 #include <cstring>
@@ -125,8 +126,11 @@ PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
     opts.model     = p->opt.model;
     opts.online    = p->opt.online;
     if (aijp_context) PetscCall(AIJPSaveOnline()); /* corrections learned under the previous options */
+    const auto t0 = std::chrono::steady_clock::now();
     PetscCallCXX(aijp_context = std::make_unique<aijp::context>(opts));
     aijp_context_key = key;
+    PetscCall(PetscInfo(nullptr, "aijpredict: per-process context (device properties, cache %s) made in %.3f ms\n", opts.cache_dir.empty() ? "default directory" : opts.cache_dir.c_str(),
+                        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
     for (const auto &w : aijp_context->warnings()) PetscCall(PetscPrintf(PETSC_COMM_SELF, "WARNING: %s\n", w.c_str()));
     if (p->opt.warmup && p->opt.model == "placeholder") PetscCall(PetscInfo(nullptr, "aijpredict: -mat_aijpredict_warmup has no effect with -mat_aijpredict_model placeholder\n"));
     if (p->opt.warmup && !aijp_warmup_done && p->opt.model != "placeholder" && aijp_context->model_source().find("fitted on this GPU") == std::string::npos) {
@@ -858,6 +862,14 @@ PetscErrorCode AIJPConvertInPlace(Mat B, MPI_Comm comm, const char prefix[])
 
   PetscCall(AIJPOptionsRead(comm, prefix, &p->opt));
   PetscCall(AIJPSetDefaultVecType(B, p->opt.use_gpu));
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  /* The per-process context (device properties, model constants from the cache) is made once, when the type
+     is set, as aijcusparse makes its cuSPARSE handle: a short solve's first product should not pay for it. */
+  if (p->opt.use_gpu && aijp::device_available()) {
+    aijp::context *ctx = nullptr;
+    PetscCall(AIJPGetContext(p, &ctx));
+  }
+#endif
   PetscCall(AIJPComposeSeq(B, true));
   PetscCall(PetscObjectChangeTypeName((PetscObject)B, MATSEQAIJPREDICT));
   PetscFunctionReturn(PETSC_SUCCESS);
