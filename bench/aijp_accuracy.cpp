@@ -23,7 +23,14 @@
 #include <string>
 #include <vector>
 
+#include "tool_support.hpp"
+
+const char* const aijp::bench::tool_name = "aijp_accuracy";
+
 namespace {
+
+using aijp::bench::die;
+
 
 const char* usage =
     "Usage: aijp_accuracy [options] MATRIX...\n"
@@ -45,12 +52,6 @@ const char* usage =
     "  --samples FILE    also write every measurement with its matrix features as JSON lines (the warm-up's\n"
     "                    samples format), so models can be refitted and compared offline\n"
     "  --help            this text\n";
-
-[[noreturn]] void die(const std::string& m)
-{
-  std::cerr << "aijp_accuracy: " << m << "\n";
-  std::exit(2);
-}
 
 }  // namespace
 
@@ -116,19 +117,15 @@ int main(int argc, char** argv)
     int idx = 0;
     for (const auto& in : inputs) {
       ++idx;
-      aijp::csr_matrix<double> a;
-      std::string name = in;
+      aijp::bench::input_matrix input;
       try {
-        if (in.rfind("gen:", 0) == 0) {
-          a = aijp::gen::from_spec(in.substr(4));
-        } else {
-          a = aijp::io::read_matrix_market(in);
-          name = std::filesystem::path(in).filename().string();
-        }
+        input = aijp::bench::load_input(in);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "aijp_accuracy: skipping %s: %s\n", in.c_str(), e.what());
         continue;
       }
+      const aijp::csr_matrix<double>& a = input.a;
+      const std::string& name = input.name;
       if (a.nnz() < min_nnz) continue;
       std::fprintf(stderr, "[%d/%zu] %s (%lld nnz)\n", idx, inputs.size(), name.c_str(), (long long)a.nnz());
       // Only the statistics are needed: forcing cuSPARSE CSR skips a conversion the report never times.

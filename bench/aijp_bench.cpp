@@ -22,7 +22,15 @@
 #include <string>
 #include <vector>
 
+#include "tool_support.hpp"
+
+const char* const aijp::bench::tool_name = "aijp_bench";
+
 namespace {
+
+using aijp::bench::die;
+using aijp::bench::parse_int;
+
 
 const char* usage =
     "Usage: aijp_bench [options] MATRIX...\n"
@@ -66,26 +74,6 @@ struct options {
   std::string json;
   std::string plan;
 };
-
-[[noreturn]] void die(const std::string& msg)
-{
-  std::cerr << "aijp_bench: " << msg << "\n";
-  std::exit(2);
-}
-
-#define BENCH_CUDA(call)                                                                        \
-  do {                                                                                          \
-    cudaError_t e_ = (call);                                                                    \
-    if (e_ != cudaSuccess) die(std::string(#call) + " failed: " + cudaGetErrorString(e_));     \
-  } while (0)
-
-int parse_int(const std::string& flag, const char* v, int min)
-{
-  char* end = nullptr;
-  const long x = v ? std::strtol(v, &end, 10) : 0;
-  if (!v || *end != '\0' || x < min || x > 1000000) die(flag + " needs an integer >= " + std::to_string(min));
-  return static_cast<int>(x);
-}
 
 options parse(int argc, char** argv)
 {
@@ -169,7 +157,7 @@ double median(std::vector<double> v)
 
 __attribute__((noinline)) void flush(void* buf, size_t bytes, cudaStream_t s)
 {
-  BENCH_CUDA(cudaMemsetAsync(buf, 0, bytes, s));
+  AIJP_TOOL_CUDA(cudaMemsetAsync(buf, 0, bytes, s));
 }
 
 template <typename T>
@@ -193,24 +181,24 @@ matrix_results run_one(const aijp::context& ctx, const std::string& name, const 
   aijp::reference_spmv(a.view(), T(1), x.data(), T(0), yref.data());
   const auto bound = aijp::spmv_error_bounds(a.view(), T(1), x.data(), T(0), yref.data());
   T *dx = nullptr, *dy = nullptr;
-  BENCH_CUDA(cudaMalloc(reinterpret_cast<void**>(&dx), std::max<size_t>(1, x.size()) * sizeof(T)));
-  BENCH_CUDA(cudaMalloc(reinterpret_cast<void**>(&dy), std::max<size_t>(1, yref.size()) * sizeof(T)));
-  BENCH_CUDA(cudaMemcpy(dx, x.data(), x.size() * sizeof(T), cudaMemcpyHostToDevice));
+  AIJP_TOOL_CUDA(cudaMalloc(reinterpret_cast<void**>(&dx), std::max<size_t>(1, x.size()) * sizeof(T)));
+  AIJP_TOOL_CUDA(cudaMalloc(reinterpret_cast<void**>(&dy), std::max<size_t>(1, yref.size()) * sizeof(T)));
+  AIJP_TOOL_CUDA(cudaMemcpy(dx, x.data(), x.size() * sizeof(T), cudaMemcpyHostToDevice));
   cudaStream_t s;
-  BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  AIJP_TOOL_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaEvent_t e0, e1;
-  BENCH_CUDA(cudaEventCreate(&e0));
-  BENCH_CUDA(cudaEventCreate(&e1));
+  AIJP_TOOL_CUDA(cudaEventCreate(&e0));
+  AIJP_TOOL_CUDA(cudaEventCreate(&e1));
 
   // Checks m against the host reference, then times it; fills r (r.ok stays false on an exception).
   const auto check_and_time = [&](aijp::gpu_matrix<T>& m, result& r) {
     r.conversion_ms = m.report().conversion_ms;
     // correctness first
-    BENCH_CUDA(cudaMemsetAsync(dy, 0xff, yref.size() * sizeof(T), s));  // NaN pattern
+    AIJP_TOOL_CUDA(cudaMemsetAsync(dy, 0xff, yref.size() * sizeof(T), s));  // NaN pattern
     m.apply(T(1), dx, T(0), dy, s);
     std::vector<T> y(yref.size());
-    BENCH_CUDA(cudaMemcpyAsync(y.data(), dy, y.size() * sizeof(T), cudaMemcpyDeviceToHost, s));
-    BENCH_CUDA(cudaStreamSynchronize(s));
+    AIJP_TOOL_CUDA(cudaMemcpyAsync(y.data(), dy, y.size() * sizeof(T), cudaMemcpyDeviceToHost, s));
+    AIJP_TOOL_CUDA(cudaStreamSynchronize(s));
     for (size_t i = 0; i < y.size(); ++i) {
       if (!(std::abs(double(y[i]) - double(yref[i])) <= bound[i])) {
         throw std::runtime_error("wrong result at row " + std::to_string(i));
@@ -221,12 +209,12 @@ matrix_results run_one(const aijp::context& ctx, const std::string& name, const 
       for (int i = 0; i < o.warmup; ++i) m.apply(T(1), dx, T(0), dy, s);
       for (int i = 0; i < o.reps; ++i) {
         flush(flush_buf, flush_bytes, s);
-        BENCH_CUDA(cudaEventRecord(e0, s));
+        AIJP_TOOL_CUDA(cudaEventRecord(e0, s));
         m.apply(T(1), dx, T(0), dy, s);
-        BENCH_CUDA(cudaEventRecord(e1, s));
-        BENCH_CUDA(cudaEventSynchronize(e1));
+        AIJP_TOOL_CUDA(cudaEventRecord(e1, s));
+        AIJP_TOOL_CUDA(cudaEventSynchronize(e1));
         float ms;
-        BENCH_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        AIJP_TOOL_CUDA(cudaEventElapsedTime(&ms, e0, e1));
         t.push_back(ms * 1e3);
       }
     } else {
@@ -397,26 +385,22 @@ int main(int argc, char** argv)
               o.use_float ? "single" : "double");
   void* flush_buf = nullptr;
   const size_t flush_bytes = 2 * static_cast<size_t>(dev.l2_bytes);
-  if (o.flush_l2) BENCH_CUDA(cudaMalloc(&flush_buf, flush_bytes));
+  if (o.flush_l2) AIJP_TOOL_CUDA(cudaMalloc(&flush_buf, flush_bytes));
 
   std::vector<matrix_results> all;
   int idx = 0;
   for (const auto& in : o.inputs) {
     ++idx;
-    aijp::csr_matrix<double> a;
-    std::string name = in;
     const auto t0 = std::chrono::steady_clock::now();
+    aijp::bench::input_matrix input;
     try {
-      if (in.rfind("gen:", 0) == 0) {
-        a = aijp::gen::from_spec(in.substr(4));
-      } else {
-        a = aijp::io::read_matrix_market(in);
-        name = in.substr(in.find_last_of('/') + 1);
-      }
+      input = aijp::bench::load_input(in);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "aijp_bench: skipping %s: %s\n", in.c_str(), e.what());
       continue;
     }
+    const aijp::csr_matrix<double>& a = input.a;
+    const std::string& name = input.name;
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "[%d/%zu] %s: %lld x %lld, %lld nnz (loaded in %.1f s)\n", idx, o.inputs.size(), name.c_str(),
                  (long long)a.rows, (long long)a.cols, (long long)a.nnz(), load_s);

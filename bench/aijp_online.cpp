@@ -27,7 +27,15 @@
 
 #include <unistd.h>
 
+#include "tool_support.hpp"
+
+const char* const aijp::bench::tool_name = "aijp_online";
+
 namespace {
+
+using aijp::bench::die;
+using aijp::bench::parse_int;
+
 
 const char* usage =
     "Usage: aijp_online [options] MATRIX...\n"
@@ -87,26 +95,6 @@ struct options {
   bool partition = false;
   std::string json;
 };
-
-[[noreturn]] void die(const std::string& msg)
-{
-  std::cerr << "aijp_online: " << msg << "\n";
-  std::exit(2);
-}
-
-#define ONLINE_CUDA(call)                                                                       \
-  do {                                                                                          \
-    cudaError_t e_ = (call);                                                                    \
-    if (e_ != cudaSuccess) die(std::string(#call) + " failed: " + cudaGetErrorString(e_));     \
-  } while (0)
-
-int parse_int(const std::string& flag, const char* v, int min)
-{
-  char* end = nullptr;
-  const long x = v ? std::strtol(v, &end, 10) : 0;
-  if (!v || *end != '\0' || x < min || x > 1000000) die(flag + " needs an integer >= " + std::to_string(min));
-  return static_cast<int>(x);
-}
 
 void parse_miscalibration(const std::string& spec, options& o)
 {
@@ -246,14 +234,14 @@ matrix_record run_matrix(const aijp::context& ctx, const std::string& name, cons
   std::vector<T> x(a.cols);
   for (aijp::size_type i = 0; i < a.cols; ++i) x[i] = T(1) + T(i % 7) / T(8);
   T *dx = nullptr, *dy = nullptr;
-  ONLINE_CUDA(cudaMalloc(reinterpret_cast<void**>(&dx), std::max<size_t>(1, x.size()) * sizeof(T)));
-  ONLINE_CUDA(cudaMalloc(reinterpret_cast<void**>(&dy), std::max<size_t>(1, a.rows) * sizeof(T)));
-  ONLINE_CUDA(cudaMemcpy(dx, x.data(), x.size() * sizeof(T), cudaMemcpyHostToDevice));
+  AIJP_TOOL_CUDA(cudaMalloc(reinterpret_cast<void**>(&dx), std::max<size_t>(1, x.size()) * sizeof(T)));
+  AIJP_TOOL_CUDA(cudaMalloc(reinterpret_cast<void**>(&dy), std::max<size_t>(1, a.rows) * sizeof(T)));
+  AIJP_TOOL_CUDA(cudaMemcpy(dx, x.data(), x.size() * sizeof(T), cudaMemcpyHostToDevice));
   cudaStream_t s;
-  ONLINE_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  AIJP_TOOL_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaEvent_t e0, e1;
-  ONLINE_CUDA(cudaEventCreate(&e0));
-  ONLINE_CUDA(cudaEventCreate(&e1));
+  AIJP_TOOL_CUDA(cudaEventCreate(&e0));
+  AIJP_TOOL_CUDA(cudaEventCreate(&e1));
 
   if (o.reference) {
     for (auto f : aijp::all_formats()) {
@@ -275,12 +263,12 @@ matrix_record run_matrix(const aijp::context& ctx, const std::string& name, cons
         // (what online timing sees, launch latency included on an idle GPU).
         std::vector<double> t;
         for (int i = 0; i < 15 && (i < 3 || std::accumulate(t.begin(), t.end(), 0.0) < 200e3); ++i) {
-          ONLINE_CUDA(cudaEventRecord(e0, s));
+          AIJP_TOOL_CUDA(cudaEventRecord(e0, s));
           m.apply(T(1), dx, T(0), dy, s);
-          ONLINE_CUDA(cudaEventRecord(e1, s));
-          ONLINE_CUDA(cudaEventSynchronize(e1));
+          AIJP_TOOL_CUDA(cudaEventRecord(e1, s));
+          AIJP_TOOL_CUDA(cudaEventSynchronize(e1));
           float ms = 0;
-          ONLINE_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+          AIJP_TOOL_CUDA(cudaEventElapsedTime(&ms, e0, e1));
           t.push_back(ms * 1e3);
         }
         std::sort(t.begin(), t.end());
@@ -310,7 +298,7 @@ matrix_record run_matrix(const aijp::context& ctx, const std::string& name, cons
     sr.analysed = aijp::format_name(m.format());
     for (int k = 0; k < o.mults; ++k) {
       m.apply(T(1), dx, T(0), dy, s);
-      if (o.iteration_sync) ONLINE_CUDA(cudaStreamSynchronize(s));
+      if (o.iteration_sync) AIJP_TOOL_CUDA(cudaStreamSynchronize(s));
       const auto& r = m.report();
       mr.mults.push_back({sv + 1, sv * o.mults + k + 1, aijp::format_name(r.chosen), r.predicted_us, r.measured_us, r.model_error});
       if (o.per_mult) {
@@ -434,19 +422,15 @@ int main(int argc, char** argv)
   int idx = 0;
   for (const auto& in : o.inputs) {
     ++idx;
-    aijp::csr_matrix<double> a;
-    std::string name = in;
+    aijp::bench::input_matrix input;
     try {
-      if (in.rfind("gen:", 0) == 0) {
-        a = aijp::gen::from_spec(in.substr(4));
-      } else {
-        a = aijp::io::read_matrix_market(in);
-        name = in.substr(in.find_last_of('/') + 1);
-      }
+      input = aijp::bench::load_input(in);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "aijp_online: skipping %s: %s\n", in.c_str(), e.what());
       continue;
     }
+    const aijp::csr_matrix<double>& a = input.a;
+    const std::string& name = input.name;
     std::printf("\n[%d/%zu] %s: %lld x %lld, %lld nnz\n", idx, o.inputs.size(), name.c_str(), (long long)a.rows,
                 (long long)a.cols, (long long)a.nnz());
     try {

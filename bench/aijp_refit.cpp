@@ -19,7 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "tool_support.hpp"
+
+const char* const aijp::bench::tool_name = "aijp_refit";
+
 namespace {
+
+using aijp::bench::die;
+
 
 const char* usage =
     "Usage: aijp_refit --cache FILE --train FILE --test FILE [options]\n"
@@ -41,12 +48,6 @@ const char* usage =
     "  --json FILE              the summary as JSON\n"
     "  --write-cache DIR        write the cache entry with the refitted coefficients to DIR/<device>.json\n"
     "  --help                   this text\n";
-
-[[noreturn]] void die(const std::string& m)
-{
-  std::cerr << "aijp_refit: " << m << "\n";
-  std::exit(2);
-}
 
 double metric(const aijp::cache::cache_entry& e, const char* name)
 {

@@ -11,7 +11,14 @@
 #include <iostream>
 #include <string>
 
+#include "tool_support.hpp"
+
+const char* const aijp::bench::tool_name = "aijp_warmup";
+
 namespace {
+
+using aijp::bench::die;
+
 
 const char* usage =
     "Usage: aijp_warmup [--quick | --full] [options]\n"
@@ -31,12 +38,6 @@ const char* usage =
     "  --formats LIST    only these formats (comma-separated; default all)\n"
     "  --no-fit          measure only; do not fit or write coefficients\n"
     "  --help            this text\n";
-
-[[noreturn]] void die(const std::string& m)
-{
-  std::cerr << "aijp_warmup: " << m << "\n";
-  std::exit(2);
-}
 
 void progress(size_t done, size_t total, double elapsed_s, const std::string& what)
 {
