@@ -114,4 +114,19 @@ std::vector<double> random_vector(size_type n, unsigned long long seed)
   return v;
 }
 
+csr_matrix<double> with_lengths(const std::vector<int>& lengths, size_type cols)
+{
+  csr_matrix<double> a;
+  a.rows = static_cast<size_type>(lengths.size());
+  a.cols = cols;
+  for (int len : lengths) {
+    for (int k = 0; k < len; ++k) {
+      a.col_idx.push_back(k);
+      a.values.push_back(1.0 + k);
+    }
+    a.row_ptr.push_back(static_cast<index_type>(a.col_idx.size()));
+  }
+  return a;
+}
+
 }  // namespace aijp::test

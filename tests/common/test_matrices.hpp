@@ -25,6 +25,9 @@ csr_matrix<double> load_shared(const std::string& name);
 /// than 2^16, a matrix of all-empty rows, and matrices just over a warp / slice in size.
 std::vector<named_matrix> edge_cases();
 
+/// A matrix whose row r has lengths[r] entries in columns 0, 1, ... with values 1, 2, ...: row statistics by hand.
+csr_matrix<double> with_lengths(const std::vector<int>& lengths, size_type cols);
+
 /// Deterministic pseudo-random vector with entries in [-1, 1].
 std::vector<double> random_vector(size_type n, unsigned long long seed);
 

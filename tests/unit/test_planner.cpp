@@ -7,6 +7,8 @@
 #include <aijpredict/predict.hpp>
 #include <aijpredict/stats.hpp>
 
+#include "test_matrices.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,20 +23,7 @@ namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-aijp::csr_matrix<double> with_lengths(const std::vector<int>& lengths, aijp::size_type cols)
-{
-  aijp::csr_matrix<double> a;
-  a.rows = static_cast<aijp::size_type>(lengths.size());
-  a.cols = cols;
-  for (int len : lengths) {
-    for (int k = 0; k < len; ++k) {
-      a.col_idx.push_back(k);
-      a.values.push_back(1.0);
-    }
-    a.row_ptr.push_back(static_cast<aijp::index_type>(a.col_idx.size()));
-  }
-  return a;
-}
+using aijp::test::with_lengths;
 
 // Rows [begin, end) of a, as a matrix of its own (for the host reference statistics of a block).
 aijp::csr_matrix<double> rows_of(const aijp::csr_matrix<double>& a, aijp::size_type begin, aijp::size_type end)

@@ -6,6 +6,8 @@
 #include <aijpredict/reference.hpp>
 #include <aijpredict/stats.hpp>
 
+#include "test_matrices.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,20 +16,7 @@
 
 namespace {
 
-aijp::csr_matrix<double> with_lengths(const std::vector<int>& lengths, aijp::size_type cols)
-{
-  aijp::csr_matrix<double> a;
-  a.rows = static_cast<aijp::size_type>(lengths.size());
-  a.cols = cols;
-  for (int len : lengths) {
-    for (int k = 0; k < len; ++k) {
-      a.col_idx.push_back(k);
-      a.values.push_back(1.0 + k);
-    }
-    a.row_ptr.push_back(static_cast<aijp::index_type>(a.col_idx.size()));
-  }
-  return a;
-}
+using aijp::test::with_lengths;
 
 aijp::device_properties h100_like()
 {
