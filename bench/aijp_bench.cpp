@@ -164,12 +164,7 @@ template <typename T>
 matrix_results run_one(const aijp::context& ctx, const std::string& name, const aijp::csr_matrix<double>& a64,
                        const options& o, void* flush_buf, size_t flush_bytes)
 {
-  aijp::csr_matrix<T> a;
-  a.rows = a64.rows;
-  a.cols = a64.cols;
-  a.row_ptr = a64.row_ptr;
-  a.col_idx = a64.col_idx;
-  a.values.assign(a64.values.begin(), a64.values.end());
+  const aijp::csr_matrix<T> a = aijp::value_cast<T>(a64);
 
   matrix_results mr;
   mr.name = name;

@@ -219,12 +219,7 @@ struct matrix_record {
 template <typename T>
 matrix_record run_matrix(const aijp::context& ctx, const std::string& name, const aijp::csr_matrix<double>& a64, const options& o)
 {
-  aijp::csr_matrix<T> a;
-  a.rows = a64.rows;
-  a.cols = a64.cols;
-  a.row_ptr = a64.row_ptr;
-  a.col_idx = a64.col_idx;
-  a.values.assign(a64.values.begin(), a64.values.end());
+  const aijp::csr_matrix<T> a = aijp::value_cast<T>(a64);
   matrix_record mr;
   mr.name = name;
   mr.rows = a.rows;

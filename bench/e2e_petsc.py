@@ -134,8 +134,6 @@ def run(argv, timeout, log):
 def evaluate(kind, plains, gpu):
     """The numbers of one (system, type) from its timing runs' outputs and its GPU-time run's output."""
     r = {"type": kind}
-    if isinstance(plains, str):
-        plains = [plains] if plains else []
     times = []
     for plain in plains:
         ev = parse_log(plain)

@@ -15,13 +15,7 @@ namespace aijp::test {
 template <typename T>
 csr_matrix<T> cast(const csr_matrix<double>& a)
 {
-  csr_matrix<T> b;
-  b.rows = a.rows;
-  b.cols = a.cols;
-  b.row_ptr = a.row_ptr;
-  b.col_idx = a.col_idx;
-  b.values.assign(a.values.begin(), a.values.end());
-  return b;
+  return value_cast<T>(a);
 }
 
 /// |got - want| <= bound entry by entry (NaN fails); reports at most five entries.

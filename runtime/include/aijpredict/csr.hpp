@@ -39,4 +39,17 @@ struct csr_matrix {
   }
 };
 
+/// The same pattern with the values converted to To (double matrices measured in single precision).
+template <typename To, typename From>
+csr_matrix<To> value_cast(const csr_matrix<From>& a)
+{
+  csr_matrix<To> b;
+  b.rows = a.rows;
+  b.cols = a.cols;
+  b.row_ptr = a.row_ptr;
+  b.col_idx = a.col_idx;
+  b.values.assign(a.values.begin(), a.values.end());
+  return b;
+}
+
 }  // namespace aijp
