@@ -201,11 +201,13 @@ def reparse(path, sysl):
         kind = next(k for k in TYPES if ("-mat_type %s" % k) in cmd or ("-dm_mat_type %s" % k) in cmd)
         row = results.setdefault(sysm[0], {"system": sysm[0], "description": sysm[1], "runs": []})
         if rc != 0:
-            row["runs"].append({"type": kind, "error": "exit %d" % rc})
+            row["runs"].append({"type": kind, "error": "exit %d%s" % (rc, " (time limit)" if rc == 124 else "")})
         elif "-log_view_gpu_time" not in cmd:
             pending.setdefault((sysm[0], kind), []).append(body)
         else:
             row["runs"].append(evaluate(kind, pending.pop((sysm[0], kind), []), body))
+    for row in results.values():  # failed runs were appended when met: back to the order of TYPES
+        row["runs"].sort(key=lambda r: TYPES.index(r["type"]))
     return [results[s[0]] for s in sysl if s[0] in results]
 
 
