@@ -88,8 +88,9 @@ std::unique_ptr<detail::format_impl<Value>> build_format(format_id f, const deta
   AIJP_THROW(error, "unknown format id");
 }
 
-// The prediction of analyze() for a block of rows: the whole matrix's column facts, free memory and x
-// locality (sampled once for the matrix) with the block's statistics.
+// The prediction of every candidate format for a block of rows (the whole matrix is the block of all rows):
+// the placeholder's feasibility and estimate, replaced by the fitted model's floored prediction where it has
+// one; the whole matrix's column facts, free memory and x locality (sampled once) with the block's statistics.
 std::vector<format_estimate> estimate_block(const context& ctx, const prediction_input& whole, const row_stats& block,
                                             double x_sectors_per_nnz, const std::vector<format_id>& candidates)
 {
@@ -282,19 +283,7 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
   in.columns_sorted = cs.unsorted_rows == 0;
   in.max_column_step = cs.max_step;
   device_memory_info(&in.free_memory_bytes, nullptr);
-  rep.estimates = predict_bandwidth_model(in, ctx.model_params(), opts.candidates);
-  if (const model::performance_model* fitted = ctx.fitted_model()) {
-    model::matrix_features feat;
-    feat.stats = rep.stats;
-    feat.value_bytes = sizeof(Value);
-    feat.x_sectors_per_nnz = rep.x_sectors_per_nnz;
-    for (auto& e : rep.estimates) {
-      if (const auto t = fitted->predict_us(e.format, feat, rep.device); t && std::isfinite(*t) && *t > 0) {
-        e.predicted_us = at_least_launches(e.format, rep.stats, sizeof(Value), ctx.model_params(), *t * ctx.model_scale());
-        e.fitted = true;
-      }
-    }
-  }
+  rep.estimates = estimate_block(ctx, in, rep.stats, rep.x_sectors_per_nnz, opts.candidates);
   m.on.parked.reset();
   m.on.corr = opts.online ? ctx.online_corrections() : nullptr;
   m.on.policy = opts.online_policy;
