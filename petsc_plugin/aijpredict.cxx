@@ -18,8 +18,9 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
-#include <set>
 #include <cstring>
+#include <set>
+#include <stdexcept>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -91,6 +92,7 @@ struct Mat_SeqAIJPredict {
 PetscLogEvent         AIJP_EVENT_ANALYZE, AIJP_EVENT_CONVERT, AIJP_EVENT_SPMV;
 std::set<std::string> aijp_fallbacks_said; /* CPU fallback reasons already reported with PetscInfo */
 PetscBool     aijp_package_initialized = PETSC_FALSE;
+bool          aijp_defer_context       = false; /* converting the blocks of an MPI matrix: AIJPCollectiveContext follows */
 
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
 /* One context per process and device: model parameters from the per-device cache (or calibrated once). */
@@ -113,8 +115,82 @@ PetscErrorCode AIJPSaveOnline(void)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* Set while the ranks of an MPI matrix that need a context make it together (AIJPCollectiveContext): the
+   context's cache reader then reads once per file and broadcasts. */
+MPI_Comm    aijp_bcast_comm   = MPI_COMM_NULL;
+bool        aijp_bcast_leader = true; /* this rank read the file for its group (or read alone) */
+std::string aijp_bcast_note;          /* what the collective read did, for PetscInfo */
+
+/* FNV-1a: the same on every rank (std::hash need not be). */
+unsigned long long AIJPHash(const std::string &s)
+{
+  unsigned long long h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void AIJPCheckMPI(int err, const char *what)
+{
+  if (err == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int  len = 0;
+  MPI_Error_string(err, text, &len);
+  throw std::runtime_error(std::string("aijpredict: ") + what + " failed while reading the cache collectively: " + std::string(text, static_cast<size_t>(len)));
+}
+
+/* The cache reader of a collective context creation (aijp::context_options::read_cache), called once on every
+   rank of `comm`. The file name holds the device fingerprint, so ranks with the same name share one file:
+   they form a group whose first rank reads it and broadcasts the bytes (status, contents, reason), which
+   every rank then checks exactly as a file it read itself. Ranks with other GPUs form their own groups. */
+aijp::cache::file_bytes AIJPBroadcastRead(MPI_Comm comm, const std::filesystem::path &path)
+{
+  const std::string name  = path.string();
+  const int         color = static_cast<int>(AIJPHash(name) & 0x7fffffffu);
+  int               rank = 0, size = 0;
+  MPI_Comm          group = MPI_COMM_NULL;
+  AIJPCheckMPI(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  AIJPCheckMPI(MPI_Comm_split(comm, color, rank, &group), "MPI_Comm_split");
+  struct group_guard {
+    MPI_Comm *c;
+    ~group_guard()
+    {
+      if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+    }
+  } guard{&group};
+  AIJPCheckMPI(MPI_Comm_rank(group, &rank), "MPI_Comm_rank");
+  AIJPCheckMPI(MPI_Comm_size(group, &size), "MPI_Comm_size");
+  /* The leader's name, so that two names of equal hash never share bytes: then every rank reads its own. */
+  long long len = static_cast<long long>(name.size());
+  AIJPCheckMPI(MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, group), "MPI_Bcast");
+  std::string leader_name = rank == 0 ? name : std::string(static_cast<size_t>(len), '\0');
+  if (len > 0) AIJPCheckMPI(MPI_Bcast(leader_name.data(), static_cast<int>(len), MPI_CHAR, 0, group), "MPI_Bcast");
+  int same = leader_name == name, all_same = 0;
+  AIJPCheckMPI(MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_MIN, group), "MPI_Allreduce");
+  if (!all_same) {
+    aijp_bcast_leader = true;
+    aijp_bcast_note   = "cache file " + name + " read by each process (another file name hashed alike)";
+    return aijp::cache::read_file_bytes(path);
+  }
+  aijp::cache::file_bytes bytes;
+  if (rank == 0) bytes = aijp::cache::read_file_bytes(path);
+  long long head[3] = {static_cast<long long>(bytes.status), static_cast<long long>(bytes.text.size()), static_cast<long long>(bytes.problem.size())};
+  AIJPCheckMPI(MPI_Bcast(head, 3, MPI_LONG_LONG, 0, group), "MPI_Bcast");
+  if (rank != 0) {
+    bytes.status = static_cast<aijp::cache::load_status>(head[0]);
+    bytes.text.assign(static_cast<size_t>(head[1]), '\0');
+    bytes.problem.assign(static_cast<size_t>(head[2]), '\0');
+  }
+  /* read_file_bytes refuses files beyond 64 MiB, so one int count suffices. */
+  if (head[1] > 0) AIJPCheckMPI(MPI_Bcast(bytes.text.data(), static_cast<int>(head[1]), MPI_CHAR, 0, group), "MPI_Bcast");
+  if (head[2] > 0) AIJPCheckMPI(MPI_Bcast(bytes.problem.data(), static_cast<int>(head[2]), MPI_CHAR, 0, group), "MPI_Bcast");
+  aijp_bcast_leader = rank == 0;
+  aijp_bcast_note   = "cache file " + name + " (" + aijp::cache::to_string(bytes.status) + ") read by one process and broadcast to the " + std::to_string(size) + " processes that share it";
+  return bytes;
+}
+
 /* The context of (cache directory, model); with -mat_aijpredict_warmup, runs the quick warm-up once per
-   process when this GPU has no fitted coefficients yet. */
+   process when this GPU has no fitted coefficients yet. Inside AIJPCollectiveContext the cache file is read
+   once per group of ranks that share it and broadcast. */
 PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
 {
   const std::string key = p->opt.cache_dir + "|" + p->opt.model + (p->opt.online ? "|online" : "");
@@ -125,13 +201,22 @@ PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
     opts.cache_dir = p->opt.cache_dir;
     opts.model     = p->opt.model;
     opts.online    = p->opt.online;
+    if (aijp_bcast_comm != MPI_COMM_NULL) {
+      const MPI_Comm comm = aijp_bcast_comm;
+      opts.read_cache     = [comm](const std::filesystem::path &f) { return AIJPBroadcastRead(comm, f); };
+    }
+    aijp_bcast_leader = true;
+    aijp_bcast_note.clear();
     if (aijp_context) PetscCall(AIJPSaveOnline()); /* corrections learned under the previous options */
     const auto t0 = std::chrono::steady_clock::now();
     PetscCallCXX(aijp_context = std::make_unique<aijp::context>(opts));
     aijp_context_key = key;
     PetscCall(PetscInfo(nullptr, "aijpredict: per-process context (device properties, cache %s) made in %.3f ms\n", opts.cache_dir.empty() ? "default directory" : opts.cache_dir.c_str(),
                         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
-    for (const auto &w : aijp_context->warnings()) PetscCall(PetscPrintf(PETSC_COMM_SELF, "WARNING: %s\n", w.c_str()));
+    if (!aijp_bcast_note.empty()) PetscCall(PetscInfo(nullptr, "aijpredict: %s\n", aijp_bcast_note.c_str()));
+    /* The ranks that received the bytes would repeat their reader's warnings about the file word for word. */
+    if (aijp_bcast_leader)
+      for (const auto &w : aijp_context->warnings()) PetscCall(PetscPrintf(PETSC_COMM_SELF, "WARNING: %s\n", w.c_str()));
     if (p->opt.warmup && p->opt.model == "placeholder") PetscCall(PetscInfo(nullptr, "aijpredict: -mat_aijpredict_warmup has no effect with -mat_aijpredict_model placeholder\n"));
     if (p->opt.warmup && !aijp_warmup_done && p->opt.model != "placeholder" && aijp_context->model_source().find("fitted on this GPU") == std::string::npos) {
       aijp::warmup_options wo;
@@ -142,6 +227,7 @@ PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
       PetscCallCXX(r = aijp::run_warmup(*aijp_context, wo));
       PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: warm-up done in %.1f s (%zu samples), coefficients in %s\n", r.seconds, r.samples, r.cache_file.c_str()));
       aijp_warmup_done = true;
+      opts.read_cache = nullptr; /* not every rank of the group warms up: read the new file alone */
       PetscCallCXX(aijp_context = std::make_unique<aijp::context>(opts));
     }
     PetscCall(PetscInfo(nullptr, "aijpredict: %s\n", aijp_context->model_source().c_str()));
@@ -865,7 +951,7 @@ PetscErrorCode AIJPConvertInPlace(Mat B, MPI_Comm comm, const char prefix[])
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
   /* The per-process context (device properties, model constants from the cache) is made once, when the type
      is set, as aijcusparse makes its cuSPARSE handle: a short solve's first product should not pay for it. */
-  if (p->opt.use_gpu && aijp::device_available()) {
+  if (!aijp_defer_context && p->opt.use_gpu && aijp::device_available()) {
     aijp::context *ctx = nullptr;
     PetscCall(AIJPGetContext(p, &ctx));
   }
@@ -958,6 +1044,39 @@ mpiaij_prealloccoo aijp_mpiaij_prealloccoo = nullptr;
 PetscErrorCode (*aijp_mpiaij_view)(Mat, PetscViewer) = nullptr;
 
 /* Converts the diagonal and off-diagonal blocks in place, reading the options with the MPI matrix's prefix. */
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+/* Makes the per-process contexts of the ranks of B's communicator that need one together (B's preallocation
+   is collective), so that each cache file is read by one rank and broadcast: "rank 0 reads and broadcasts"
+   for every group of ranks that share a GPU kind, instead of every rank reading the shared file system.
+   Ranks that already have their context, or run on the CPU, only take part in the agreement. */
+PetscErrorCode AIJPCollectiveContext(Mat B, Mat_SeqAIJPredict *p)
+{
+  MPI_Comm    comm = PetscObjectComm((PetscObject)B), sub = MPI_COMM_NULL;
+  PetscMPIInt size;
+
+  PetscFunctionBegin;
+  const std::string key  = p->opt.cache_dir + "|" + p->opt.model + (p->opt.online ? "|online" : "");
+  const PetscMPIInt need = p->opt.use_gpu && aijp::device_available() && (!aijp_context || key != aijp_context_key) ? 1 : 0;
+  PetscCallMPI(MPI_Comm_size(comm, &size));
+  aijp::context *ctx = nullptr;
+  if (size == 1) {
+    if (need) PetscCall(AIJPGetContext(p, &ctx));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  PetscMPIInt any = 0;
+  PetscCallMPI(MPIU_Allreduce(&need, &any, 1, MPI_INT, MPI_MAX, comm));
+  if (!any) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCallMPI(MPI_Comm_split(comm, need ? 0 : MPI_UNDEFINED, 0, &sub));
+  if (!need) PetscFunctionReturn(PETSC_SUCCESS);
+  aijp_bcast_comm        = sub;
+  const PetscErrorCode e = AIJPGetContext(p, &ctx);
+  aijp_bcast_comm        = MPI_COMM_NULL;
+  PetscCallMPI(MPI_Comm_free(&sub));
+  PetscCall(e);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+#endif
+
 PetscErrorCode AIJPConvertBlocks(Mat B)
 {
   Mat             blk[2];
@@ -965,13 +1084,21 @@ PetscErrorCode AIJPConvertBlocks(Mat B)
 
   PetscFunctionBegin;
   PetscCall(MatMPIAIJGetSeqAIJ(B, &blk[0], &blk[1], &colmap));
+  aijp_defer_context = true;
   for (Mat b : blk) {
-    PetscBool is;
+    PetscBool      is;
+    PetscErrorCode e = PETSC_SUCCESS;
     if (!b) continue;
     PetscCall(PetscObjectTypeCompare((PetscObject)b, MATSEQAIJPREDICT, &is));
-    if (!is) PetscCall(AIJPConvertInPlace(b, PetscObjectComm((PetscObject)B), ((PetscObject)B)->prefix));
+    if (!is) e = AIJPConvertInPlace(b, PetscObjectComm((PetscObject)B), ((PetscObject)B)->prefix);
+    if (e) aijp_defer_context = false;
+    PetscCall(e);
     if (B->boundtocpu) PetscCall(MatBindToCPU(b, PETSC_TRUE));
   }
+  aijp_defer_context = false;
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+  PetscCall(AIJPCollectiveContext(B, AIJP(blk[0])));
+#endif
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

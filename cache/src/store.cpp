@@ -90,36 +90,54 @@ load_result make_result(const fs::path& path, load_status status, const std::str
   return result;
 }
 
-load_result read_cache_file(const fs::path& path, const device_fingerprint* device)
+file_bytes read_bytes_of(const fs::path& path)
 {
+  file_bytes out;
   const int fd = retry_on_eintr([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY); });
   if (fd < 0) {
     const int err = errno;
     // ENOTDIR: some component of the directory is a plain file, so this file cannot exist either.
-    if (err == ENOENT || err == ENOTDIR) return make_result(path, load_status::missing, "");
-    return make_result(path, load_status::unreadable, errno_text(err));
+    if (err == ENOENT || err == ENOTDIR) return out;  // missing
+    out.status = load_status::unreadable;
+    out.problem = errno_text(err);
+    return out;
   }
   fd_guard guard(fd);
+  const auto fail = [&](load_status status, std::string problem) {
+    out.status = status;
+    out.problem = std::move(problem);
+    out.text.clear();
+    return out;
+  };
   struct stat info {};
-  if (::fstat(fd, &info) != 0) return make_result(path, load_status::unreadable, errno_text(errno));
-  if (S_ISDIR(info.st_mode)) return make_result(path, load_status::unreadable, "it is a directory");
-  if (!S_ISREG(info.st_mode)) return make_result(path, load_status::unreadable, "it is not a regular file");
+  if (::fstat(fd, &info) != 0) return fail(load_status::unreadable, errno_text(errno));
+  if (S_ISDIR(info.st_mode)) return fail(load_status::unreadable, "it is a directory");
+  if (!S_ISREG(info.st_mode)) return fail(load_status::unreadable, "it is not a regular file");
   if (info.st_size > max_file_bytes) {
-    return make_result(path, load_status::corrupt,
-                       "it is " + std::to_string(info.st_size) +
-                           " bytes long, far larger than any cache file aijpredict writes");
+    return fail(load_status::corrupt,
+                "it is " + std::to_string(info.st_size) + " bytes long, far larger than any cache file aijpredict writes");
   }
-  std::string text(static_cast<std::size_t>(info.st_size), '\0');
+  out.text.assign(static_cast<std::size_t>(info.st_size), '\0');
   std::size_t filled = 0;
-  while (filled < text.size()) {
-    const ssize_t got = retry_on_eintr([&] { return ::read(fd, &text[filled], text.size() - filled); });
-    if (got < 0) return make_result(path, load_status::unreadable, errno_text(errno));
+  while (filled < out.text.size()) {
+    const ssize_t got = retry_on_eintr([&] { return ::read(fd, &out.text[filled], out.text.size() - filled); });
+    if (got < 0) return fail(load_status::unreadable, errno_text(errno));
     if (got == 0) break;  // shrank since fstat: cannot happen with our atomic renames; parse what we got
     filled += static_cast<std::size_t>(got);
   }
-  text.resize(filled);
+  out.text.resize(filled);
+  out.status = load_status::ok;
+  return out;
+}
 
-  detail::parse_outcome parsed = detail::parse_json_text(text);
+load_result parse_cache_bytes(const fs::path& path, const file_bytes& bytes, const device_fingerprint* device)
+{
+  if (bytes.status != load_status::ok) return make_result(path, bytes.status, bytes.problem);
+  if (bytes.text.size() > static_cast<std::size_t>(max_file_bytes)) {
+    return make_result(path, load_status::corrupt,
+                       "it is " + std::to_string(bytes.text.size()) + " bytes long, far larger than any cache file aijpredict writes");
+  }
+  detail::parse_outcome parsed = detail::parse_json_text(bytes.text);
   if (parsed.status != load_status::ok) return make_result(path, parsed.status, parsed.problem);
   const std::string difference = device ? detail::first_difference(parsed.entry->device, *device) : std::string();
   if (!difference.empty()) {
@@ -129,6 +147,11 @@ load_result read_cache_file(const fs::path& path, const device_fingerprint* devi
   load_result result = make_result(path, load_status::ok, "");
   result.entry = std::move(parsed.entry);
   return result;
+}
+
+load_result read_cache_file(const fs::path& path, const device_fingerprint* device)
+{
+  return parse_cache_bytes(path, read_bytes_of(path), device);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -330,6 +353,13 @@ load_result store::load(const device_fingerprint& device) const
 {
   return read_cache_file(path_for(device), &device);
 }
+
+load_result store::load_from(const device_fingerprint& device, const file_bytes& bytes) const
+{
+  return parse_cache_bytes(path_for(device), bytes, &device);
+}
+
+file_bytes read_file_bytes(const std::filesystem::path& path) { return read_bytes_of(path); }
 
 void store::save(const cache_entry& entry) const
 {

@@ -253,7 +253,7 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   const cache::device_fingerprint fp = make_fingerprint(device_);
   cache_dir_ = store.directory();
   fingerprint_ = fp;
-  loaded = store.load(fp);
+  loaded = opts.read_cache ? store.load_from(fp, opts.read_cache(store.path_for(fp))) : store.load(fp);
   if (loaded.status == cache::load_status::ok && params_from_entry(*loaded.entry, params_)) {
     params_.l2_bytes = device_.l2_bytes;
     params_source_ = "cache file " + loaded.path.string();

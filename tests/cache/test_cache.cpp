@@ -471,6 +471,54 @@ TEST_F(cache_store, DirectoryInPlaceOfFileIsUnreadable)
   EXPECT_TRUE(contains(result.message, "directory")) << result.message;
 }
 
+// Bytes read by one process and handed to another (the PETSc plugin's rank-0 read and broadcast) get every
+// check of a file read in place, with the same statuses and messages.
+TEST_F(cache_store, LoadFromBytesReadElsewhereMatchesLoad)
+{
+  const store s(dir_);
+  s.save(sample_entry(h200()));
+  const fs::path path = s.path_for(h200());
+
+  const aijp::cache::file_bytes bytes = aijp::cache::read_file_bytes(path);
+  ASSERT_EQ(bytes.status, load_status::ok) << bytes.problem;
+  EXPECT_EQ(bytes.text, read_bytes(path));
+  const load_result from = s.load_from(h200(), bytes);
+  ASSERT_EQ(from.status, load_status::ok) << from.message;
+  EXPECT_EQ(*from.entry, *s.load(h200()).entry);
+  EXPECT_EQ(from.path, path);
+
+  // The same bytes for another device: rejected as the file itself would be.
+  const fs::path other = s.path_for(a100());
+  expect_rejected(s.load_from(a100(), bytes), load_status::other_device, other);
+
+  // Truncated in transit, or garbage.
+  aijp::cache::file_bytes cut = bytes;
+  cut.text.resize(cut.text.size() / 2);
+  expect_rejected(s.load_from(h200(), cut), load_status::corrupt, path);
+  cut.text = "\x01\x02 not json";
+  expect_rejected(s.load_from(h200(), cut), load_status::corrupt, path);
+
+  // A reader's failure is passed through with its reason.
+  aijp::cache::file_bytes failed;
+  failed.status = load_status::unreadable;
+  failed.problem = "Permission denied";
+  const load_result unreadable = s.load_from(h200(), failed);
+  expect_rejected(unreadable, load_status::unreadable, path);
+  EXPECT_TRUE(contains(unreadable.message, "Permission denied")) << unreadable.message;
+  EXPECT_EQ(s.load_from(h200(), aijp::cache::file_bytes{}).status, load_status::missing);
+}
+
+TEST_F(cache_store, ReadFileBytesReportsMissingAndDirectories)
+{
+  const fs::path path = dir_ / "absent.json";
+  EXPECT_EQ(aijp::cache::read_file_bytes(path).status, load_status::missing);
+  fs::create_directories(path);
+  const aijp::cache::file_bytes dir = aijp::cache::read_file_bytes(path);
+  EXPECT_EQ(dir.status, load_status::unreadable);
+  EXPECT_TRUE(dir.text.empty());
+  EXPECT_TRUE(contains(dir.problem, "directory")) << dir.problem;
+}
+
 TEST_F(cache_store, SaveRejectsValuesJsonCannotHold)
 {
   const store s(dir_ / "sub");

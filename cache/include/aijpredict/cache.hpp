@@ -132,6 +132,19 @@ struct load_result {
   std::filesystem::path path;
 };
 
+/// The raw contents of a cache file: read from the file system by `read_file_bytes`, or by one process and
+/// passed on to others (the PETSc plugin's rank-0 read and broadcast), then checked by `store::load_from`.
+struct file_bytes {
+  /// ok (then `text` holds the contents), missing, unreadable, or corrupt (far too large to be ours).
+  load_status status = load_status::missing;
+  std::string text;
+  std::string problem;  ///< why not, when not ok and not missing (e.g. "Permission denied")
+};
+
+/// Reads `path` whole, with the same checks as `store::load` before parsing; never throws for a bad or
+/// absent file (only std::bad_alloc can escape).
+file_bytes read_file_bytes(const std::filesystem::path& path);
+
 /// Directory for cache files, first match wins:
 ///   1. `$AIJPREDICT_CACHE_DIR` if set and non-empty (used verbatim),
 ///   2. `$XDG_CACHE_HOME/aijpredict` if XDG_CACHE_HOME is set to an absolute path (the XDG base
@@ -159,6 +172,10 @@ class store {
   /// Reads the file for `device`. Never throws for a bad or absent file (see `load_status`); only
   /// std::bad_alloc can escape. Takes no lock: atomic renames by writers make that safe.
   load_result load(const device_fingerprint& device) const;
+
+  /// `load` from bytes read elsewhere (`read_file_bytes(path_for(device))`, possibly by another process):
+  /// every check of `load`, the same statuses and messages.
+  load_result load_from(const device_fingerprint& device, const file_bytes& bytes) const;
 
   /// Writes `entry` to `path_for(entry.device)` atomically, replacing any existing file, under the
   /// writer lock. Creates the directory (like mkdir -p) if needed.

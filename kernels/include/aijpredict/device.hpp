@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,12 @@ struct context_options {
   /// other processes wrote, by save_online() and by the destructor. Off by default: tools that measure
   /// the models themselves must see them uncorrected.
   bool online = false;
+  /// How the context reads its device's cache file: called exactly once per construction with
+  /// `use_cache`, after the device is known and before anything is written, with the file's path. Empty:
+  /// aijp::cache::read_file_bytes. The PETSc plugin passes a reader with which one MPI rank per file reads
+  /// it and broadcasts the bytes to the ranks that share it (a collective call; see petsc_plugin). The
+  /// bytes get every check of a file read here (aijp::cache::store::load_from).
+  std::function<cache::file_bytes(const std::filesystem::path&)> read_cache;
 };
 
 /// Everything per device and per process: properties, model parameters (from the per-device cache, or
