@@ -184,7 +184,8 @@ aijp::cache::file_bytes AIJPBroadcastRead(MPI_Comm comm, const std::filesystem::
   if (head[1] > 0) AIJPCheckMPI(MPI_Bcast(bytes.text.data(), static_cast<int>(head[1]), MPI_CHAR, 0, group), "MPI_Bcast");
   if (head[2] > 0) AIJPCheckMPI(MPI_Bcast(bytes.problem.data(), static_cast<int>(head[2]), MPI_CHAR, 0, group), "MPI_Bcast");
   aijp_bcast_leader = rank == 0;
-  aijp_bcast_note   = "cache file " + name + " (" + aijp::cache::to_string(bytes.status) + ") read by one process and broadcast to the " + std::to_string(size) + " processes that share it";
+  const std::string what = bytes.status == aijp::cache::load_status::ok ? std::to_string(bytes.text.size()) + " bytes" : std::string(aijp::cache::to_string(bytes.status));
+  aijp_bcast_note        = "cache file " + name + " read by one process and broadcast (" + what + ") to the " + std::to_string(size) + " processes that share it";
   return bytes;
 }
 
@@ -211,8 +212,8 @@ PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
     const auto t0 = std::chrono::steady_clock::now();
     PetscCallCXX(aijp_context = std::make_unique<aijp::context>(opts));
     aijp_context_key = key;
-    PetscCall(PetscInfo(nullptr, "aijpredict: per-process context (device properties, cache %s) made in %.3f ms\n", opts.cache_dir.empty() ? "default directory" : opts.cache_dir.c_str(),
-                        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
+    PetscCall(PetscInfo(nullptr, "aijpredict: per-process context (device %d, %s %s; cache %s) made in %.3f ms\n", aijp_context->device().ordinal, aijp_context->device().name.c_str(), aijp_context->device().uuid.c_str(),
+                        opts.cache_dir.empty() ? "default directory" : opts.cache_dir.c_str(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
     if (!aijp_bcast_note.empty()) PetscCall(PetscInfo(nullptr, "aijpredict: %s\n", aijp_bcast_note.c_str()));
     /* The ranks that received the bytes would repeat their reader's warnings about the file word for word. */
     if (aijp_bcast_leader)
@@ -951,9 +952,12 @@ PetscErrorCode AIJPConvertInPlace(Mat B, MPI_Comm comm, const char prefix[])
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
   /* The per-process context (device properties, model constants from the cache) is made once, when the type
      is set, as aijcusparse makes its cuSPARSE handle: a short solve's first product should not pay for it. */
-  if (!aijp_defer_context && p->opt.use_gpu && aijp::device_available()) {
+  if (p->opt.use_gpu && aijp::device_available()) {
+    /* PETSc selects each process's GPU (rank modulo the device count) lazily; the context must be made on that
+       device, not on device 0 (aijcusparse initialises the device at conversion too). */
+    PetscCall(PetscDeviceInitialize(PETSC_DEVICE_CUDA));
     aijp::context *ctx = nullptr;
-    PetscCall(AIJPGetContext(p, &ctx));
+    if (!aijp_defer_context) PetscCall(AIJPGetContext(p, &ctx));
   }
 #endif
   PetscCall(AIJPComposeSeq(B, true));
