@@ -156,7 +156,7 @@ int main(int argc, char** argv)
         aijp::bench::accuracy_row r{name, f, aijp::time_spmv(g, x, y, stream).median_us, {}};
         for (const auto& m : models) {
           if (const auto p = m->predict_us(f, feat, dev)) {
-            r.predicted[m->name()] = aijp::at_least_launches(f, feat.stats, 8, ctx.model_params(), *p);  // as the runtime
+            r.predicted[m->name()] = aijp::at_least_launches(f, feat.stats, 8, ctx.model_params(), *p, &dev);  // as the runtime
           }
         }
         for (const auto& e : placeholder) {

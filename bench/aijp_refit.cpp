@@ -154,7 +154,7 @@ int main(int argc, char** argv)
       for (const auto& e : aijp::predict_bandwidth_model(pin, params, {s.format})) r.predicted["placeholder"] = e.predicted_us;
       for (const auto& m : models) {
         if (const auto p = m->predict_us(s.format, s.features, dev)) {
-          r.predicted[m->name()] = aijp::at_least_launches(s.format, s.features.stats, s.features.value_bytes, params, *p);
+          r.predicted[m->name()] = aijp::at_least_launches(s.format, s.features.stats, s.features.value_bytes, params, *p, &dev);
         }
       }
       rows.push_back(std::move(r));

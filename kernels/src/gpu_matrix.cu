@@ -104,7 +104,8 @@ std::vector<format_estimate> estimate_block(const context& ctx, const prediction
     feat.x_sectors_per_nnz = x_sectors_per_nnz;
     for (auto& e : est) {
       if (const auto t = fitted->predict_us(e.format, feat, in.device); t && std::isfinite(*t) && *t > 0) {
-        e.predicted_us = at_least_launches(e.format, block, in.value_bytes, ctx.model_params(), *t * ctx.model_scale());
+        e.predicted_us = at_least_launches(e.format, block, in.value_bytes, ctx.model_params(), *t * ctx.model_scale(),
+                                           &in.device);
         e.fitted = true;
       }
     }

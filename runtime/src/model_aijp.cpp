@@ -13,7 +13,8 @@
 //   2 us_per_byte_dram          max(W - L2, 0): the part of the working set that must come from DRAM
 //   3 us_per_x_gather_byte      x_sectors_per_nnz x nnz x 32: sector traffic of the x gathers (0 if unknown)
 //   4 us_per_serial_entry_l2    longest dependent chain of one thread (max_len; ceil(max_len / lanes) for
-//                               csr_vector) when W <= L2 ...
+//                               csr_vector, more once it stacks 4 rows per lane group on this device:
+//                               layout_traffic_of) when W <= L2 ...
 //   5 us_per_serial_entry_dram  ... and when W > L2 (a dependent load from DRAM costs ~3x one from L2)
 //   6 us_per_slot_iteration     average load iterations of one thread slot of the full device
 //                               (S1 = N_SM x threads/SM slots): 32 N_iter / S1 for thread-per-row layouts
@@ -21,8 +22,8 @@
 //                               rows x max_len / S1 for ELL, nnz / S1 for COO and the cuSPARSE CSR kernels,
 //                               rows x lanes x ceil(mean / lanes) / S1 for csr_vector. It is the wave
 //                               quantisation / latency term the strip models capture with I x P_NZ.
-// Layout bytes, serial chains and slot work come from aijp::layout_traffic_of (predict.hpp), shared with the
-// placeholder model.
+// Layout bytes, serial chains and slot work come from aijp::layout_traffic_of (predict.hpp) for the device the
+// model predicts for (csr_vector's variant depends on its geometry), shared with the placeholder model.
 //
 // Calibration: the linear-hinge form leaves a bias that depends on the size regime (on an H100 warm-up,
 // launch-bound samples came out 15-20 % high and mid-size ones, 20-200 us, 10-20 % low: the effective
@@ -287,7 +288,7 @@ std::vector<double> aijp_features(format_id f, const matrix_features& m, const d
 {
   const row_stats& s = m.stats;
   const int vb = m.value_bytes;
-  const layout_traffic c = layout_traffic_of(f, s, vb);
+  const layout_traffic c = layout_traffic_of(f, s, vb, &d);
   // x is read at least once, y written once (as predict.cpp).
   const double vectors =
       static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + static_cast<double>(s.rows) * vb;

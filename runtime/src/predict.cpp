@@ -11,6 +11,10 @@ namespace aijp {
 namespace {
 
 constexpr int slice_height = 32;  // SELL slice height and warp size of the thread-per-row kernels
+// Unroll of csr_vector's one-row loop (kernels/src/formats/csr.cu, `#pragma unroll 4`): its SASS issues the
+// col_idx loads of 4 steps, then their x and value loads, then the 4 fmas, i.e. one dependent round per 4
+// steps (CUDA 13.0, sm_90).
+constexpr double csr_vector_unroll = 4.0;
 
 // Access-pattern efficiency and library overhead of the placeholder model (not layout facts).
 struct placeholder_terms {
@@ -49,7 +53,15 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
 
 int csr_vector_lanes(const row_stats& s) { return layout_ref::csr_vector_lanes(s.mean); }
 
-layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb)
+int csr_vector_slots(const row_stats& s, const device_properties* device)
+{
+  if (device == nullptr || device->sm_count <= 0 || device->max_threads_per_sm <= 0) return 1;
+  const size_type resident_blocks =
+      static_cast<size_type>(device->sm_count) * (device->max_threads_per_sm / layout_ref::csr_block_size);
+  return layout_ref::csr_vector_slots(s.rows, csr_vector_lanes(s), resident_blocks);
+}
+
+layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const device_properties* device)
 {
   const double entry = vb + sizeof(index_type);
   const double idx = sizeof(index_type);
@@ -78,9 +90,23 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb)
       break;
     case format_id::csr_vector: {
       const int lanes = csr_vector_lanes(s);
+      const int slots = csr_vector_slots(s, device);
+      // Steps of one lane: through the longest row and through a row of mean length.
+      const double longest = std::ceil(s.max_len / static_cast<double>(lanes));
+      const double typical = std::max(1.0, std::ceil(s.mean / lanes));
       c.moved_bytes = nnz * entry + row_ptr;
-      c.serial_entries = std::ceil(s.max_len / static_cast<double>(lanes));
-      c.slot_work = rows * lanes * std::max(1.0, std::ceil(s.mean / lanes));
+      // Serial chain in steps of the one-row loop, which keeps csr_vector_unroll steps' loads in flight.
+      // With rows stacked (slot i of group g is row block_first + i * groups + g), a thread issues the first
+      // entries of all its slots together, then each further step of each slot waits for its own
+      // col_idx -> x loads (SASS, CUDA 13.0, sm_90: of the next slot only the col_idx load is issued before
+      // the slot's fma), so it costs a whole round, csr_vector_unroll steps of the one-row loop. The
+      // longest thread holds the longest row and 3 rows `groups` apart, taken as rows of mean length (the
+      // statistics do not say where long rows lie; runs of more than `groups` long rows make its chain up
+      // to 4x longer).
+      c.serial_entries = slots == 1 ? longest
+                                    : 1.0 + csr_vector_unroll * ((longest - 1.0) + (slots - 1) * (typical - 1.0));
+      // Load iterations of all lanes: stacking gives a lane more rows, not more or fewer loads.
+      c.slot_work = rows * lanes * typical;
       break;
     }
     case format_id::coo:
@@ -161,7 +187,7 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
   const double vectors = static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + static_cast<double>(s.rows) * vb;
   std::vector<format_estimate> out;
   for (format_id f : candidates) {
-    const layout_traffic c = layout_traffic_of(f, s, vb);
+    const layout_traffic c = layout_traffic_of(f, s, vb, &in.device);
     const placeholder_terms pt = placeholder_terms_of(f, s, p);
     format_estimate e;
     e.format = f;
@@ -194,9 +220,10 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
   return out;
 }
 
-double at_least_launches(format_id f, const row_stats& s, int value_bytes, const bandwidth_model_params& p, double predicted_us)
+double at_least_launches(format_id f, const row_stats& s, int value_bytes, const bandwidth_model_params& p, double predicted_us,
+                         const device_properties* device)
 {
-  const layout_traffic c = layout_traffic_of(f, s, value_bytes);
+  const layout_traffic c = layout_traffic_of(f, s, value_bytes, device);
   // One launch: a second launch on the same stream overlaps the first one's tail (COO's y = beta y is short).
   const double latency = p.launch_us + c.serial_entries * p.serial_entry_l2_ns * 1e-3;
   double streaming = 0;

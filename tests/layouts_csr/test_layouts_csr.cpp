@@ -100,6 +100,27 @@ TEST(layouts_csr, LanesAreTheSmallestPowerOfTwoAtLeastTheMeanWithinTwoToThirtyTw
   }
 }
 
+TEST(layouts_csr, VectorStacksRowsOnlyBeyondOneWaveOfResidentBlocks)
+{
+  // 256-thread blocks hold 256 / lanes rows per slot: 8 rows with 32 lanes, 128 with 2.
+  EXPECT_EQ(lr::csr_vector_blocks(0, 32, 1), 0);
+  EXPECT_EQ(lr::csr_vector_blocks(8, 32, 1), 1);
+  EXPECT_EQ(lr::csr_vector_blocks(9, 32, 1), 2);
+  EXPECT_EQ(lr::csr_vector_blocks(33, 32, 4), 2);
+  EXPECT_EQ(lr::csr_vector_blocks(1000000, 2, 4), (1000000 + 511) / 512);
+  // One wave on an H100/H200: 132 SMs x 8 resident blocks = 1056 blocks.
+  const size_type wave = 132 * 8;
+  for (int lanes : lr::csr_vector_lane_set) {
+    const size_type rows_per_wave = wave * (lr::csr_block_size / lanes);
+    EXPECT_EQ(lr::csr_vector_slots(rows_per_wave, lanes, wave), 1) << lanes;
+    EXPECT_EQ(lr::csr_vector_slots(rows_per_wave + 1, lanes, wave), lr::csr_vector_stacked_slots) << lanes;
+    // Unknown device: one row per group.
+    EXPECT_EQ(lr::csr_vector_slots(rows_per_wave * 100, lanes, 0), 1) << lanes;
+  }
+  EXPECT_EQ(lr::csr_vector_slots(8000000, 8, wave), lr::csr_vector_stacked_slots);  // lap7 200^3
+  EXPECT_EQ(lr::csr_vector_slots(4039, 32, wave), 1);                              // ego-Facebook
+}
+
 TEST(layouts_csr, VectorLanesOwnEveryEntryOnce)
 {
   // Short rows and rows of at most 32 under 32 lanes: lane = offset in the row modulo the lanes.

@@ -9,6 +9,7 @@
 #include <aijpredict/formats.hpp>
 #include <aijpredict/generators.hpp>
 #include <aijpredict/models.hpp>
+#include <aijpredict/predict.hpp>
 #include <aijpredict/stats.hpp>
 
 #include <gtest/gtest.h>
@@ -345,6 +346,43 @@ TEST(Aijp, FeaturesOfEllByHand)
   const auto v = aijp::model::aijp_features(format_id::csr_vector, mf, d);
   EXPECT_DOUBLE_EQ(v[4], 5.0);
   EXPECT_DOUBLE_EQ(v[6], 1000.0 * 8 * 1 / s_thread);
+}
+
+TEST(Aijp, CsrVectorChainOfStackedRows)
+{
+  const auto d = h100_like();
+  matrix_features mf;
+  // 8 lanes (mean 5): one wave holds 132 x 8 blocks x 32 rows = 33792 rows with one row per lane group.
+  const auto skewed = [](size_type rows) {
+    std::vector<size_type> hist(41, 0);
+    hist[4] = rows - 1;
+    hist[40] = 1;
+    return stats_of(rows, rows, hist);
+  };
+  mf.stats = skewed(33792);
+  EXPECT_EQ(aijp::csr_vector_slots(mf.stats, &d), 1);
+  auto v = aijp::model::aijp_features(format_id::csr_vector, mf, d);
+  EXPECT_DOUBLE_EQ(v[4], 5.0);  // ceil(40 / 8) steps of the loop unrolled by 4
+  // One more row: 4 rows per lane group. The longest thread walks the 40-entry row (5 steps) and 3 rows of
+  // mean length (1 step each); after the first entries of all four, issued together, every step is a whole
+  // round of dependent loads, 4 steps of the one-row loop: 1 + 4 x (4 + 3 x 0).
+  mf.stats = skewed(33793);
+  EXPECT_EQ(aijp::csr_vector_slots(mf.stats, &d), 4);
+  v = aijp::model::aijp_features(format_id::csr_vector, mf, d);
+  EXPECT_DOUBLE_EQ(v[4], 17.0);
+  // Lanes still load the same entries: the slot work does not change.
+  EXPECT_DOUBLE_EQ(v[6], 33793.0 * 8 * 1 / s_thread);
+  // Constant rows of 40 (32 lanes, 2 steps each; the working set exceeds the L2): 2 steps with one row per
+  // group, 1 + 4 x ((2 - 1) + 3 x (2 - 1)) = 17 stacked.
+  mf.stats = constant_rows(300000, 40);
+  EXPECT_EQ(aijp::csr_vector_slots(mf.stats, &d), 4);
+  EXPECT_DOUBLE_EQ(aijp::model::aijp_features(format_id::csr_vector, mf, d)[5], 17.0);
+  // Without a device geometry the one-row variant is assumed (the layout facts as before).
+  EXPECT_EQ(aijp::csr_vector_slots(mf.stats, nullptr), 1);
+  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(format_id::csr_vector, mf.stats, 8).serial_entries, 2.0);
+  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(format_id::csr_vector, mf.stats, 8, &d).serial_entries, 17.0);
+  aijp::device_properties unknown;
+  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(format_id::csr_vector, mf.stats, 8, &unknown).serial_entries, 2.0);
 }
 
 /// Random matrices of all shapes: constant, normal, uniform and skewed rows, 10^3..3x10^7 rows.

@@ -221,6 +221,34 @@ TEST(PlaceholderModel, PhysicalFloorOfFittedPredictions)
   EXPECT_GT(aijp::at_least_launches(aijp::format_id::csr_scalar, s, 8, p, 100.0), 2e6 * p.serial_entry_l2_ns * 1e-3);
 }
 
+TEST(PlaceholderModel, FloorOfCsrVectorFollowsItsRowsPerLaneGroup)
+{
+  aijp::bandwidth_model_params p;
+  aijp::device_properties d;  // H100: 132 SMs x 2048 threads, 8 resident 256-thread blocks per SM
+  d.sm_count = 132;
+  d.max_threads_per_sm = 2048;
+  // 2M rows of mean 12 (16 lanes: 131k blocks with one row per group, more than the 1056 of a wave) and one
+  // row of 2M entries (125000 steps of 16 lanes).
+  auto s = aijp::compute_row_stats(with_lengths({12, 12, 12}, 4).view());
+  s.rows = s.cols = 2'000'000;
+  s.nnz = 24'000'000;
+  s.mean = 12;
+  s.max_len = 2'000'000;
+  EXPECT_EQ(aijp::csr_vector_slots(s, nullptr), 1);
+  EXPECT_EQ(aijp::csr_vector_slots(s, &d), 4);
+  const double one_row = p.launch_us + 125000 * p.serial_entry_l2_ns * 1e-3;
+  EXPECT_NEAR(aijp::at_least_launches(aijp::format_id::csr_vector, s, 8, p, 1.0), one_row, 1e-6);
+  // Stacked, each step of the long row's slot is a whole round (4 steps of the one-row loop, unrolled by 4).
+  const double stacked = p.launch_us + (1 + 4 * 124999) * p.serial_entry_l2_ns * 1e-3;
+  EXPECT_NEAR(aijp::at_least_launches(aijp::format_id::csr_vector, s, 8, p, 1.0, &d), stacked, 1e-6);
+  // The placeholder reads the device of its input.
+  aijp::prediction_input in;
+  in.stats = s;
+  const auto unstacked_estimate = aijp::predict_bandwidth_model(in, p, {aijp::format_id::csr_vector})[0].predicted_us;
+  in.device = d;
+  EXPECT_GT(aijp::predict_bandwidth_model(in, p, {aijp::format_id::csr_vector})[0].predicted_us, 3.9 * unstacked_estimate);
+}
+
 TEST(PlaceholderModel, BandwidthFloorBeyondL2)
 {
   aijp::bandwidth_model_params p;

@@ -2,7 +2,8 @@
 //  - csr_scalar: one thread per row.
 //  - csr_vector: L lanes per row, L = the smallest power of two >= the mean row length in [2, 32]
 //    (layout_ref::csr_vector_lanes, the rule predict.cpp models); 1 or 4 rows per lane group (4 once the
-//    matrix needs more than a wave), per-lane partial sums, then a sub-warp __shfl_down_sync tree of width L.
+//    matrix needs more than a wave: layout_ref::csr_vector_slots, also the models' rule), per-lane partial
+//    sums, then a sub-warp __shfl_down_sync tree of width L.
 // Both accumulate with explicit fma and finish with y = alpha s or fma(alpha, s, beta y), so the host
 // references in aijpredict/layout_ref_csr.hpp reproduce them bit for bit.
 #include "../format_impl.hpp"
@@ -13,15 +14,11 @@ namespace aijp::detail {
 
 namespace {
 
-constexpr int block_size = 256;
+constexpr int block_size = layout_ref::csr_block_size;
 constexpr unsigned full_mask = 0xffffffffu;
-// Rows per lane group of csr_vector on matrices that need more than one wave of resident blocks with one
-// row per group. H200, double, CUDA 13.0, 2026-11-22 (scratch benchmark through gpu_matrix::apply): the 3D
-// 7-point Laplacian (8M rows, mean 7, 8 lanes) took 398-442 us with one row per group and 244 us with 4;
-// a 3-dof FEM matrix (648k rows, mean 21, 32 lanes) 122 us and 74 us; 2 rows gave 269 / 83 us, 8 rows
-// 236 / 76 us. Below one wave one row per group wins: the warp of the longest row is the critical path
-// (ego-Facebook, 4k rows, longest 1045: 7.0 us with one, 16 us with 4).
-constexpr int stacked_slots = 4;
+// Rows per lane group of csr_vector once one row per group needs more than a wave (the measurements that
+// chose 4 are in layout_ref_csr.hpp).
+constexpr int stacked_slots = layout_ref::csr_vector_stacked_slots;
 
 template <typename Value, bool beta_zero>
 __device__ __forceinline__ void write_result(Value* y, size_type row, Value alpha, Value sum, Value beta)
@@ -155,13 +152,14 @@ class csr_vector final : public format_impl<Value> {
   csr_vector(const device_csr<Value>& a, const row_stats& stats) : a_(a), lanes_(layout_ref::csr_vector_lanes(stats.mean))
   {
     // Stack rows only when one row per group would need more than one wave of resident blocks. Every
-    // variant compiles to 32 registers and no shared memory (ptxas -v, CUDA 13.0), so one query serves all.
+    // variant compiles to 32 registers and no shared memory (ptxas -v, CUDA 13.0), so one query serves all;
+    // at 32 registers the resident threads per SM are the limit, which is what the models assume
+    // (predict.cpp: max_threads_per_sm / block_size blocks per SM).
     int device = 0, sm_count = 0, blocks_per_sm = 0;
     AIJP_CUDA_CHECK(cudaGetDevice(&device));
     AIJP_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
     AIJP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel_for<32, 1, true>(), block_size, 0));
-    const size_type one_row_blocks = blocks(lanes_, 1);
-    slots_ = one_row_blocks > static_cast<size_type>(sm_count) * blocks_per_sm ? stacked_slots : 1;
+    slots_ = layout_ref::csr_vector_slots(a_.rows, lanes_, static_cast<size_type>(sm_count) * blocks_per_sm);
   }
   format_id id() const override { return format_id::csr_vector; }
   void refresh_values(const device_csr<Value>&, cudaStream_t) override {}  // runs on the CSR copy itself
@@ -187,18 +185,13 @@ class csr_vector final : public format_impl<Value> {
   {
     return csr_vector_spmv<Value, lanes, slots, beta_zero>;
   }
-  size_type blocks(int lanes, int slots) const
-  {
-    const size_type rows_per_block = static_cast<size_type>(block_size / lanes) * slots;
-    return (a_.rows + rows_per_block - 1) / rows_per_block;
-  }
   template <int lanes>
   void launch(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream)
   {
     const bool beta_zero = beta == Value(0);
     kernel_type kernel = beta_zero ? kernel_for<lanes, 1, true>() : kernel_for<lanes, 1, false>();
     if (slots_ > 1) kernel = beta_zero ? kernel_for<lanes, stacked_slots, true>() : kernel_for<lanes, stacked_slots, false>();
-    const unsigned grid = static_cast<unsigned>(blocks(lanes, slots_));
+    const unsigned grid = static_cast<unsigned>(layout_ref::csr_vector_blocks(a_.rows, lanes, slots_));
     kernel<<<grid, block_size, 0, stream>>>(a_.rows, a_.row_ptr.data(), a_.col_idx.data(), a_.values.data(), alpha, x,
                                             beta, y);
     AIJP_CHECK_LAUNCH();

@@ -44,6 +44,35 @@ constexpr std::array<int, 5> csr_vector_lane_set{2, 4, 8, 16, 32};
 /// Width of the aligned walk: with this many lanes, rows longer than this start at an aligned index.
 constexpr int csr_vector_aligned_lanes = 32;
 
+/// Threads per block of the CSR kernels (csr_scalar, csr_vector).
+constexpr int csr_block_size = 256;
+
+/// Rows per lane group of csr_vector on matrices that need more than one wave of resident blocks with one
+/// row per group. H200, double, CUDA 13.0, 2026-11-22 (scratch benchmark through gpu_matrix::apply): the 3D
+/// 7-point Laplacian (8M rows, mean 7, 8 lanes) took 398-442 us with one row per group and 244 us with 4;
+/// a 3-dof FEM matrix (648k rows, mean 21, 32 lanes) 122 us and 74 us; 2 rows gave 269 / 83 us, 8 rows
+/// 236 / 76 us. Below one wave one row per group wins: the warp of the longest row is the critical path
+/// (ego-Facebook, 4k rows, longest 1045: 7.0 us with one, 16 us with 4).
+constexpr int csr_vector_stacked_slots = 4;
+
+/// Blocks of csr_block_size threads csr_vector launches for `rows` rows with `lanes` lanes per row and
+/// `slots` rows per lane group.
+inline size_type csr_vector_blocks(size_type rows, int lanes, int slots)
+{
+  const size_type rows_per_block = static_cast<size_type>(csr_block_size / lanes) * slots;
+  return (rows + rows_per_block - 1) / rows_per_block;
+}
+
+/// Rows per lane group of csr_vector (the one rule the kernel and the cost models share):
+/// csr_vector_stacked_slots when one row per group would need more blocks than `resident_blocks` (SMs x
+/// resident blocks of csr_block_size threads per SM, i.e. more than one wave), else 1. `resident_blocks`
+/// <= 0 means the device is unknown: 1.
+inline int csr_vector_slots(size_type rows, int lanes, size_type resident_blocks)
+{
+  if (resident_blocks <= 0) return 1;
+  return csr_vector_blocks(rows, lanes, 1) > resident_blocks ? csr_vector_stacked_slots : 1;
+}
+
 namespace detail {
 
 // The final update shared by the CSR kernels: y = alpha s with beta == 0 (y not read), else

@@ -43,14 +43,25 @@ struct layout_traffic {
   double moved_bytes = 0;     ///< matrix bytes one SpMV reads and writes (x and y excluded)
   double padded_entries = 0;  ///< stored entries of a padded layout (0 for unpadded ones)
   int launches = 1;           ///< kernel launches per SpMV
-  double serial_entries = 0;  ///< longest dependent chain of entries one thread walks
+  double serial_entries = 0;  ///< longest dependent chain of entries one thread walks (csr_vector: in steps of its
+                              ///< one-row loop, see layout_traffic_of in predict.cpp)
   double slot_work = 0;       ///< thread-slot iterations of the whole SpMV
 };
-layout_traffic layout_traffic_of(format_id f, const row_stats& s, int value_bytes);
+/// `device` (optional) gives the geometry some kernels adapt to (csr_vector stacks rows per lane group once
+/// the matrix needs more than a wave); nullptr = unknown: the kernels' one-wave variant is assumed.
+layout_traffic layout_traffic_of(format_id f, const row_stats& s, int value_bytes,
+                                 const device_properties* device = nullptr);
 
 /// Lanes per row of our csr_vector kernel: the smallest power of two >= the mean row length, at most 32
 /// (the rule of the 2013 Kepler CRS study). kernels/src/formats/csr.cu uses the same rule.
 int csr_vector_lanes(const row_stats& s);
+
+/// Rows per lane group of our csr_vector kernel on `device` (layout_ref::csr_vector_slots, the rule the
+/// kernel applies): 4 when one row per group needs more blocks than one wave of resident blocks, else 1.
+/// Resident blocks = sm_count x (max_threads_per_sm / 256): the kernel's 32 registers leave the resident
+/// threads as the limit (the kernel asks the occupancy API, 8 blocks per SM on an H100/H200). 1 when the
+/// device geometry is unknown (nullptr or zero SMs / threads).
+int csr_vector_slots(const row_stats& s, const device_properties* device);
 
 struct format_estimate {
   format_id format = format_id::cusparse_csr;
@@ -79,8 +90,10 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
 /// latency per entry, nor before the part of its working set (layout bytes + x once + y) that exceeds the L2
 /// has streamed from DRAM at the measured bandwidth. Fitted models extrapolated beyond their samples otherwise
 /// predict sub-launch times for small matrices, miss rows far longer than any benchmark row, and predict
-/// bandwidths above the memory's on large matrices.
-double at_least_launches(format_id f, const row_stats& s, int value_bytes, const bandwidth_model_params& p, double predicted_us);
+/// bandwidths above the memory's on large matrices. `device` as in layout_traffic_of (nullptr: the kernels'
+/// one-wave variants, whose chains are the shorter ones, so the floor stays a floor).
+double at_least_launches(format_id f, const row_stats& s, int value_bytes, const bandwidth_model_params& p, double predicted_us,
+                         const device_properties* device = nullptr);
 
 /// Index into `estimates` of the feasible format with the smallest predicted time; cuSPARSE CSR wins ties.
 /// Returns -1 when none is feasible.
