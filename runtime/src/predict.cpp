@@ -15,6 +15,8 @@ constexpr int slice_height = 32;  // SELL slice height and warp size of the thre
 // col_idx loads of 4 steps, then their x and value loads, then the 4 fmas, i.e. one dependent round per 4
 // steps (CUDA 13.0, sm_90).
 constexpr double csr_vector_unroll = 4.0;
+// Unroll of its stacked loop (`#pragma unroll 2`, all rows' loads of a step issued together).
+constexpr double csr_vector_stacked_unroll = 2.0;
 
 // Access-pattern efficiency and library overhead of the placeholder model (not layout facts).
 struct placeholder_terms {
@@ -96,15 +98,10 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       const double typical = std::max(1.0, std::ceil(s.mean / lanes));
       c.moved_bytes = nnz * entry + row_ptr;
       // Serial chain in steps of the one-row loop, which keeps csr_vector_unroll steps' loads in flight.
-      // With rows stacked (slot i of group g is row block_first + i * groups + g), a thread issues the first
-      // entries of all its slots together, then each further step of each slot waits for its own
-      // col_idx -> x loads (SASS, CUDA 13.0, sm_90: of the next slot only the col_idx load is issued before
-      // the slot's fma), so it costs a whole round, csr_vector_unroll steps of the one-row loop. The
-      // longest thread holds the longest row and 3 rows `groups` apart, taken as rows of mean length (the
-      // statistics do not say where long rows lie; runs of more than `groups` long rows make its chain up
-      // to 4x longer).
-      c.serial_entries = slots == 1 ? longest
-                                    : 1.0 + csr_vector_unroll * ((longest - 1.0) + (slots - 1) * (typical - 1.0));
+      // With rows stacked (slot i of group g is row block_first + i * groups + g) every step issues the
+      // loads of all the thread's rows before any fma (csr.cu), so the chain is the longest row's, at
+      // csr_vector_stacked_unroll steps per round; the other rows add loads to each round, not rounds.
+      c.serial_entries = slots == 1 ? longest : 1.0 + csr_vector_unroll / csr_vector_stacked_unroll * (longest - 1.0);
       // Load iterations of all lanes: stacking gives a lane more rows, not more or fewer loads.
       c.slot_work = rows * lanes * typical;
       break;

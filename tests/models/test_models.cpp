@@ -363,24 +363,24 @@ TEST(Aijp, CsrVectorChainOfStackedRows)
   EXPECT_EQ(aijp::csr_vector_slots(mf.stats, &d), 1);
   auto v = aijp::model::aijp_features(format_id::csr_vector, mf, d);
   EXPECT_DOUBLE_EQ(v[4], 5.0);  // ceil(40 / 8) steps of the loop unrolled by 4
-  // One more row: 4 rows per lane group. The longest thread walks the 40-entry row (5 steps) and 3 rows of
-  // mean length (1 step each); after the first entries of all four, issued together, every step is a whole
-  // round of dependent loads, 4 steps of the one-row loop: 1 + 4 x (4 + 3 x 0).
+  // One more row: 4 rows per lane group. Every step issues the loads of all four rows together, so the
+  // chain is the longest row's (5 steps), at 2 steps per round where the one-row loop does 4:
+  // 1 + 4 / 2 x (5 - 1) steps of the one-row loop.
   mf.stats = skewed(33793);
   EXPECT_EQ(aijp::csr_vector_slots(mf.stats, &d), 4);
   v = aijp::model::aijp_features(format_id::csr_vector, mf, d);
-  EXPECT_DOUBLE_EQ(v[4], 17.0);
+  EXPECT_DOUBLE_EQ(v[4], 9.0);
   // Lanes still load the same entries: the slot work does not change.
   EXPECT_DOUBLE_EQ(v[6], 33793.0 * 8 * 1 / s_thread);
   // Constant rows of 40 (32 lanes, 2 steps each; the working set exceeds the L2): 2 steps with one row per
-  // group, 1 + 4 x ((2 - 1) + 3 x (2 - 1)) = 17 stacked.
+  // group, 1 + 2 x (2 - 1) = 3 stacked.
   mf.stats = constant_rows(300000, 40);
   EXPECT_EQ(aijp::csr_vector_slots(mf.stats, &d), 4);
-  EXPECT_DOUBLE_EQ(aijp::model::aijp_features(format_id::csr_vector, mf, d)[5], 17.0);
+  EXPECT_DOUBLE_EQ(aijp::model::aijp_features(format_id::csr_vector, mf, d)[5], 3.0);
   // Without a device geometry the one-row variant is assumed (the layout facts as before).
   EXPECT_EQ(aijp::csr_vector_slots(mf.stats, nullptr), 1);
   EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(format_id::csr_vector, mf.stats, 8).serial_entries, 2.0);
-  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(format_id::csr_vector, mf.stats, 8, &d).serial_entries, 17.0);
+  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(format_id::csr_vector, mf.stats, 8, &d).serial_entries, 3.0);
   aijp::device_properties unknown;
   EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(format_id::csr_vector, mf.stats, 8, &unknown).serial_entries, 2.0);
 }

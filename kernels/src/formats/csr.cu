@@ -48,10 +48,10 @@ __global__ void __launch_bounds__(block_size) csr_scalar_spmv(size_type rows, co
 // `lanes` consecutive threads own a row; each group owns `slots` rows of the block, slot i of group g being
 // row block_first + i * groups + g (so every slot of a warp reads consecutive rows). With one slot the row
 // runs in a counted loop unrolled by 4 (a `k < end` loop on unsigned k does not unroll), 4 loads in flight
-// on long rows. With several slots all rows of the thread advance together (unrolled by 2): a load per
-// slot in flight, where one row per group left short-row matrices with a single dependent load chain per
-// warp. No thread returns early: every lane of the warp takes part in the full-mask shuffles; rows past
-// the end read nothing.
+// on long rows. With several slots all rows of the thread advance together (unrolled by 2), the loads of
+// every slot in flight at once, where one row per group left short-row matrices with a single dependent
+// load chain per warp. No thread returns early: every lane of the warp takes part in the full-mask
+// shuffles; rows past the end contribute nothing (a finished row re-reads entry 0 and discards it).
 template <typename Value, int lanes, int slots, bool beta_zero>
 __global__ void __launch_bounds__(block_size) csr_vector_spmv(size_type rows, const index_type* __restrict__ row_ptr,
                                                               const index_type* __restrict__ col_idx,
@@ -94,14 +94,28 @@ __global__ void __launch_bounds__(block_size) csr_vector_spmv(size_type rows, co
       k[0] += lanes;
     }
   } else {
+    // Every row of the thread advances one step per iteration, with the loads of all rows issued before any
+    // fma: a row past its end re-reads entry 0 (an L1 hit, the same address on every lane) and keeps its
+    // sum, so no load sits behind a branch and a step costs two dependent load rounds for all rows together
+    // (col_idx and values, then x). With the loads inside `if (s < steps[i])`, the compiled code (sm_90,
+    // CUDA 13.0) made each row's step wait for its own loads in turn: `slots` times the rounds.
 #pragma unroll 2
     for (unsigned s = 0; s < max_steps; ++s) {
+      index_type c[slots];
+      Value v[slots];
 #pragma unroll
       for (int i = 0; i < slots; ++i) {
-        if (s < steps[i]) {
-          sum[i] = fma(values[k[i]], __ldg(x + col_idx[k[i]]), sum[i]);
-          k[i] += lanes;
-        }
+        const unsigned at = s < steps[i] ? k[i] : 0u;
+        c[i] = col_idx[at];
+        v[i] = values[at];
+      }
+      Value xv[slots];
+#pragma unroll
+      for (int i = 0; i < slots; ++i) xv[i] = __ldg(x + c[i]);
+#pragma unroll
+      for (int i = 0; i < slots; ++i) {
+        if (s < steps[i]) sum[i] = fma(v[i], xv[i], sum[i]);
+        k[i] += lanes;
       }
     }
   }
