@@ -10,7 +10,11 @@ namespace {
 template <typename Value>
 class cusparse_csr final : public format_impl<Value> {
  public:
-  cusparse_csr(const device_csr<Value>& a, cusparseHandle_t handle) : runner_(handle, CUSPARSE_SPMV_CSR_ALG1, false)
+  // With cusparseSpMV_preprocess, as PETSc's aijcusparse calls it (CUDA >= 12.4): this is the baseline the
+  // formats are compared with and the path short solves run on, so it must be the same work aijcusparse
+  // does. Without it, lap7 10^3 under 20000 Richardson iterations took 35-41 us per iteration against
+  // 30-31 us with aijcusparse (H100, 2026-11-23, bench/results/2026-11-23_h100_overhead.txt).
+  cusparse_csr(const device_csr<Value>& a, cusparseHandle_t handle) : runner_(handle, CUSPARSE_SPMV_CSR_ALG1, true)
   {
     runner_.set_matrix(make_csr_descriptor(a.rows, a.cols, a.nnz, a.row_ptr.data(), a.col_idx.data(), a.values.data()),
                        a.rows, a.cols);
