@@ -12,8 +12,9 @@ class cusparse_csr final : public format_impl<Value> {
  public:
   // With cusparseSpMV_preprocess, as PETSc's aijcusparse calls it (CUDA >= 12.4): this is the baseline the
   // formats are compared with and the path short solves run on, so it must be the same work aijcusparse
-  // does. Without it, lap7 10^3 under 20000 Richardson iterations took 35-41 us per iteration against
-  // 30-31 us with aijcusparse (H100, 2026-11-23, bench/results/2026-11-23_h100_overhead.txt).
+  // does. Without it, lap7 10^3 under 20000 Richardson iterations took 35-47 us per iteration forced to
+  // this format against 30-31 us with aijcusparse; with it 22-34 us against 30-35 us (H100, 2026-11-23,
+  // bench/results/2026-11-23_h100_overhead.txt).
   cusparse_csr(const device_csr<Value>& a, cusparseHandle_t handle) : runner_(handle, CUSPARSE_SPMV_CSR_ALG1, true)
   {
     runner_.set_matrix(make_csr_descriptor(a.rows, a.cols, a.nnz, a.row_ptr.data(), a.col_idx.data(), a.values.data()),
