@@ -9,6 +9,8 @@
 #include "test_matrices.hpp"
 
 #include <aijpredict/generators.hpp>
+#include <aijpredict/layout_ref_csr.hpp>
+#include <aijpredict/stats.hpp>
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -106,6 +108,36 @@ TEST_F(GpuTest, EveryFormatAboveTwoToThe24Nonzeros)
     check_format<double>(a, f, "lap27_90");
     check_format<float>(a, f, "lap27_90");
   }
+}
+
+// csr_vector with 4 rows per lane group (more rows than one wave holds with one): the rows of a thread end at
+// different steps (empty rows, short rows, isolated long rows, a run of consecutive long rows of varying
+// length), so finished rows take the loop's re-read of entry 0 while others still accumulate.
+TEST_F(GpuTest, CsrVectorStackedRowsOfMixedLengths)
+{
+  aijp::csr_matrix<double> a;
+  a.rows = 300000;
+  a.cols = 50000;
+  a.row_ptr.assign(1, 0);
+  for (aijp::size_type r = 0; r < a.rows; ++r) {
+    aijp::size_type len = r % 5;                           // 0..4: mean about 3 with the long rows, 4 lanes
+    if (r % 997 == 0) len = 300;                           // isolated long rows
+    if (r >= 100000 && r < 100200) len = 40 + (r % 7) * 23;  // a run of long rows, each thread gets several
+    for (aijp::size_type k = 0; k < len; ++k) {
+      a.col_idx.push_back(static_cast<aijp::index_type>((r * 7919 + k * 104729) % a.cols));
+      a.values.push_back(1.0 + static_cast<double>((r + 3 * k) % 17) / 8.0);
+    }
+    a.row_ptr.push_back(static_cast<aijp::index_type>(a.col_idx.size()));
+  }
+  const auto& dev = shared_context().device();
+  const auto stats = aijp::compute_row_stats(a.view());
+  const int lanes = aijp::layout_ref::csr_vector_lanes(stats.mean);
+  const aijp::size_type resident =
+      static_cast<aijp::size_type>(dev.sm_count) * (dev.max_threads_per_sm / aijp::layout_ref::csr_block_size);
+  ASSERT_EQ(aijp::layout_ref::csr_vector_slots(a.rows, lanes, resident), aijp::layout_ref::csr_vector_stacked_slots)
+      << "the matrix must need more than one wave with one row per lane group (lanes " << lanes << ")";
+  check_format<double>(a, aijp::format_id::csr_vector, "stacked mixed rows");
+  check_format<float>(a, aijp::format_id::csr_vector, "stacked mixed rows");
 }
 
 TEST_F(GpuTest, DeferredAnalysisAndAmortizedConversion)
