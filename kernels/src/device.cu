@@ -120,6 +120,26 @@ double median(std::vector<double> v)
 
 }  // namespace
 
+namespace {
+
+// Row r of a banded matrix with `k` entries per row: columns start .. start + k - 1 around r (sorted,
+// distinct), values 1. The calibration matrix of cuSPARSE CSR's streaming efficiency.
+__global__ void banded_csr_kernel(size_type rows, int k, index_type* row_ptr, index_type* col_idx, double* values)
+{
+  const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r > rows) return;
+  row_ptr[r] = static_cast<index_type>(r * k);
+  if (r == rows) return;
+  size_type start = r > static_cast<size_type>(k / 2) ? r - k / 2 : 0;
+  if (start + k > rows) start = rows - k;
+  for (int j = 0; j < k; ++j) {
+    col_idx[r * k + j] = static_cast<index_type>(start + j);
+    values[r * k + j] = 1.0;
+  }
+}
+
+}  // namespace
+
 bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream_t stream)
 {
   bandwidth_model_params p;
@@ -183,6 +203,46 @@ bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream
     }
     p.cusparse_csr_overhead_us = median(t);
   }
+
+  // cuSPARSE CSR's streaming efficiency: the fraction of the streaming bandwidth it reaches on a banded
+  // matrix (8 entries per row, contiguous columns) whose working set is 4 x L2 (at least 256 MiB, at most a
+  // quarter of free memory), counted with the placeholder's bytes (matrix, row pointers, x once, y) after
+  // the fixed cost above. The constant it replaces (0.72, DESIGN.md section 7) described ALG1 without
+  // cusparseSpMV_preprocess, which cuSPARSE CSR now runs with as aijcusparse does.
+  {
+    constexpr int k = 8;
+    const double per_row = k * (sizeof(double) + sizeof(index_type)) + sizeof(index_type) + 2 * sizeof(double);
+    std::size_t want = std::max<std::size_t>(std::size_t(4) * dev.l2_bytes, std::size_t(256) << 20);
+    want = std::min<std::size_t>(want, static_cast<std::size_t>(free_bytes / 4));
+    const size_type rows = static_cast<size_type>(static_cast<double>(want) / per_row);
+    if (rows > 1024) {
+      detail::device_csr<double> a;
+      a.rows = a.cols = rows;
+      a.nnz = rows * k;
+      a.row_ptr.resize(rows + 1);
+      a.col_idx.resize(a.nnz);
+      a.values.resize(a.nnz);
+      banded_csr_kernel<<<static_cast<unsigned>((rows + 1 + 255) / 256), 256, 0, stream>>>(rows, k, a.row_ptr.data(), a.col_idx.data(),
+                                                                                         a.values.data());
+      AIJP_CHECK_LAUNCH();
+      detail::device_buffer<double> x(rows), y(rows);
+      AIJP_CUDA_CHECK(cudaMemsetAsync(x.data(), 0, rows * sizeof(double), stream));
+      detail::cusparse_handle handle;
+      auto csr = detail::make_cusparse_csr(a, handle.get());
+      for (int i = 0; i < 3; ++i) csr->apply(1.0, x.data(), 0.0, y.data(), stream);
+      t.clear();
+      for (int rep = 0; rep < 7; ++rep) {
+        timer.start(stream);
+        csr->apply(1.0, x.data(), 0.0, y.data(), stream);
+        t.push_back(timer.stop_ms(stream) * 1e3);
+      }
+      const double bytes = static_cast<double>(rows) * per_row + sizeof(index_type);
+      const double streaming_us = median(t) - p.cusparse_csr_overhead_us;
+      if (streaming_us > 0) {
+        p.cusparse_csr_efficiency = std::clamp(bytes / (p.stream_read_gbs * 1e3 * streaming_us), 0.3, 1.0);
+      }
+    }
+  }
   return p;
 }
 
@@ -207,6 +267,9 @@ bool params_from_entry(const cache::cache_entry& e, bandwidth_model_params& p)
   p.stream_read_gbs = bw->second;
   p.launch_us = launch->second;
   p.cusparse_csr_overhead_us = csr->second;
+  // Optional (files written before it was measured keep the built-in constant).
+  const auto eff = m.find("cusparse_csr_efficiency");
+  if (eff != m.end() && eff->second > 0 && eff->second <= 1) p.cusparse_csr_efficiency = eff->second;
   return true;
 }
 
@@ -215,6 +278,7 @@ void params_to_entry(const bandwidth_model_params& p, cache::cache_entry& e)
   e.device_metrics["stream_read_gbs"] = p.stream_read_gbs;
   e.device_metrics["launch_overhead_us"] = p.launch_us;
   e.device_metrics["cusparse_csr_overhead_us"] = p.cusparse_csr_overhead_us;
+  e.device_metrics["cusparse_csr_efficiency"] = p.cusparse_csr_efficiency;
   e.provenance["device_metrics"] = "aijp::calibrate_device " + utc_now();
 }
 

@@ -22,8 +22,10 @@ struct bandwidth_model_params {
   /// cuSPARSE CSR ALG1 costs ~9.5 us on small matrices where one launch costs 4.3 us: it runs more than
   /// one kernel per SpMV. DESIGN.md section 7, H100, 2026-11-22.
   double cusparse_csr_overhead_us = 9.5;
-  /// Fraction of streaming bandwidth cuSPARSE CSR ALG1 reached on the 3D 7-point Laplacian (8M rows):
-  /// 72 % (DESIGN.md section 7). Our SELL reaches the streaming rate itself, so its factor is 1.
+  /// Fraction of streaming bandwidth cuSPARSE CSR ALG1 reaches. Measured per device by calibrate_device (a
+  /// banded matrix of 4 x L2) and kept in the cache; this default, for cache files written before that, is
+  /// the 72 % of the 3D 7-point Laplacian (8M rows) without cusparseSpMV_preprocess (DESIGN.md section 7).
+  /// Our SELL reaches the streaming rate itself, so its factor is 1.
   double cusparse_csr_efficiency = 0.72;
   /// A thread-per-row kernel cannot finish before its longest row, whose entries are a chain of dependent
   /// x gathers: ~90 ns per entry when the matrix sits in L2 (ego-Facebook: 1045-entry row, 89 us; mbeacxc:
