@@ -372,6 +372,7 @@ void prepare_cache(const std::filesystem::path& dir, const options& o)
         e.device_metrics["stream_read_gbs"] *= o.scale_bw;
         e.device_metrics["launch_overhead_us"] *= o.scale_launch;
         e.device_metrics["cusparse_csr_overhead_us"] *= o.scale_csr;
+        if (e.device_metrics.count("cusparse_csr_alg2_overhead_us")) e.device_metrics["cusparse_csr_alg2_overhead_us"] *= o.scale_csr;
         e.provenance["aijp_online"] = "device constants deliberately mis-calibrated";
       },
       initial);

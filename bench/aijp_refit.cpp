@@ -49,13 +49,6 @@ const char* usage =
     "  --write-cache DIR        write the cache entry with the refitted coefficients to DIR/<device>.json\n"
     "  --help                   this text\n";
 
-double metric(const aijp::cache::cache_entry& e, const char* name)
-{
-  const auto it = e.device_metrics.find(name);
-  if (it == e.device_metrics.end()) die(std::string("the cache file has no device metric '") + name + "'");
-  return it->second;
-}
-
 }  // namespace
 
 int main(int argc, char** argv)
@@ -110,9 +103,9 @@ int main(int argc, char** argv)
     dev.max_threads_per_sm = threads_per_sm;
     dev.max_threads_per_block = threads_per_block;
     aijp::bandwidth_model_params params;
-    params.stream_read_gbs = metric(entry, "stream_read_gbs");
-    params.launch_us = metric(entry, "launch_overhead_us");
-    params.cusparse_csr_overhead_us = metric(entry, "cusparse_csr_overhead_us");
+    if (!aijp::params_from_metrics(entry.device_metrics, params)) {
+      die(cache_file + " lacks the device constants (stream_read_gbs, launch_overhead_us, cusparse_csr_overhead_us)");
+    }
     params.l2_bytes = dev.l2_bytes;
 
     const auto train = aijp::model::read_samples(train_file);

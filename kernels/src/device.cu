@@ -175,41 +175,50 @@ bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream
   }
   p.stream_read_gbs = median(t);
 
-  // cuSPARSE CSR ALG1 fixed cost: SpMV on a 1024 x 1024 identity (all overhead, no bandwidth).
+  // cuSPARSE CSR, ALG1 and ALG2 (both with cusparseSpMV_preprocess): the fixed cost, SpMV on a 1024 x 1024
+  // identity (all overhead, no bandwidth), and the streaming efficiency, the fraction of the streaming
+  // bandwidth reached on a banded matrix (8 entries per row, contiguous columns) whose working set is 4 x L2
+  // (at least 256 MiB, at most a quarter of free memory), counted with the placeholder's bytes (matrix, row
+  // pointers, x once, y) after the fixed cost. The constants they replace (0.72 and 0.85, DESIGN.md section
+  // 7) described the kernels without preprocessing; on an H100 the placeholder then had ALG2 faster than
+  // ALG1 where it measured 5 % slower (bench/results/2026-11-23_h100_run3_accuracy.csv).
   {
-    detail::device_csr<double> a;
+    detail::cusparse_handle handle;
+    const row_stats no_stats;
+    const auto make = [&](const detail::device_csr<double>& a, bool alg2) {
+      return alg2 ? detail::make_cusparse_csr_alg2(detail::build_args<double>{a, no_stats, handle.get(), stream})
+                  : detail::make_cusparse_csr(a, handle.get());
+    };
+    // Median over 7 batches of `batch` back-to-back products, per product.
+    const auto time_us = [&](detail::format_impl<double>& f, const double* x, double* y, int batch) {
+      for (int i = 0; i < 3; ++i) f.apply(1.0, x, 0.0, y, stream);
+      t.clear();
+      for (int rep = 0; rep < 7; ++rep) {
+        timer.start(stream);
+        for (int i = 0; i < batch; ++i) f.apply(1.0, x, 0.0, y, stream);
+        t.push_back(timer.stop_ms(stream) * 1e3 / batch);
+      }
+      return median(t);
+    };
+
+    detail::device_csr<double> id;
     const int m = 1024;
     std::vector<index_type> rp(m + 1), ci(m);
     std::vector<double> v(m, 1.0);
     for (int i = 0; i <= m; ++i) rp[i] = i;
     for (int i = 0; i < m; ++i) ci[i] = i;
-    a.rows = a.cols = a.nnz = m;
-    a.row_ptr.resize(m + 1);
-    a.col_idx.resize(m);
-    a.values.resize(m);
-    AIJP_CUDA_CHECK(cudaMemcpy(a.row_ptr.data(), rp.data(), rp.size() * sizeof(index_type), cudaMemcpyHostToDevice));
-    AIJP_CUDA_CHECK(cudaMemcpy(a.col_idx.data(), ci.data(), ci.size() * sizeof(index_type), cudaMemcpyHostToDevice));
-    AIJP_CUDA_CHECK(cudaMemcpy(a.values.data(), v.data(), v.size() * sizeof(double), cudaMemcpyHostToDevice));
-    detail::device_buffer<double> x(m), y(m);
-    AIJP_CUDA_CHECK(cudaMemcpy(x.data(), v.data(), m * sizeof(double), cudaMemcpyHostToDevice));
-    detail::cusparse_handle handle;
-    auto csr = detail::make_cusparse_csr(a, handle.get());
-    for (int i = 0; i < 10; ++i) csr->apply(1.0, x.data(), 0.0, y.data(), stream);
-    t.clear();
-    for (int rep = 0; rep < 7; ++rep) {
-      timer.start(stream);
-      for (int i = 0; i < 50; ++i) csr->apply(1.0, x.data(), 0.0, y.data(), stream);
-      t.push_back(timer.stop_ms(stream) * 1e3 / 50);
-    }
-    p.cusparse_csr_overhead_us = median(t);
-  }
+    id.rows = id.cols = id.nnz = m;
+    id.row_ptr.resize(m + 1);
+    id.col_idx.resize(m);
+    id.values.resize(m);
+    AIJP_CUDA_CHECK(cudaMemcpy(id.row_ptr.data(), rp.data(), rp.size() * sizeof(index_type), cudaMemcpyHostToDevice));
+    AIJP_CUDA_CHECK(cudaMemcpy(id.col_idx.data(), ci.data(), ci.size() * sizeof(index_type), cudaMemcpyHostToDevice));
+    AIJP_CUDA_CHECK(cudaMemcpy(id.values.data(), v.data(), v.size() * sizeof(double), cudaMemcpyHostToDevice));
+    detail::device_buffer<double> ix(m), iy(m);
+    AIJP_CUDA_CHECK(cudaMemcpy(ix.data(), v.data(), m * sizeof(double), cudaMemcpyHostToDevice));
+    p.cusparse_csr_overhead_us = time_us(*make(id, false), ix.data(), iy.data(), 50);
+    p.cusparse_csr_alg2_overhead_us = time_us(*make(id, true), ix.data(), iy.data(), 50);
 
-  // cuSPARSE CSR's streaming efficiency: the fraction of the streaming bandwidth it reaches on a banded
-  // matrix (8 entries per row, contiguous columns) whose working set is 4 x L2 (at least 256 MiB, at most a
-  // quarter of free memory), counted with the placeholder's bytes (matrix, row pointers, x once, y) after
-  // the fixed cost above. The constant it replaces (0.72, DESIGN.md section 7) described ALG1 without
-  // cusparseSpMV_preprocess, which cuSPARSE CSR now runs with as aijcusparse does.
-  {
     constexpr int k = 8;
     const double per_row = k * (sizeof(double) + sizeof(index_type)) + sizeof(index_type) + 2 * sizeof(double);
     std::size_t want = std::max<std::size_t>(std::size_t(4) * dev.l2_bytes, std::size_t(256) << 20);
@@ -227,20 +236,13 @@ bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream
       AIJP_CHECK_LAUNCH();
       detail::device_buffer<double> x(rows), y(rows);
       AIJP_CUDA_CHECK(cudaMemsetAsync(x.data(), 0, rows * sizeof(double), stream));
-      detail::cusparse_handle handle;
-      auto csr = detail::make_cusparse_csr(a, handle.get());
-      for (int i = 0; i < 3; ++i) csr->apply(1.0, x.data(), 0.0, y.data(), stream);
-      t.clear();
-      for (int rep = 0; rep < 7; ++rep) {
-        timer.start(stream);
-        csr->apply(1.0, x.data(), 0.0, y.data(), stream);
-        t.push_back(timer.stop_ms(stream) * 1e3);
-      }
       const double bytes = static_cast<double>(rows) * per_row + sizeof(index_type);
-      const double streaming_us = median(t) - p.cusparse_csr_overhead_us;
-      if (streaming_us > 0) {
-        p.cusparse_csr_efficiency = std::clamp(bytes / (p.stream_read_gbs * 1e3 * streaming_us), 0.3, 1.0);
-      }
+      const auto efficiency = [&](bool alg2, double overhead_us, double fallback) {
+        const double streaming_us = time_us(*make(a, alg2), x.data(), y.data(), 1) - overhead_us;
+        return streaming_us > 0 ? std::clamp(bytes / (p.stream_read_gbs * 1e3 * streaming_us), 0.3, 1.0) : fallback;
+      };
+      p.cusparse_csr_efficiency = efficiency(false, p.cusparse_csr_overhead_us, p.cusparse_csr_efficiency);
+      p.cusparse_csr_alg2_efficiency = efficiency(true, p.cusparse_csr_alg2_overhead_us, p.cusparse_csr_alg2_efficiency);
     }
   }
   return p;
@@ -256,29 +258,11 @@ std::string utc_now()
   return buf;
 }
 
-bool params_from_entry(const cache::cache_entry& e, bandwidth_model_params& p)
-{
-  const auto& m = e.device_metrics;
-  const auto bw = m.find("stream_read_gbs");
-  const auto launch = m.find("launch_overhead_us");
-  const auto csr = m.find("cusparse_csr_overhead_us");
-  if (bw == m.end() || launch == m.end() || csr == m.end()) return false;
-  if (!(bw->second > 0) || !(launch->second > 0) || !(csr->second > 0)) return false;
-  p.stream_read_gbs = bw->second;
-  p.launch_us = launch->second;
-  p.cusparse_csr_overhead_us = csr->second;
-  // Optional (files written before it was measured keep the built-in constant).
-  const auto eff = m.find("cusparse_csr_efficiency");
-  if (eff != m.end() && eff->second > 0 && eff->second <= 1) p.cusparse_csr_efficiency = eff->second;
-  return true;
-}
+bool params_from_entry(const cache::cache_entry& e, bandwidth_model_params& p) { return params_from_metrics(e.device_metrics, p); }
 
 void params_to_entry(const bandwidth_model_params& p, cache::cache_entry& e)
 {
-  e.device_metrics["stream_read_gbs"] = p.stream_read_gbs;
-  e.device_metrics["launch_overhead_us"] = p.launch_us;
-  e.device_metrics["cusparse_csr_overhead_us"] = p.cusparse_csr_overhead_us;
-  e.device_metrics["cusparse_csr_efficiency"] = p.cusparse_csr_efficiency;
+  params_to_metrics(p, e.device_metrics);
   e.provenance["device_metrics"] = "aijp::calibrate_device " + utc_now();
 }
 

@@ -33,8 +33,8 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
       t.fixed_us = p.cusparse_csr_overhead_us - p.launch_us;
       break;
     case format_id::cusparse_csr_alg2:
-      t.efficiency = 0.85;
-      t.fixed_us = p.cusparse_csr_overhead_us - p.launch_us;
+      t.efficiency = p.cusparse_csr_alg2_efficiency;
+      t.fixed_us = p.cusparse_csr_alg2_overhead_us - p.launch_us;
       break;
     case format_id::cusparse_sell:
       t.fixed_us = 1.5;  // DESIGN.md section 7: cuSPARSE SELL ~5 us per call on H100
@@ -52,6 +52,37 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
 }
 
 }  // namespace
+
+bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model_params& p)
+{
+  const auto bw = m.find("stream_read_gbs");
+  const auto launch = m.find("launch_overhead_us");
+  const auto csr = m.find("cusparse_csr_overhead_us");
+  if (bw == m.end() || launch == m.end() || csr == m.end()) return false;
+  if (!(bw->second > 0) || !(launch->second > 0) || !(csr->second > 0)) return false;
+  p.stream_read_gbs = bw->second;
+  p.launch_us = launch->second;
+  p.cusparse_csr_overhead_us = csr->second;
+  const auto optional = [&](const char* key, double& value, double hi) {
+    const auto it = m.find(key);
+    if (it != m.end() && it->second > 0 && it->second <= hi) value = it->second;
+  };
+  optional("cusparse_csr_efficiency", p.cusparse_csr_efficiency, 1.0);
+  optional("cusparse_csr_alg2_efficiency", p.cusparse_csr_alg2_efficiency, 1.0);
+  p.cusparse_csr_alg2_overhead_us = p.cusparse_csr_overhead_us;
+  optional("cusparse_csr_alg2_overhead_us", p.cusparse_csr_alg2_overhead_us, 1e6);
+  return true;
+}
+
+void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, double>& m)
+{
+  m["stream_read_gbs"] = p.stream_read_gbs;
+  m["launch_overhead_us"] = p.launch_us;
+  m["cusparse_csr_overhead_us"] = p.cusparse_csr_overhead_us;
+  m["cusparse_csr_efficiency"] = p.cusparse_csr_efficiency;
+  m["cusparse_csr_alg2_overhead_us"] = p.cusparse_csr_alg2_overhead_us;
+  m["cusparse_csr_alg2_efficiency"] = p.cusparse_csr_alg2_efficiency;
+}
 
 int csr_vector_lanes(const row_stats& s) { return layout_ref::csr_vector_lanes(s.mean); }
 

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -247,6 +249,41 @@ TEST(PlaceholderModel, FloorOfCsrVectorFollowsItsRowsPerLaneGroup)
   const auto unstacked_estimate = aijp::predict_bandwidth_model(in, p, {aijp::format_id::csr_vector})[0].predicted_us;
   in.device = d;
   EXPECT_GT(aijp::predict_bandwidth_model(in, p, {aijp::format_id::csr_vector})[0].predicted_us, 1.9 * unstacked_estimate);
+}
+
+// The device constants as the cache stores them: three required, the later ones optional (older files).
+TEST(PlaceholderModel, ParamsFromCacheMetrics)
+{
+  aijp::bandwidth_model_params p;
+  EXPECT_FALSE(aijp::params_from_metrics({{"stream_read_gbs", 3000.0}, {"launch_overhead_us", 4.0}}, p));
+  EXPECT_FALSE(aijp::params_from_metrics({{"stream_read_gbs", 3000.0}, {"launch_overhead_us", 4.0}, {"cusparse_csr_overhead_us", 0.0}}, p));
+  // An older file: the efficiencies keep their defaults and ALG2's fixed cost is ALG1's.
+  const aijp::bandwidth_model_params defaults;
+  ASSERT_TRUE(aijp::params_from_metrics({{"stream_read_gbs", 3000.0}, {"launch_overhead_us", 4.0}, {"cusparse_csr_overhead_us", 11.0}}, p));
+  EXPECT_EQ(p.stream_read_gbs, 3000.0);
+  EXPECT_EQ(p.launch_us, 4.0);
+  EXPECT_EQ(p.cusparse_csr_overhead_us, 11.0);
+  EXPECT_EQ(p.cusparse_csr_alg2_overhead_us, 11.0);
+  EXPECT_EQ(p.cusparse_csr_efficiency, defaults.cusparse_csr_efficiency);
+  EXPECT_EQ(p.cusparse_csr_alg2_efficiency, defaults.cusparse_csr_alg2_efficiency);
+  // Out-of-range optional values are ignored; a full round trip keeps everything.
+  aijp::bandwidth_model_params q;
+  ASSERT_TRUE(aijp::params_from_metrics({{"stream_read_gbs", 3000.0}, {"launch_overhead_us", 4.0}, {"cusparse_csr_overhead_us", 11.0},
+                                          {"cusparse_csr_efficiency", 1.5}, {"cusparse_csr_alg2_efficiency", -1.0}},
+                                         q));
+  EXPECT_EQ(q.cusparse_csr_efficiency, defaults.cusparse_csr_efficiency);
+  EXPECT_EQ(q.cusparse_csr_alg2_efficiency, defaults.cusparse_csr_alg2_efficiency);
+  p.cusparse_csr_efficiency = 0.76;
+  p.cusparse_csr_alg2_efficiency = 0.71;
+  p.cusparse_csr_alg2_overhead_us = 13.5;
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(p, m);
+  aijp::bandwidth_model_params r;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_EQ(r.cusparse_csr_efficiency, 0.76);
+  EXPECT_EQ(r.cusparse_csr_alg2_efficiency, 0.71);
+  EXPECT_EQ(r.cusparse_csr_alg2_overhead_us, 13.5);
+  EXPECT_EQ(r.cusparse_csr_overhead_us, 11.0);
 }
 
 TEST(PlaceholderModel, BandwidthFloorBeyondL2)

@@ -9,6 +9,7 @@
 #include <aijpredict/formats.hpp>
 #include <aijpredict/stats.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct bandwidth_model_params {
   /// the 72 % of the 3D 7-point Laplacian (8M rows) without cusparseSpMV_preprocess (DESIGN.md section 7).
   /// Our SELL reaches the streaming rate itself, so its factor is 1.
   double cusparse_csr_efficiency = 0.72;
+  /// The same two constants for cuSPARSE CSR ALG2 (calibrate_device; defaults for older cache files: ALG1's
+  /// fixed cost, and the 0.85 the placeholder assumed before ALG2 was measured).
+  double cusparse_csr_alg2_overhead_us = 9.5;
+  double cusparse_csr_alg2_efficiency = 0.85;
   /// A thread-per-row kernel cannot finish before its longest row, whose entries are a chain of dependent
   /// x gathers: ~90 ns per entry when the matrix sits in L2 (ego-Facebook: 1045-entry row, 89 us; mbeacxc:
   /// 484, 44 us) and ~270 ns from DRAM (circuit-like rows of 200000: 54 ms). H200,
@@ -37,6 +42,14 @@ struct bandwidth_model_params {
   /// the excess from DRAM at no more than stream_read_gbs. 0 = unknown (no bandwidth floor).
   double l2_bytes = 0.0;
 };
+
+/// The device constants as the per-device cache stores them (cache_entry::device_metrics): fills `p` and returns
+/// true when the three required ones (stream_read_gbs, launch_overhead_us, cusparse_csr_overhead_us) are
+/// present and positive; the later optional ones (cuSPARSE CSR efficiency, ALG2's fixed cost and efficiency)
+/// keep their defaults when absent, ALG2's fixed cost then ALG1's. Shared by the runtime and aijp_refit.
+bool params_from_metrics(const std::map<std::string, double>& metrics, bandwidth_model_params& p);
+/// The inverse: writes every constant under the same keys.
+void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, double>& metrics);
 
 /// What one SpMV in a layout stores, moves and waits for, derived from the row statistics alone. Shared by
 /// the placeholder model and our fitted model (runtime/src/model_aijp.cpp) so their layouts agree.
