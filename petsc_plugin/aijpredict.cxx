@@ -189,12 +189,15 @@ aijp::cache::file_bytes AIJPBroadcastRead(MPI_Comm comm, const std::filesystem::
   return bytes;
 }
 
+/* Which context a matrix's options need: one per (cache directory, model, online refinement). */
+std::string AIJPContextKey(const AIJPOptions &o) { return o.cache_dir + "|" + o.model + (o.online ? "|online" : ""); }
+
 /* The context of (cache directory, model); with -mat_aijpredict_warmup, runs the quick warm-up once per
    process when this GPU has no fitted coefficients yet. Inside AIJPCollectiveContext the cache file is read
    once per group of ranks that share it and broadcast. */
 PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
 {
-  const std::string key = p->opt.cache_dir + "|" + p->opt.model + (p->opt.online ? "|online" : "");
+  const std::string key = AIJPContextKey(p->opt);
 
   PetscFunctionBegin;
   if (!aijp_context || key != aijp_context_key) {
@@ -1059,7 +1062,7 @@ PetscErrorCode AIJPCollectiveContext(Mat B, Mat_SeqAIJPredict *p)
   PetscMPIInt size;
 
   PetscFunctionBegin;
-  const std::string key  = p->opt.cache_dir + "|" + p->opt.model + (p->opt.online ? "|online" : "");
+  const std::string key  = AIJPContextKey(p->opt);
   const PetscMPIInt need = p->opt.use_gpu && aijp::device_available() && (!aijp_context || key != aijp_context_key) ? 1 : 0;
   PetscCallMPI(MPI_Comm_size(comm, &size));
   aijp::context *ctx = nullptr;
