@@ -136,11 +136,14 @@ int main(int argc, char** argv)
       feat.stats = probe.report().stats;
       feat.value_bytes = 8;
       feat.x_sectors_per_nnz = probe.report().x_sectors_per_nnz;
+      feat.sorted = probe.report().sorted;
       // The placeholder's own estimates (the probe's report holds the fitted model's where there is one).
       aijp::prediction_input pin;
       pin.stats = feat.stats;
       pin.device = dev;
       pin.value_bytes = 8;
+      pin.x_sectors_per_nnz = feat.x_sectors_per_nnz;
+      pin.sorted = feat.sorted;
       const auto placeholder = aijp::predict_bandwidth_model(pin, ctx.model_params(), aijp::all_formats());
       double *x = nullptr, *y = nullptr;
       if (cudaMalloc(reinterpret_cast<void**>(&x), std::max<size_t>(1, a.cols) * sizeof(double)) != cudaSuccess ||

@@ -49,6 +49,12 @@ const char* usage =
     "blocks, its measured time against the best single format measured above, the planner's predicted\n"
     "times and planning time. When the planner proposes a split that the runtime does not take (gain\n"
     "below the margin), the proposal is timed too ('proposed' line), so the margin can be judged.\n"
+    "With --online N the runtime's plan is also built as the PETSc plugin builds it, with online refinement\n"
+    "(a second context, cache disabled: nothing is written), run for N products synchronised one by one as\n"
+    "a Krylov iteration's dot product does, and timed again ('online' line): the plan it ended with after\n"
+    "bounded exploration (a split that does not prove its predicted saving is compared with the single\n"
+    "format once), and what refinement did. Corrections carry over from one matrix to the next, as in one\n"
+    "application process.\n"
     "\n"
     "Options:\n"
     "  --formats LIST   comma-separated formats (default: all)\n"
@@ -58,6 +64,7 @@ const char* usage =
     "                   each repetition is then timed on its own)\n"
     "  --float          single precision values (default double)\n"
     "  --json FILE      write the results as JSON to FILE\n"
+    "  --online N       also time the plan after N products with online refinement (see above; N >= 1)\n"
     "  --plan PLAN      also time this forced partition, e.g. 'sell[0,32768)+coo[32768,65536)' (blocks\n"
     "                   must cover the matrix's rows; matrices of another size skip it)\n"
     "  --help           this text\n"
@@ -73,6 +80,7 @@ struct options {
   bool use_float = false;
   std::string json;
   std::string plan;
+  int online_products = 0;
 };
 
 options parse(int argc, char** argv)
@@ -111,6 +119,9 @@ options parse(int argc, char** argv)
       }
       o.plan = next;
       ++i;
+    } else if (a == "--online") {
+      o.online_products = parse_int(a, next, 1);
+      ++i;
     } else if (a == "--flush-l2") {
       o.flush_l2 = true;
     } else if (a == "--float") {
@@ -135,6 +146,8 @@ struct result {
 struct matrix_results {
   std::string name;
   aijp::row_stats stats;
+  double x_locality = 0;        // x sectors per nonzero, row order (sampled by the runtime's analysis)
+  aijp::sorted_locality sorted;  // the same and y's in length-sorted order
   double min_bytes = 0;
   std::string predicted;  // the runtime's automatic choice
   std::vector<result> formats;
@@ -144,6 +157,9 @@ struct matrix_results {
   aijp::partition_plan proposed;  // the DP's proposal (blocks, predictions, planning time)
   result proposed_run;            // the proposal timed when it split but was not taken
   result forced_plan;             // --plan
+  result online;                  // --online: the plan after that many products with online refinement
+  std::string online_first;       // the plan it started from
+  std::string online_refinement;  // what refinement did (report().refinement, joined)
   std::string best_single;
   double best_single_us = 0;
 };
@@ -161,8 +177,8 @@ __attribute__((noinline)) void flush(void* buf, size_t bytes, cudaStream_t s)
 }
 
 template <typename T>
-matrix_results run_one(const aijp::context& ctx, const std::string& name, const aijp::csr_matrix<double>& a64,
-                       const options& o, void* flush_buf, size_t flush_bytes)
+matrix_results run_one(const aijp::context& ctx, const aijp::context* online_ctx, const std::string& name,
+                       const aijp::csr_matrix<double>& a64, const options& o, void* flush_buf, size_t flush_bytes)
 {
   const aijp::csr_matrix<T> a = aijp::value_cast<T>(a64);
 
@@ -266,6 +282,8 @@ matrix_results run_one(const aijp::context& ctx, const std::string& name, const 
   try {
     aijp::gpu_matrix<T> automatic(ctx, a.view(), aijp::plan_options{}, s);
     mr.stats = automatic.report().stats;
+    mr.x_locality = automatic.report().x_sectors_per_nnz;
+    mr.sorted = automatic.report().sorted;
     mr.predicted = automatic.report().plan;
     mr.partitioned = automatic.report().partitioned;
     mr.proposed = automatic.report().proposed;
@@ -278,6 +296,24 @@ matrix_results run_one(const aijp::context& ctx, const std::string& name, const 
     aijp::plan_options po;
     po.forced_plan = mr.proposed;
     run_plan(po, mr.proposed_run);
+  }
+  if (online_ctx != nullptr && o.online_products > 0) {
+    try {
+      aijp::gpu_matrix<T> m(*online_ctx, a.view(), aijp::plan_options{}, s);
+      mr.online_first = m.report().plan;
+      for (int i = 0; i < o.online_products; ++i) {
+        m.apply(T(1), dx, T(0), dy, s);
+        AIJP_TOOL_CUDA(cudaStreamSynchronize(s));  // as a Krylov iteration's dot product does
+      }
+      m.online_sync();
+      m.set_online_timing(false);
+      for (const auto& line : m.report().refinement) mr.online_refinement += (mr.online_refinement.empty() ? "" : "; ") + line;
+      mr.online.format = m.report().plan;
+      check_and_time(m, mr.online);
+    } catch (const std::exception& e) {
+      mr.online.format = mr.online.format.empty() ? std::string("online") : mr.online.format;
+      mr.online.error = e.what();
+    }
   }
   if (!o.plan.empty()) {
     aijp::plan_options po;
@@ -328,6 +364,11 @@ void print_plan(const matrix_results& m)
   }
   print_plan_result("proposed", m.proposed_run, m);
   print_plan_result("--plan", m.forced_plan, m);
+  if (!m.online.format.empty()) {
+    print_plan_result("online", m.online, m);
+    std::printf("  %-8s started as %s; %s\n", "", m.online_first.c_str(),
+                m.online_refinement.empty() ? "no exploration" : m.online_refinement.c_str());
+  }
 }
 
 void json_result(std::ostream& js, const result& r)
@@ -364,11 +405,15 @@ int main(int argc, char** argv)
   const options o = parse(argc, argv);
   std::string why;
   if (!aijp::device_available(&why)) die(why + ": this benchmark needs a GPU");
-  std::unique_ptr<aijp::context> ctx;
+  std::unique_ptr<aijp::context> ctx, online_ctx;
   try {
     aijp::context_options co;
     co.use_cache = false;  // measure the device constants now; never depend on a stale cache
     ctx = std::make_unique<aijp::context>(co);
+    if (o.online_products > 0) {
+      co.online = true;  // with the cache disabled the corrections stay in memory
+      online_ctx = std::make_unique<aijp::context>(co);
+    }
   } catch (const std::exception& e) {
     die(e.what());
   }
@@ -401,8 +446,8 @@ int main(int argc, char** argv)
                  (long long)a.rows, (long long)a.cols, (long long)a.nnz(), load_s);
     matrix_results mr;
     try {
-      mr = o.use_float ? run_one<float>(*ctx, name, a, o, flush_buf, flush_bytes)
-                       : run_one<double>(*ctx, name, a, o, flush_buf, flush_bytes);
+      mr = o.use_float ? run_one<float>(*ctx, online_ctx.get(), name, a, o, flush_buf, flush_bytes)
+                       : run_one<double>(*ctx, online_ctx.get(), name, a, o, flush_buf, flush_bytes);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "aijp_bench: %s failed: %s\n", name.c_str(), e.what());
       continue;
@@ -410,6 +455,8 @@ int main(int argc, char** argv)
     std::printf("\n%s: %lld x %lld, nnz %lld, mean %.2f, sigma %.2f, max %d; runtime's choice: %s\n", name.c_str(),
                 (long long)mr.stats.rows, (long long)mr.stats.cols, (long long)mr.stats.nnz, mr.stats.mean,
                 mr.stats.stddev, mr.stats.max_len, mr.predicted.c_str());
+    std::printf("  locality: x %.3f sectors/nonzero in row order, %.3f length-sorted; y %.3f sectors/row length-sorted\n",
+                mr.x_locality, mr.sorted.x_sectors_per_nnz, mr.sorted.y_sectors_per_row);
     std::printf("  %-17s %10s %10s %8s %8s %9s %10s\n", "format", "median_us", "GB/s", "%stream", "vs_csr", "conv_ms",
                 "conv/SpMV");
     for (const auto& r : mr.formats) {
@@ -429,7 +476,7 @@ int main(int argc, char** argv)
   bool any_failed = false;
   for (const auto& m : all) {
     for (const auto& r : m.formats) any_failed = any_failed || (!r.ok && r.error.rfind("not applicable", 0) != 0);
-    for (const result* r : {&m.plan, &m.proposed_run, &m.forced_plan}) {
+    for (const result* r : {&m.plan, &m.proposed_run, &m.forced_plan, &m.online}) {
       any_failed = any_failed || (!r->format.empty() && !r->ok && r->error.rfind("not applicable", 0) != 0);
     }
   }
@@ -446,7 +493,9 @@ int main(int argc, char** argv)
       const auto& m = all[i];
       js << "    {\"name\": \"" << json_escape(m.name) << "\", \"rows\": " << m.stats.rows << ", \"cols\": " << m.stats.cols
          << ", \"nnz\": " << m.stats.nnz << ", \"mean\": " << m.stats.mean << ", \"sigma\": " << m.stats.stddev
-         << ", \"max\": " << m.stats.max_len << ", \"min_bytes\": " << m.min_bytes << ", \"runtime_choice\": \""
+         << ", \"max\": " << m.stats.max_len << ", \"x_sectors_per_nnz\": " << m.x_locality
+         << ", \"x_sectors_per_nnz_sorted\": " << m.sorted.x_sectors_per_nnz << ", \"y_sectors_per_row_sorted\": "
+         << m.sorted.y_sectors_per_row << ", \"min_bytes\": " << m.min_bytes << ", \"runtime_choice\": \""
          << m.predicted << "\", \"formats\": [";
       for (size_t k = 0; k < m.formats.size(); ++k) {
         const auto& r = m.formats[k];
@@ -477,6 +526,12 @@ int main(int argc, char** argv)
       if (!m.forced_plan.format.empty()) {
         js << ", \"forced_plan\": ";
         json_result(js, m.forced_plan);
+      }
+      if (!m.online.format.empty()) {
+        js << ", \"online\": ";
+        json_result(js, m.online);
+        js << ", \"online_first\": \"" << json_escape(m.online_first) << "\", \"online_refinement\": \""
+           << json_escape(m.online_refinement) << "\"";
       }
       js << "}" << (i + 1 < all.size() ? "," : "") << "\n";
     }

@@ -56,7 +56,104 @@ __global__ void __launch_bounds__(256) sector_counts(size_type rows, int groups,
   }
 }
 
+// Sorted-order locality: the layouts that sort rows by length (jad, pellr, sell_sigma; stable sorts) give a
+// warp 32 rows of one length, which in natural order lie up to 1 / (share of rows of that length) apart.
+// One block per sampled group: warp 0 collects the first 32 rows of the group's first row's length at or
+// after it (at most scan_rows looked at), as the stable sort's warp would hold them; then every thread
+// inserts the x sectors of their entries (at most per_row_entries each) into the hash set, and thread 0
+// counts the distinct 32-byte sectors of y the 32 rows write.
+constexpr int scan_rows = 8192;
+constexpr int per_row_entries = max_entries / group_rows;
+
+struct sorted_sums {
+  unsigned long long x_distinct;
+  unsigned long long entries;
+  unsigned long long y_sectors;
+  unsigned long long rows;
+};
+
+__global__ void __launch_bounds__(256) sorted_sector_counts(size_type rows, int groups, const index_type* __restrict__ row_ptr,
+                                                            const index_type* __restrict__ col_idx, int shift,
+                                                            sorted_sums* out)
+{
+  __shared__ int table[table_size];
+  __shared__ unsigned int distinct, entries;
+  __shared__ index_type picked[group_rows];
+  __shared__ int count;
+  for (int i = threadIdx.x; i < table_size; i += blockDim.x) table[i] = -1;
+  if (threadIdx.x == 0) {
+    distinct = 0;
+    entries = 0;
+    count = 0;
+  }
+  __syncthreads();
+  const size_type total_groups = (rows + group_rows - 1) / group_rows;
+  const size_type r0 = static_cast<size_type>(blockIdx.x) * total_groups / groups * group_rows;
+  if (threadIdx.x < 32) {
+    const unsigned lane = threadIdx.x;
+    const index_type want = row_ptr[r0 + 1] - row_ptr[r0];
+    int found = 0;
+    for (size_type base = r0; base < rows && base < r0 + scan_rows && found < group_rows; base += 32) {
+      const size_type r = base + lane;
+      const bool match = r < rows && row_ptr[r + 1] - row_ptr[r] == want;
+      const unsigned mask = __ballot_sync(0xffffffffu, match);
+      const int pos = found + __popc(mask & ((1u << lane) - 1u));
+      if (match && pos < group_rows) picked[pos] = static_cast<index_type>(r);
+      found += __popc(mask);
+    }
+    if (lane == 0) count = min(found, group_rows);
+  }
+  __syncthreads();
+  for (int p = 0; p < count; ++p) {
+    const index_type begin = row_ptr[picked[p]];
+    const index_type end = min(row_ptr[picked[p] + 1], begin + per_row_entries);
+    for (index_type k = begin + threadIdx.x; k < end; k += blockDim.x) {
+      const int sector = col_idx[k] >> shift;
+      unsigned h = (static_cast<unsigned>(sector) * 2654435761u) & (table_size - 1);
+      while (true) {
+        const int prev = atomicCAS(&table[h], -1, sector);
+        if (prev == -1) {
+          atomicAdd(&distinct, 1u);
+          break;
+        }
+        if (prev == sector) break;
+        h = (h + 1) & (table_size - 1);
+      }
+    }
+    if (threadIdx.x == 0) entries += end - begin;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long y = 0;
+    for (int p = 0; p < count; ++p) y += p == 0 || (picked[p] >> shift) != (picked[p - 1] >> shift);  // rows increase
+    atomicAdd(&out->x_distinct, static_cast<unsigned long long>(distinct));
+    atomicAdd(&out->entries, static_cast<unsigned long long>(entries));
+    atomicAdd(&out->y_sectors, y);
+    atomicAdd(&out->rows, static_cast<unsigned long long>(count));
+  }
+}
+
 }  // namespace
+
+sorted_locality sample_sorted_locality(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
+                                       int value_bytes, cudaStream_t stream, int max_groups)
+{
+  if (rows == 0 || cols == 0) return {};
+  const size_type total_groups = (rows + group_rows - 1) / group_rows;
+  const int groups = static_cast<int>(std::min<size_type>(total_groups, std::max(1, max_groups)));
+  const int shift = value_bytes == 8 ? 2 : 3;
+  detail::device_buffer<sorted_sums> sums(1);
+  AIJP_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(sorted_sums), stream));
+  sorted_sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, sums.data());
+  AIJP_CHECK_LAUNCH();
+  sorted_sums h{};
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(&h, sums.data(), sizeof(h), cudaMemcpyDeviceToHost, stream));
+  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  sorted_locality l;
+  l.x_sectors_per_nnz = h.entries ? static_cast<double>(h.x_distinct) / static_cast<double>(h.entries) : 0.0;
+  l.y_sectors_per_row = h.rows ? static_cast<double>(h.y_sectors) / static_cast<double>(h.rows) : 0.0;
+  return l;
+}
 
 double sample_x_sectors_per_nnz(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
                                 int value_bytes, cudaStream_t stream, int max_groups)

@@ -92,7 +92,7 @@ std::unique_ptr<detail::format_impl<Value>> build_format(format_id f, const deta
 // the placeholder's feasibility and estimate, replaced by the fitted model's floored prediction where it has
 // one; the whole matrix's column facts, free memory and x locality (sampled once) with the block's statistics.
 std::vector<format_estimate> estimate_block(const context& ctx, const prediction_input& whole, const row_stats& block,
-                                            double x_sectors_per_nnz, const std::vector<format_id>& candidates)
+                                            const std::vector<format_id>& candidates)
 {
   prediction_input in = whole;
   in.stats = block;
@@ -101,7 +101,8 @@ std::vector<format_estimate> estimate_block(const context& ctx, const prediction
     model::matrix_features feat;
     feat.stats = block;
     feat.value_bytes = in.value_bytes;
-    feat.x_sectors_per_nnz = x_sectors_per_nnz;
+    feat.x_sectors_per_nnz = in.x_sectors_per_nnz;
+    feat.sorted = in.sorted;
     for (auto& e : est) {
       if (const auto t = fitted->predict_us(e.format, feat, in.device); t && std::isfinite(*t) && *t > 0) {
         e.predicted_us = at_least_launches(e.format, block, in.value_bytes, ctx.model_params(), *t * ctx.model_scale(),
@@ -138,6 +139,7 @@ struct gpu_matrix<Value>::impl {
     int running = -1;                           // estimate index of the running format
     int runner_up = -1;                         // estimate index exploration would try
     bool may_explore = false;
+    double split_margin = 0;                    // plan_options::partition_margin of the analysis
     std::vector<double> samples;                // this epoch's times (the last 64)
     int sample_count = 0;                       // this epoch's times read back
     std::vector<double> window;                 // since the last observation
@@ -172,8 +174,10 @@ struct gpu_matrix<Value>::impl {
   // Builds `plan`; a block whose format is infeasible there (placeholder feasibility with the block's exact
   // statistics) or fails to build becomes cuSPARSE CSR. False when the sub-CSR copies do not fit in memory
   // (the layout is then empty: the caller converts to a single format).
+  // `verify`: a plan the runtime chose (not a forced one), which online refinement checks against the best
+  // single format once it is measured (explore_or_finish).
   bool build_partition(const partition_plan& plan, const prediction_input& in, const bandwidth_model_params& params,
-                       cudaStream_t stream);
+                       cudaStream_t stream, bool verify);
 
   // A partition predicted best but not yet paid for (amortization), built by convert_deferred.
   struct deferred_partition {
@@ -277,14 +281,17 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
   auto t0 = clock_type::now();
   rep.stats = compute_row_stats_device(a.rows, a.cols, a.row_ptr.data(), stream);
   rep.x_sectors_per_nnz = sample_x_sectors_per_nnz(a.rows, a.cols, a.row_ptr.data(), a.col_idx.data(), sizeof(Value), stream);
+  rep.sorted = sample_sorted_locality(a.rows, a.cols, a.row_ptr.data(), a.col_idx.data(), sizeof(Value), stream);
   prediction_input in;
+  in.x_sectors_per_nnz = rep.x_sectors_per_nnz;
+  in.sorted = rep.sorted;
   in.stats = rep.stats;
   in.device = rep.device;
   in.value_bytes = sizeof(Value);
   in.columns_sorted = cs.unsorted_rows == 0;
   in.max_column_step = cs.max_step;
   device_memory_info(&in.free_memory_bytes, nullptr);
-  rep.estimates = estimate_block(ctx, in, rep.stats, rep.x_sectors_per_nnz, opts.candidates);
+  rep.estimates = estimate_block(ctx, in, rep.stats, opts.candidates);
   m.on.parked.reset();
   m.on.corr = opts.online ? ctx.online_corrections() : nullptr;
   m.on.policy = opts.online_policy;
@@ -356,8 +363,9 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
   }
   rep.analysis_ms = ms_since(t0);
   rep.analyzed = true;
-  m.on.runner_up = -1;  // online exploration: single-format plans only
+  m.on.runner_up = -1;  // a partition sets its own (build_partition)
   m.on.may_explore = false;
+  m.on.split_margin = opts.partition_margin;
   if (m.try_partition(ctx, opts, in, stream)) return;
 
   // Amortization: convert only if the predicted saving pays for the conversion within the expected use.
@@ -425,6 +433,11 @@ void gpu_matrix<Value>::impl::convert_to(format_id choice, cudaStream_t stream)
   begin_epoch(choice);
 }
 
+// What planning and building a split cost at least, in microseconds of host time: the strip pass and the DP
+// (1.3-3.7 ms on the H100, bench/results/2026-11-23_h100_run4_partition.txt) plus the blocks' sub-CSR copies
+// and layouts (~1 ms on small matrices).
+constexpr double planning_cost_us = 2500.0;
+
 template <typename Value>
 bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_options& opts, const prediction_input& in,
                                             cudaStream_t stream)
@@ -456,7 +469,7 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
       return true;
     }
     rep.decision = "forced partition " + plan.to_string();
-    if (!build_partition(plan, in, ctx.model_params(), stream)) {
+    if (!build_partition(plan, in, ctx.model_params(), stream, false)) {
       rep.decision += ": cuSPARSE CSR";
       convert_to(format_id::cusparse_csr, stream);
     }
@@ -470,13 +483,25 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
   if (best < 0 || (1 - opts.partition_margin) * rep.estimates[best].predicted_us <= 2 * ctx.model_params().launch_us) {
     return false;
   }
+  // Amortization of the planning itself: with a known use, skip it when even halving the best single
+  // format's time over that use could not pay for planning plus converting the blocks.
+  if (opts.expected_mults > 0) {
+    const double at_most_us = 0.5 * rep.estimates[best].predicted_us * opts.expected_mults;
+    if (at_most_us < planning_cost_us) {
+      char line[200];
+      std::snprintf(line, sizeof(line), "; no partition planned: a split saves at most ~%.0f us over %.0f products, planning costs ~%.0f us",
+                    at_most_us, opts.expected_mults, planning_cost_us);
+      rep.decision += line;
+      return false;
+    }
+  }
   const auto t0 = clock_type::now();
   const auto strips = compute_strip_summaries_device(csr.rows, csr.row_ptr.data(),
                                                      strip_rows_for(csr.rows, opts.planner.max_strips), stream);
   if (strips.size() < 2) return false;
   const auto& candidates = opts.candidates;
   const auto cost = [&](const row_stats& block, std::vector<double>& us) {
-    const auto est = estimate_block(ctx, in, block, rep.x_sectors_per_nnz, candidates);
+    const auto est = estimate_block(ctx, in, block, candidates);
     for (std::size_t k = 0; k < est.size(); ++k) {
       us[k] = est[k].feasible ? est[k].predicted_us : std::numeric_limits<double>::infinity();
       // The online corrections of the format (not of this matrix: a block is another pattern), so that
@@ -522,14 +547,14 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
       return true;
     }
   }
-  if (build_partition(plan, in, ctx.model_params(), stream)) return true;
+  if (build_partition(plan, in, ctx.model_params(), stream, true)) return true;
   rep.decision = single_decision + "; " + rep.decision.substr(rep.decision.find("; out of device memory") + 2);
   return false;
 }
 
 template <typename Value>
 bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const prediction_input& in,
-                                              const bandwidth_model_params& params, cudaStream_t stream)
+                                              const bandwidth_model_params& params, cudaStream_t stream, bool verify)
 {
   plan_report& rep = report;
   const auto t0 = clock_type::now();
@@ -564,6 +589,17 @@ bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const 
   }
   rep.plan = actual.to_string();
   begin_epoch(rep.chosen);
+  // A split is taken on predictions alone, and the blocks' predictions are the least tested ones (a block's
+  // rows may gather x very differently from the whole matrix's sample). Online refinement measures it and
+  // tries the single format it was compared with once, unless it proved the saving it was taken for.
+  on.runner_up = -1;
+  on.may_explore = false;
+  if (verify && on.corr && on.policy.explore) {
+    for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
+      if (rep.estimates[i].format == rep.proposed.single_format && rep.estimates[i].feasible) on.runner_up = i;
+    }
+    on.may_explore = on.runner_up >= 0;
+  }
   return true;
 }
 
@@ -642,7 +678,7 @@ template <typename Value>
 void gpu_matrix<Value>::impl::explore_or_finish()
 {
   if (!on.may_explore || on.sample_count < std::max(1, on.policy.explore_after)) return;
-  char line[256];
+  char line[512];
   if (on.parked) {
     exploration_record& rec = *report.exploration;
     rec.to_measured_us = report.measured_us;
@@ -654,6 +690,8 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     } else {
       format = std::move(on.parked);
       report.chosen = rec.from;
+      report.partitioned = rec.from_partition;
+      report.plan = rec.from_partition ? rec.from_plan : std::string(format_name(rec.from));
       const auto samples = std::move(on.parked_samples);
       const int count = on.parked_count;
       begin_epoch(rec.from);
@@ -661,8 +699,9 @@ void gpu_matrix<Value>::impl::explore_or_finish()
       on.sample_count = count;
       update_measured();
     }
+    const std::string from = rec.from_partition ? "the partition " + rec.from_plan : std::string(format_name(rec.from));
     std::snprintf(line, sizeof(line), "explored %s: measured %.2f us vs %.2f us of %s: kept %s", format_name(rec.to),
-                  rec.to_measured_us, rec.from_measured_us, format_name(rec.from), format_name(report.chosen));
+                  rec.to_measured_us, rec.from_measured_us, from.c_str(), report.plan.c_str());
     report.refinement.push_back(line);
     report.decision += std::string("; online: ") + line;
     return;
@@ -672,18 +711,29 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   // correction has meanwhile absorbed the running format's measurements, which would rescale the runner-up
   // by the running format's own bias and hide exactly the misranking exploration is there to find.
   const double runner_us = report.estimates[on.runner_up].predicted_us;
-  if (!(report.measured_us > runner_us * (1 + on.policy.explore_margin))) return;
+  // A single format is left when it measures slower than the runner-up's prediction by the exploration
+  // margin; a partition as soon as it does not beat the best single format's prediction by the margin it
+  // was taken for (plan_options::partition_margin).
+  const double threshold = report.partitioned ? runner_us * (1 - on.split_margin) : runner_us * (1 + on.policy.explore_margin);
+  if (!(report.measured_us > threshold)) return;
   exploration_record rec;
   rec.from = report.chosen;
+  rec.from_partition = report.partitioned;
+  rec.from_plan = report.plan;
   rec.to = report.estimates[on.runner_up].format;
-  if (rec.to == rec.from) {  // the choice fell back (out of memory) to what was the runner-up
+  if (rec.to == rec.from && !rec.from_partition) {  // the choice fell back (out of memory) to what was the runner-up
     on.may_explore = false;
     return;
   }
   rec.from_measured_us = report.measured_us;
   rec.to_predicted_us = runner_us;
-  std::snprintf(line, sizeof(line), "%s measured %.2f us > %.2f us predicted for the runner-up %s (+%.0f %% margin): trying it",
-                format_name(rec.from), rec.from_measured_us, runner_us, format_name(rec.to), 100 * on.policy.explore_margin);
+  if (rec.from_partition) {
+    std::snprintf(line, sizeof(line), "the partition %s measured %.2f us, not %.0f %% below the %.2f us predicted for %s alone: trying it",
+                  rec.from_plan.c_str(), rec.from_measured_us, 100 * on.split_margin, runner_us, format_name(rec.to));
+  } else {
+    std::snprintf(line, sizeof(line), "%s measured %.2f us > %.2f us predicted for the runner-up %s (+%.0f %% margin): trying it",
+                  format_name(rec.from), rec.from_measured_us, runner_us, format_name(rec.to), 100 * on.policy.explore_margin);
+  }
   report.refinement.push_back(line);
   on.parked_samples = on.samples;
   on.parked_count = on.sample_count;
@@ -701,6 +751,8 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   }
   report.exploration = rec;
   report.chosen = rec.to;
+  report.partitioned = false;
+  report.plan = format_name(rec.to);
   begin_epoch(rec.to);
 }
 
@@ -714,7 +766,7 @@ bool gpu_matrix<Value>::convert_deferred(double expected_mults, cudaStream_t str
   if (auto d = std::move(impl_->deferred_plan)) {
     impl_->deferred_plan.reset();
     rep.decision += "; partition built after the matrix proved reused";
-    if (impl_->build_partition(d->plan, d->in, d->params, stream)) return true;
+    if (impl_->build_partition(d->plan, d->in, d->params, stream, true)) return true;
     rep.decision += ": cuSPARSE CSR";
     impl_->convert_to(format_id::cusparse_csr, stream);
     return true;
@@ -844,6 +896,12 @@ std::string plan_report::to_string() const
     return os.str();
   }
   os << "  statistics (on the GPU): " << stats.to_string() << "\n";
+  {
+    char loc[200];
+    std::snprintf(loc, sizeof(loc), "  locality (sampled): x %.3f sectors/nonzero in row order, %.3f length-sorted; y %.3f sectors/row length-sorted\n",
+                  x_sectors_per_nnz, sorted.x_sectors_per_nnz, sorted.y_sectors_per_row);
+    os << loc;
+  }
   if (device.sm_count > 0) {
     const auto thread_row = strips_for_lanes(device, 1, stats.rows);
     const auto warp_row = strips_for_lanes(device, device.warp_size, stats.rows);
@@ -880,10 +938,10 @@ std::string plan_report::to_string() const
   os << line;
   if (measured_samples > 0) {
     std::snprintf(line, sizeof(line), "  running %s: measured %.2f us (median of %d timed products), predicted %.2f us, model error %.1f %%\n",
-                  format_name(chosen), measured_us, measured_samples, predicted_us, 100 * model_error);
+                  plan.c_str(), measured_us, measured_samples, predicted_us, 100 * model_error);
     os << line;
   } else if (!online_source.empty()) {
-    os << "  running " << format_name(chosen) << ": not measured yet\n";
+    os << "  running " << plan << ": not measured yet\n";
   }
   for (const auto& r : refinement) os << "  online: " << r << "\n";
   return os.str();

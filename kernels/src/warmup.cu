@@ -133,6 +133,7 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
     feat.stats = compute_row_stats_device(v.rows, v.cols, v.row_ptr, stream);
     feat.value_bytes = sizeof(double);
     feat.x_sectors_per_nnz = sample_x_sectors_per_nnz(v.rows, v.cols, v.row_ptr, v.col_idx, sizeof(double), stream);
+    feat.sorted = sample_sorted_locality(v.rows, v.cols, v.row_ptr, v.col_idx, sizeof(double), stream);
     detail::device_buffer<double> x(v.cols), y(v.rows);
     AIJP_CUDA_CHECK(cudaMemsetAsync(x.data(), 0, v.cols * sizeof(double), stream));
     for (auto f : opts.formats) {

@@ -11,7 +11,8 @@
 //   0 launch_us                 1: launches plus library overhead of the format
 //   1 us_per_byte_l2            min(W, L2) with W the working set of one SpMV (layout bytes + x once + y)
 //   2 us_per_byte_dram          max(W - L2, 0): the part of the working set that must come from DRAM
-//   3 us_per_x_gather_byte      x_sectors_per_nnz x nnz x 32: sector traffic of the x gathers (0 if unknown)
+//   3 us_per_x_gather_byte      x_sectors_per_nnz x nnz x 32: sector traffic of the x gathers (0 if unknown),
+//                               plus for the length-sorted layouts what their order adds (sorted_scatter_bytes)
 //   4 us_per_serial_entry_l2    longest dependent chain of one thread (max_len; ceil(max_len / lanes) for
 //                               csr_vector, more once it stacks 4 rows per lane group on this device:
 //                               layout_traffic_of) when W <= L2 ...
@@ -301,6 +302,7 @@ std::vector<double> aijp_features(format_id f, const matrix_features& m, const d
   phi[1] = std::min(working_set, l2);
   phi[2] = std::max(working_set - l2, 0.0);
   phi[3] = m.x_sectors_per_nnz > 0 ? m.x_sectors_per_nnz * static_cast<double>(s.nnz) * 32.0 : 0.0;
+  phi[3] += sorted_scatter_bytes(f, s, vb, m.x_sectors_per_nnz, m.sorted);
   phi[in_l2 ? 4 : 5] = c.serial_entries;
   phi[6] = c.slot_work / slots;
   return phi;

@@ -33,6 +33,8 @@ std::string to_json_line(const sample& s)
             {"measured_us", s.measured_us},
             {"value_bytes", s.features.value_bytes},
             {"x_sectors_per_nnz", s.features.x_sectors_per_nnz},
+            {"x_sectors_per_nnz_sorted", s.features.sorted.x_sectors_per_nnz},
+            {"y_sectors_per_row_sorted", s.features.sorted.y_sectors_per_row},
             {"stats",
              {{"rows", t.rows}, {"cols", t.cols}, {"nnz", t.nnz}, {"mean", t.mean}, {"stddev", t.stddev},
               {"min_len", t.min_len}, {"max_len", t.max_len}, {"mode_len", t.mode_len}, {"mode_count", t.mode_count},
@@ -52,6 +54,9 @@ sample from_json_line(const std::string& line)
     s.measured_us = j.at("measured_us").get<double>();
     s.features.value_bytes = j.at("value_bytes").get<int>();
     s.features.x_sectors_per_nnz = j.at("x_sectors_per_nnz").get<double>();
+    // Optional (samples written before the sorted-order locality was sampled: unknown, 0).
+    s.features.sorted.x_sectors_per_nnz = j.value("x_sectors_per_nnz_sorted", 0.0);
+    s.features.sorted.y_sectors_per_row = j.value("y_sectors_per_row_sorted", 0.0);
     const json& t = j.at("stats");
     row_stats& r = s.features.stats;
     r.rows = t.at("rows").get<size_type>();

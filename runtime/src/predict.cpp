@@ -71,6 +71,7 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   optional("cusparse_csr_alg2_efficiency", p.cusparse_csr_alg2_efficiency, 1.0);
   p.cusparse_csr_alg2_overhead_us = p.cusparse_csr_overhead_us;
   optional("cusparse_csr_alg2_overhead_us", p.cusparse_csr_alg2_overhead_us, 1e6);
+  optional("scatter_efficiency", p.scatter_efficiency, 1.0);
   return true;
 }
 
@@ -82,6 +83,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
   m["cusparse_csr_efficiency"] = p.cusparse_csr_efficiency;
   m["cusparse_csr_alg2_overhead_us"] = p.cusparse_csr_alg2_overhead_us;
   m["cusparse_csr_alg2_efficiency"] = p.cusparse_csr_alg2_efficiency;
+  m["scatter_efficiency"] = p.scatter_efficiency;
 }
 
 int csr_vector_lanes(const row_stats& s) { return layout_ref::csr_vector_lanes(s.mean); }
@@ -205,6 +207,18 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
   return c;
 }
 
+double sorted_scatter_bytes(format_id f, const row_stats& s, int vb, double x_sectors_per_nnz, const sorted_locality& l)
+{
+  if (f != format_id::jad && f != format_id::pellr && f != format_id::sell_sigma) return 0.0;
+  double extra = 0.0;
+  if (x_sectors_per_nnz > 0 && l.x_sectors_per_nnz > x_sectors_per_nnz) {
+    extra += (l.x_sectors_per_nnz - x_sectors_per_nnz) * static_cast<double>(s.nnz) * 32.0;
+  }
+  const double contiguous = vb / 32.0;  // y sectors per row written in order
+  if (l.y_sectors_per_row > contiguous) extra += 2.0 * (l.y_sectors_per_row - contiguous) * static_cast<double>(s.rows) * 32.0;
+  return extra;
+}
+
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
                                                      const std::vector<format_id>& candidates)
 {
@@ -220,10 +234,12 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
     format_estimate e;
     e.format = f;
     e.device_bytes = c.device_bytes;
-    e.bytes = c.moved_bytes + vectors;
+    const double scatter = sorted_scatter_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted);
+    e.bytes = c.moved_bytes + vectors + scatter;
     const bool in_l2 = in.device.l2_bytes > 0 && c.moved_bytes < in.device.l2_bytes;
     const double serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
-    e.predicted_us = c.launches * p.launch_us + pt.fixed_us + std::max(e.bytes / (bw * pt.efficiency), serial_us);
+    const double stream_us = (e.bytes - scatter) / (bw * pt.efficiency) + scatter / (bw * p.scatter_efficiency);
+    e.predicted_us = c.launches * p.launch_us + pt.fixed_us + std::max(stream_us, serial_us);
     // Feasibility: padding blow-up, index range, free memory. cuSPARSE CSR is always feasible.
     if (f == format_id::sell_delta16 && (!in.columns_sorted || in.max_column_step > 65535)) {
       e.reason = !in.columns_sorted ? "rows with unsorted columns cannot be delta-encoded"

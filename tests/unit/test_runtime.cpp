@@ -167,6 +167,48 @@ TEST(PlaceholderModel, RanksByBytesAndRespectsMemory)
   EXPECT_GT(est[1].predicted_us, 200'000 * p.serial_entry_dram_ns * 1e-3);
 }
 
+TEST(PlaceholderModel, SortedLayoutsPayForTheOrderTheyScatterIn)
+{
+  // Short rows of mixed lengths whose columns are near the diagonal: in row order a warp's x and y accesses
+  // are contiguous; sorted by length, a warp's rows lie ~5 apart (the 4M-row circuit body of
+  // bench/results/2026-11-23_h100_run4_partition.txt).
+  aijp::row_stats s;
+  s.rows = s.cols = 4'000'000;
+  s.nnz = 16'000'000;
+  s.mean = 4;
+  s.max_len = 6;
+  s.min_len = 2;
+  s.n_iter_natural = s.n_iter_sorted = s.rows / 32 * 4;
+  aijp::sorted_locality l{0.55, 1.0};
+  const double natural = 0.15;
+  // x: (0.55 - 0.15) sectors per nonzero of 32 bytes; y: (1 - 8/32) sectors per row, read and written.
+  const double want = 0.4 * 16e6 * 32 + 2 * 0.75 * 4e6 * 32;
+  EXPECT_NEAR(aijp::sorted_scatter_bytes(aijp::format_id::jad, s, 8, natural, l), want, 1.0);
+  EXPECT_NEAR(aijp::sorted_scatter_bytes(aijp::format_id::pellr, s, 8, natural, l), want, 1.0);
+  EXPECT_NEAR(aijp::sorted_scatter_bytes(aijp::format_id::sell_sigma, s, 8, natural, l), want, 1.0);
+  for (auto f : {aijp::format_id::cusparse_csr, aijp::format_id::sell_c_sigma, aijp::format_id::ellr, aijp::format_id::hyb}) {
+    EXPECT_EQ(aijp::sorted_scatter_bytes(f, s, 8, natural, l), 0.0) << aijp::format_name(f);
+  }
+  // Unknown locality, or a sorted order as local as the natural one (equal lengths: stable sort), adds nothing.
+  EXPECT_EQ(aijp::sorted_scatter_bytes(aijp::format_id::jad, s, 8, natural, {}), 0.0);
+  EXPECT_EQ(aijp::sorted_scatter_bytes(aijp::format_id::jad, s, 8, natural, {natural, 0.25}), 0.0);
+
+  // The placeholder charges it at scatter_efficiency of the streaming bandwidth.
+  aijp::prediction_input in;
+  in.device = h100_like();
+  in.stats = s;
+  in.free_memory_bytes = 80LL << 30;
+  aijp::bandwidth_model_params p;
+  p.scatter_efficiency = 0.5;
+  const auto before = aijp::predict_bandwidth_model(in, p, {aijp::format_id::jad, aijp::format_id::cusparse_csr});
+  in.x_sectors_per_nnz = natural;
+  in.sorted = l;
+  const auto after = aijp::predict_bandwidth_model(in, p, {aijp::format_id::jad, aijp::format_id::cusparse_csr});
+  EXPECT_NEAR(after[0].predicted_us - before[0].predicted_us, want / (p.stream_read_gbs * 1e3 * 0.5), 1e-6);
+  EXPECT_NEAR(after[0].bytes - before[0].bytes, want, 1.0);
+  EXPECT_EQ(after[1].predicted_us, before[1].predicted_us);
+}
+
 TEST(PlaceholderModel, EveryFormatHasAnEstimateAndPaddingBlowUpIsInfeasible)
 {
   aijp::prediction_input in;

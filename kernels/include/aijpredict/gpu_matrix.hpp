@@ -58,9 +58,12 @@ struct plan_options {
 };
 
 /// One bounded exploration (online refinement): the runner-up tried once, and which of the two was kept.
+/// From a row-partitioned plan the runner-up is the best single format the planner compared it with.
 struct exploration_record {
   format_id from = format_id::cusparse_csr;
   format_id to = format_id::cusparse_csr;
+  bool from_partition = false;   ///< the running plan was row-partitioned (`from_plan` names its blocks)
+  std::string from_plan;         ///< the running plan, as plan_report::plan
   double from_measured_us = 0;   ///< median of the running format before the exploration
   double to_predicted_us = 0;    ///< the runner-up's corrected prediction that triggered it
   double to_measured_us = 0;     ///< median of the runner-up (0 while it is being measured)
@@ -74,6 +77,7 @@ struct plan_report {
   device_properties device;
   row_stats stats;
   double x_sectors_per_nnz = 0.0;  ///< sampled locality of the x gathers (see sample_x_sectors_per_nnz)
+  sorted_locality sorted;          ///< the same in the length-sorted order (see sample_sorted_locality)
   std::vector<format_estimate> estimates;
   format_id chosen = format_id::cusparse_csr;
   std::string decision;        ///< one line: why this format
@@ -173,5 +177,13 @@ std::vector<strip_summary> compute_strip_summaries_device(size_type rows, const 
 /// nonzeros (1: every entry in its own sector; 1/4 for doubles read contiguously). 0 for an empty matrix.
 double sample_x_sectors_per_nnz(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
                                 int value_bytes, cudaStream_t stream, int max_groups = 2048);
+
+/// Locality of the layouts that sort rows by length (jad, pellr, sell_sigma: stable sorts), sampled on the
+/// device the same way: a group is the first 32 rows of one length at or after a sampled row (within 8192
+/// rows), as one warp of the sorted order holds them. x: distinct 32-byte sectors of x per nonzero (as
+/// sample_x_sectors_per_nnz); y: distinct 32-byte sectors of y the group writes per row (1/4 for doubles
+/// written contiguously, 1 when every row writes its own sector). Zeros for an empty matrix.
+sorted_locality sample_sorted_locality(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
+                                       int value_bytes, cudaStream_t stream, int max_groups = 2048);
 
 }  // namespace aijp

@@ -38,6 +38,9 @@ struct matrix_features {
   /// by a group of 32 consecutive rows, divided by the nonzeros of the group (1 = every entry its own
   /// sector, ~1/4 for a banded double matrix). 0 = unknown.
   double x_sectors_per_nnz = 0.0;
+  /// The locality in the order of the layouts that sort rows by length (0 = unknown): their x-gather
+  /// feature adds aijp::sorted_scatter_bytes.
+  sorted_locality sorted;
 };
 
 /// One measurement: the time of y = A x for one format, median of many repetitions.

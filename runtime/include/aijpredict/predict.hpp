@@ -41,6 +41,9 @@ struct bandwidth_model_params {
   /// L2 size of the device (device_properties::l2_bytes, set by the context): a working set beyond it streams
   /// the excess from DRAM at no more than stream_read_gbs. 0 = unknown (no bandwidth floor).
   double l2_bytes = 0.0;
+  /// Fraction of the streaming bandwidth at which the placeholder moves sorted_scatter_bytes (sector-sized
+  /// gathers and scatters in no particular order).
+  double scatter_efficiency = 1.0;
 };
 
 /// The device constants as the per-device cache stores them (cache_entry::device_metrics): fills `p` and returns
@@ -95,7 +98,17 @@ struct prediction_input {
   int value_bytes = 8;              ///< sizeof(double) or sizeof(float)
   bool columns_sorted = true;       ///< every row's columns strictly increasing (compressed-index layouts)
   index_type max_column_step = 0;   ///< largest step between consecutive columns of a row
+  double x_sectors_per_nnz = 0.0;   ///< sampled x-gather locality in natural row order (0: unknown)
+  sorted_locality sorted;           ///< the same, and y's, in the length-sorted order (0: unknown)
 };
+
+/// Sector bytes a layout that sorts rows by length (jad, pellr, sell_sigma) moves beyond what the natural
+/// order moves: x gathers of a warp whose rows lie apart (distinct x sectors in sorted order minus those in
+/// natural order, times 32 bytes per sector) and the scattered y writes (distinct y sectors per row beyond
+/// the contiguous value_bytes / 32, twice: a partial sector is read before it is written back). 0 for the
+/// other layouts and when the locality is unknown. Shared by the placeholder and our fitted model.
+double sorted_scatter_bytes(format_id f, const row_stats& s, int value_bytes, double x_sectors_per_nnz,
+                            const sorted_locality& sorted);
 
 /// Estimates every format in `candidates` (feasibility first, then cost).
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,

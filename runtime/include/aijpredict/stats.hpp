@@ -42,6 +42,14 @@ struct row_stats {
   std::string to_string() const;
 };
 
+/// Locality of the vector accesses in the order of the layouts that sort rows by length (jad, pellr,
+/// sell_sigma), sampled on the device (aijp::sample_sorted_locality): a warp of the sorted order holds 32
+/// rows of one length that in natural order may lie far apart. 0 = unknown.
+struct sorted_locality {
+  double x_sectors_per_nnz = 0.0;  ///< distinct 32-byte sectors of x per nonzero of such a warp
+  double y_sectors_per_row = 0.0;  ///< distinct 32-byte sectors of y such a warp writes, per row
+};
+
 /// Host reference: statistics of a host CSR matrix (row_ptr must be host memory; values are not read).
 template <typename Value>
 row_stats compute_row_stats(const csr_view<Value>& a);
