@@ -58,8 +58,8 @@ __global__ void __launch_bounds__(256) sector_counts(size_type rows, int groups,
 
 // Sorted-order locality: the layouts that sort rows by length (jad, pellr, sell_sigma; stable sorts) give a
 // warp 32 rows of one length, which in natural order lie up to 1 / (share of rows of that length) apart.
-// One block per sampled group: warp 0 collects the first 32 rows of the group's first row's length at or
-// after it (at most scan_rows looked at), as the stable sort's warp would hold them; then every thread
+// One block per sampled group: warp 0 collects the first 32 rows of the length of a row drawn in the group,
+// at or after it (at most scan_rows looked at), as the stable sort's warp would hold them; then every thread
 // inserts the x sectors of their entries (at most per_row_entries each) into the hash set, and thread 0
 // counts the distinct 32-byte sectors of y the 32 rows write.
 constexpr int scan_rows = 8192;
@@ -87,8 +87,13 @@ __global__ void __launch_bounds__(256) sorted_sector_counts(size_type rows, int 
     count = 0;
   }
   __syncthreads();
+  // A row drawn at a pseudo-random offset inside the sampled group, so that a length is drawn with the share
+  // of rows it has, which is the share of the sorted order's warps made of it (a fixed offset would follow
+  // the period of a stencil's grid lines and draw its boundary rows far more often than they occur).
   const size_type total_groups = (rows + group_rows - 1) / group_rows;
-  const size_type r0 = static_cast<size_type>(blockIdx.x) * total_groups / groups * group_rows;
+  const size_type g = static_cast<size_type>(blockIdx.x) * total_groups / groups;
+  const unsigned offset = (static_cast<unsigned>(g) * 2654435761u >> 16) % group_rows;
+  const size_type r0 = min(g * group_rows + offset, rows - 1);
   if (threadIdx.x < 32) {
     const unsigned lane = threadIdx.x;
     const index_type want = row_ptr[r0 + 1] - row_ptr[r0];

@@ -209,7 +209,7 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
 
 double sorted_scatter_bytes(format_id f, const row_stats& s, int vb, double x_sectors_per_nnz, const sorted_locality& l)
 {
-  if (f != format_id::jad && f != format_id::pellr && f != format_id::sell_sigma) return 0.0;
+  if (f != format_id::jad && f != format_id::pellr) return 0.0;
   double extra = 0.0;
   if (x_sectors_per_nnz > 0 && l.x_sectors_per_nnz > x_sectors_per_nnz) {
     extra += (l.x_sectors_per_nnz - x_sectors_per_nnz) * static_cast<double>(s.nnz) * 32.0;
@@ -238,7 +238,9 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
     e.bytes = c.moved_bytes + vectors + scatter;
     const bool in_l2 = in.device.l2_bytes > 0 && c.moved_bytes < in.device.l2_bytes;
     const double serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
-    const double stream_us = (e.bytes - scatter) / (bw * pt.efficiency) + scatter / (bw * p.scatter_efficiency);
+    // The scatter's visits miss the L2 in the share of the working set that does not fit in it.
+    const double beyond_l2 = in.device.l2_bytes > 0 ? std::max(0.0, 1.0 - in.device.l2_bytes / e.bytes) : 1.0;
+    const double stream_us = (e.bytes - scatter) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
     e.predicted_us = c.launches * p.launch_us + pt.fixed_us + std::max(stream_us, serial_us);
     // Feasibility: padding blow-up, index range, free memory. cuSPARSE CSR is always feasible.
     if (f == format_id::sell_delta16 && (!in.columns_sorted || in.max_column_step > 65535)) {

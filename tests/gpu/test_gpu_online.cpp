@@ -184,7 +184,7 @@ TEST_F(GpuOnline, PartitionedPlanIsMeasuredButNotLearnedFrom)
   EXPECT_EQ(ctx->online_corrections()->observations(), 0);
 }
 
-TEST_F(GpuOnline, SplitThatDoesNotProveItsSavingIsComparedWithTheSingleFormat)
+TEST_F(GpuOnline, TakenSplitIsComparedWithTheSingleFormatOnceAndTheFasterKept)
 {
   // Splits under the placeholder model on the H100 and H200 (hyb or cusparse_csr on the dense top,
   // sell_delta16 below); skipped where this device's constants propose no split.
@@ -196,12 +196,6 @@ TEST_F(GpuOnline, SplitThatDoesNotProveItsSavingIsComparedWithTheSingleFormat)
   {
     aijp::gpu_matrix<double> probe(*ctx, a.view(), po, s_);
     if (!probe.report().partitioned) GTEST_SKIP() << "no split taken on this device: " << probe.report().decision;
-  }
-  // Every format 100x faster than predicted, in both size classes: the same factor everywhere leaves the
-  // planner's choice as it was, but the single format's prediction now lies far below what the split
-  // measures, so the split has not proved its saving and the single format must be tried.
-  for (const auto cls : {aijp::online::size_class::in_l2, aijp::online::size_class::beyond_l2}) {
-    ctx->online_corrections()->observe(format_id::cusparse_csr, cls, 100.0, 1.0);
   }
   aijp::gpu_matrix<double> m(*ctx, a.view(), po, s_);
   const auto& r = m.report();

@@ -179,8 +179,8 @@ double sample_x_sectors_per_nnz(size_type rows, size_type cols, const index_type
                                 int value_bytes, cudaStream_t stream, int max_groups = 2048);
 
 /// Locality of the layouts that sort rows by length (jad, pellr, sell_sigma: stable sorts), sampled on the
-/// device the same way: a group is the first 32 rows of one length at or after a sampled row (within 8192
-/// rows), as one warp of the sorted order holds them. x: distinct 32-byte sectors of x per nonzero (as
+/// device the same way: a group is the first 32 rows of one length at or after a row drawn in each sampled
+/// group of 32 (within 8192 rows), as one warp of the sorted order holds them. x: distinct 32-byte sectors of x per nonzero (as
 /// sample_x_sectors_per_nnz); y: distinct 32-byte sectors of y the group writes per row (1/4 for doubles
 /// written contiguously, 1 when every row writes its own sector). Zeros for an empty matrix.
 sorted_locality sample_sorted_locality(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,

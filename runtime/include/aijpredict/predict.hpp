@@ -41,9 +41,11 @@ struct bandwidth_model_params {
   /// L2 size of the device (device_properties::l2_bytes, set by the context): a working set beyond it streams
   /// the excess from DRAM at no more than stream_read_gbs. 0 = unknown (no bandwidth floor).
   double l2_bytes = 0.0;
-  /// Fraction of the streaming bandwidth at which the placeholder moves sorted_scatter_bytes (sector-sized
-  /// gathers and scatters in no particular order).
-  double scatter_efficiency = 1.0;
+  /// Fraction of the streaming bandwidth at which the placeholder moves the part of sorted_scatter_bytes that
+  /// misses the L2 (the share of the working set beyond it). 0.6 matches jad and pellr against sell_sigma on
+  /// the 4M-row circuit body (+108 / +113 us) and on normal / uniform rows (+46 / +28 us) on an H100
+  /// (bench/results/2026-11-23_h100_sorted_layouts.txt).
+  double scatter_efficiency = 0.6;
 };
 
 /// The device constants as the per-device cache stores them (cache_entry::device_metrics): fills `p` and returns
@@ -102,11 +104,15 @@ struct prediction_input {
   sorted_locality sorted;           ///< the same, and y's, in the length-sorted order (0: unknown)
 };
 
-/// Sector bytes a layout that sorts rows by length (jad, pellr, sell_sigma) moves beyond what the natural
-/// order moves: x gathers of a warp whose rows lie apart (distinct x sectors in sorted order minus those in
-/// natural order, times 32 bytes per sector) and the scattered y writes (distinct y sectors per row beyond
-/// the contiguous value_bytes / 32, twice: a partial sector is read before it is written back). 0 for the
-/// other layouts and when the locality is unknown. Shared by the placeholder and our fitted model.
+/// Sector bytes a layout that sorts all rows by length (jad, pellr) moves beyond what the natural order
+/// moves: x gathers of a warp whose rows lie apart (distinct x sectors in sorted order minus those in natural
+/// order, times 32 bytes per sector) and the scattered y writes (distinct y sectors per row beyond the
+/// contiguous value_bytes / 32, twice: a partial sector is read before it is written back). The rows of one
+/// x or y sector are visited once per length class, at different times, so beyond the L2 each visit is a
+/// DRAM access. sell_sigma sorts within windows of 4096 rows, whose visits stay close in time: measured as
+/// fast as row order on the circuit body where jad and pellr take 2x
+/// (bench/results/2026-11-23_h100_sorted_layouts.txt), so it pays nothing. 0 for the other layouts and when
+/// the locality is unknown. Shared by the placeholder and our fitted model.
 double sorted_scatter_bytes(format_id f, const row_stats& s, int value_bytes, double x_sectors_per_nnz,
                             const sorted_locality& sorted);
 
