@@ -293,8 +293,9 @@ PetscErrorCode AIJPRefreshReport(Mat_SeqAIJPredict *p)
 }
 
 /* Called before each product: after defer_mults products the matrix has proved reused, so analyse it; a
-   format whose conversion does not pay yet is reconsidered whenever the product count doubles, expecting
-   as many products again as so far (or -mat_aijpredict_expected_mults, if larger). */
+   format whose conversion does not pay yet, or a row partition whose planning did not, is reconsidered
+   whenever the product count doubles, expecting as many products again as so far (or
+   -mat_aijpredict_expected_mults, if larger). */
 PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
 {
   cudaStream_t stream;
@@ -302,7 +303,7 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
   PetscFunctionBegin;
   p->mults++;
   const auto &rep = p->gpu->report();
-  if (rep.analyzed && !rep.deferred) PetscFunctionReturn(PETSC_SUCCESS);
+  if (rep.analyzed && !rep.deferred && !rep.partition_pending) PetscFunctionReturn(PETSC_SUCCESS);
   if (!rep.analyzed && p->mults <= p->opt.defer_mults) PetscFunctionReturn(PETSC_SUCCESS);
   if (rep.analyzed && p->mults < p->next_check) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(PetscGetCurrentCUDAStream(&stream));
@@ -319,12 +320,26 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
     PetscCallCXX(p->gpu->analyze(*ctx, opts, stream));
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     PetscCall(AIJPReport(A, p));
-  } else {
+  } else if (rep.deferred) {
     bool converted = false;
     PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     PetscCallCXX(converted = p->gpu->convert_deferred(expected, stream));
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     if (converted) PetscCall(AIJPReport(A, p));
+  } else {
+    /* The analysis skipped planning a row partition that its use so far could not pay for. */
+    aijp::context     *ctx = nullptr;
+    aijp::plan_options opts;
+    bool               changed = false;
+    PetscCall(AIJPGetContext(p, &ctx));
+    PetscCallCXX(opts.candidates = aijp::parse_format_list(p->opt.formats));
+    opts.expected_mults = expected;
+    opts.online         = p->opt.online;
+    opts.partition      = p->opt.partition;
+    PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+    PetscCallCXX(changed = p->gpu->plan_when_reused(*ctx, opts, stream));
+    PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+    if (changed) PetscCall(AIJPReport(A, p));
   }
   p->next_check = 2 * p->mults;
   PetscFunctionReturn(PETSC_SUCCESS);

@@ -169,7 +169,11 @@ struct gpu_matrix<Value>::impl {
 
   // Row-partitioned plans (planner.hpp): plans (or takes opts.forced_plan) and builds the partition when it
   // pays; false leaves the unpartitioned selection to the caller.
-  bool try_partition(const context& ctx, const plan_options& opts, const prediction_input& in, cudaStream_t stream);
+  // `late`: planning again after plan_when_reused (a split that would be deferred is not taken then: the
+  // running format stays).
+  bool try_partition(const context& ctx, const plan_options& opts, const prediction_input& in, cudaStream_t stream,
+                     bool late = false);
+  std::optional<prediction_input> plan_input;  // kept while report.partition_pending (plan_when_reused)
   // Builds `plan`; a block whose format is infeasible there (placeholder feasibility with the block's exact
   // statistics) or fails to build becomes cuSPARSE CSR. False when the sub-CSR copies do not fit in memory
   // (the layout is then empty: the caller converts to a single format).
@@ -438,10 +442,12 @@ constexpr double planning_cost_us = 2500.0;
 
 template <typename Value>
 bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_options& opts, const prediction_input& in,
-                                            cudaStream_t stream)
+                                            cudaStream_t stream, bool late)
 {
   plan_report& rep = report;
   rep.proposed = partition_plan{};
+  rep.partition_pending = false;
+  plan_input.reset();
   deferred_plan.reset();
   const std::string single_decision = rep.decision;
   if (opts.forced_plan) {
@@ -487,9 +493,11 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
     const double at_most_us = 0.5 * rep.estimates[best].predicted_us * opts.expected_mults;
     if (at_most_us < planning_cost_us) {
       char line[200];
-      std::snprintf(line, sizeof(line), "; no partition planned: a split saves at most ~%.0f us over %.0f products, planning costs ~%.0f us",
+      std::snprintf(line, sizeof(line), "; no partition planned yet: a split saves at most ~%.0f us over %.0f products, planning costs ~%.0f us",
                     at_most_us, opts.expected_mults, planning_cost_us);
       rep.decision += line;
+      rep.partition_pending = true;
+      plan_input = in;
       return false;
     }
   }
@@ -527,6 +535,10 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
     const double csr_bytes = csr.nnz * (sizeof(Value) + sizeof(index_type)) + (csr.rows + 1.0) * sizeof(index_type);
     rep.conversion_estimate_us = 150.0 * plan.blocks.size() + 6.0 * csr_bytes / (ctx.model_params().stream_read_gbs * 1e3);
     rep.saving_us = t_csr - plan.predicted_us;
+    if (late && rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
+      rep.decision = single_decision + "; " + line + ": does not pay for its conversion yet, not taken";
+      return false;
+    }
     if (rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
       // Stay on cuSPARSE CSR until the partition pays (convert_deferred); report().deferred names the
       // format of its block with the most nonzeros (as format() will once it is built).
@@ -773,6 +785,38 @@ bool gpu_matrix<Value>::convert_deferred(double expected_mults, cudaStream_t str
   rep.decision += std::string("; converted to ") + format_name(f) + " after the matrix proved reused";
   impl_->convert_to(f, stream);
   return true;
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::plan_when_reused(const context& ctx, const plan_options& opts, cudaStream_t stream)
+{
+  auto& m = *impl_;
+  plan_report& rep = m.report;
+  if (!rep.partition_pending || !m.plan_input || rep.deferred || m.on.parked) return false;
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
+    if (rep.estimates[i].format == rep.chosen) best = i;
+  }
+  if (best < 0 || !(0.5 * rep.estimates[best].predicted_us * opts.expected_mults >= planning_cost_us)) return false;
+  const prediction_input in = *m.plan_input;
+  const std::string before = rep.decision;
+  const auto t0 = clock_type::now();
+  rep.decision = before.substr(0, before.find("; no partition planned yet"));
+  auto explored = std::move(rep.exploration);  // a split starts its own (its comparison with the single format)
+  rep.exploration.reset();
+  if (m.try_partition(ctx, opts, in, stream, true)) {
+    rep.decision += "; planned after the matrix proved reused";
+    return true;
+  }
+  rep.exploration = std::move(explored);
+  // Not split: the running format stays, with its decision and report.
+  const std::string why = rep.decision;
+  rep.decision = before.substr(0, before.find("; no partition planned yet"));
+  char line[160];
+  std::snprintf(line, sizeof(line), "; planned after the matrix proved reused (%.3f ms): no split taken", ms_since(t0));
+  rep.decision += line;
+  if (why.find("does not pay") != std::string::npos) rep.decision += " (" + why.substr(why.find("partition ")) + ")";
+  return false;
 }
 
 template <typename Value>

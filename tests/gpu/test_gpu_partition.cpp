@@ -232,3 +232,45 @@ TEST_F(GpuPartitionTest, DeferredPartitionIsBuiltOnceItPays)
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(GpuPartitionTest, PlanningSkippedUntilTheUsePaysForIt)
+{
+  // Splits under the placeholder model on the H100 and H200; skipped if this device takes no split.
+  const auto a = aijp::gen::from_spec("stack:circuit:rows=100000,dense=32,len=50000+lap27:64x64x64");
+  aijp::plan_options opts;
+  opts.expected_mults = 2;  // two products of ~50 us never pay for planning (~2.5 ms)
+  aijp::gpu_matrix<double> m(shared_context(), a.view(), opts, nullptr);
+  const auto& rep = m.report();
+  EXPECT_TRUE(rep.partition_pending) << rep.decision;
+  EXPECT_TRUE(rep.proposed.blocks.empty());
+  EXPECT_FALSE(rep.partitioned);
+  EXPECT_NE(rep.decision.find("no partition planned yet"), std::string::npos) << rep.decision;
+  const auto single = m.format();
+
+  opts.expected_mults = 4;  // still not enough: nothing changes
+  EXPECT_FALSE(m.plan_when_reused(shared_context(), opts, nullptr));
+  EXPECT_TRUE(rep.partition_pending);
+  EXPECT_EQ(m.format(), single);
+
+  opts.expected_mults = 1e6;
+  const bool changed = m.plan_when_reused(shared_context(), opts, nullptr);
+  std::cout << rep.to_string();
+  EXPECT_FALSE(rep.partition_pending);
+  EXPECT_FALSE(rep.proposed.blocks.empty());
+  EXPECT_EQ(changed, rep.partitioned);
+  EXPECT_EQ(rep.decision.find("no partition planned yet"), std::string::npos) << rep.decision;
+  EXPECT_FALSE(m.plan_when_reused(shared_context(), opts, nullptr));  // planned once
+  const auto x = aijp::test::random_vector(a.cols, 81);
+  device_vec<double> dx(x), dy(std::vector<double>(a.rows, std::numeric_limits<double>::quiet_NaN()));
+  m.apply(1.0, dx.p, 0.0, dy.p, nullptr);
+  std::vector<double> want(a.rows);
+  aijp::reference_spmv(a.view(), 1.0, x.data(), 0.0, want.data());
+  expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), 1.0, x.data(), 0.0, want.data()), "planned when reused");
+  if (!changed) GTEST_SKIP() << "no split taken on this device: " << rep.decision;
+  EXPECT_EQ(rep.plan, rep.proposed.to_string());
+  EXPECT_NE(rep.decision.find("planned after the matrix proved reused"), std::string::npos) << rep.decision;
+}
+
+}  // namespace

@@ -102,6 +102,8 @@ struct plan_report {
   /// The DP's proposal (blocks, predicted time, best single format, planning time) when the analysis
   /// planned a partition (opts.partition, no forced format); empty blocks otherwise.
   partition_plan proposed;
+  /// Planning was skipped because the expected use could not pay for it; plan_when_reused plans later.
+  bool partition_pending = false;
   /// The plan runs row-partitioned: `plan` describes the blocks actually built (after fallbacks) and
   /// `chosen` is the format of the block holding the most nonzeros.
   bool partitioned = false;
@@ -127,6 +129,12 @@ class gpu_matrix {
 
   /// Converts to report().deferred if it pays for `expected_mults` more SpMVs; returns whether it converted.
   bool convert_deferred(double expected_mults, cudaStream_t stream);
+
+  /// When the analysis skipped planning a row partition because its expected use could not pay for it
+  /// (report().partition_pending), plans now if `opts.expected_mults` does, and builds the split if it is
+  /// taken and pays for its conversion; otherwise the running format stays. Returns whether the plan changed.
+  /// `opts` as for the analysis (candidates, margin, planner, online policy).
+  bool plan_when_reused(const context& ctx, const plan_options& opts, cudaStream_t stream);
 
   /// Same sparsity pattern, new values (host array of nnz entries in the CSR order given at construction).
   void update_values(const Value* host_values, cudaStream_t stream);
