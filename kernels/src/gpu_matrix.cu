@@ -435,11 +435,6 @@ void gpu_matrix<Value>::impl::convert_to(format_id choice, cudaStream_t stream)
   begin_epoch(choice);
 }
 
-// What planning and building a split cost at least, in microseconds of host time: the strip pass and the DP
-// (1.3-3.7 ms on the H100, bench/results/2026-11-23_h100_run4_partition.txt) plus the blocks' sub-CSR copies
-// and layouts (~1 ms on small matrices).
-constexpr double planning_cost_us = 2500.0;
-
 template <typename Value>
 bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_options& opts, const prediction_input& in,
                                             cudaStream_t stream, bool late)
@@ -491,10 +486,10 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
   // format's time over that use could not pay for planning plus converting the blocks.
   if (opts.expected_mults > 0) {
     const double at_most_us = 0.5 * rep.estimates[best].predicted_us * opts.expected_mults;
-    if (at_most_us < planning_cost_us) {
+    if (at_most_us < opts.planning_cost_us) {
       char line[200];
       std::snprintf(line, sizeof(line), "; no partition planned yet: a split saves at most ~%.0f us over %.0f products, planning costs ~%.0f us",
-                    at_most_us, opts.expected_mults, planning_cost_us);
+                    at_most_us, opts.expected_mults, opts.planning_cost_us);
       rep.decision += line;
       rep.partition_pending = true;
       plan_input = in;
@@ -797,7 +792,7 @@ bool gpu_matrix<Value>::plan_when_reused(const context& ctx, const plan_options&
   for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
     if (rep.estimates[i].format == rep.chosen) best = i;
   }
-  if (best < 0 || !(0.5 * rep.estimates[best].predicted_us * opts.expected_mults >= planning_cost_us)) return false;
+  if (best < 0 || !(0.5 * rep.estimates[best].predicted_us * opts.expected_mults >= opts.planning_cost_us)) return false;
   const prediction_input in = *m.plan_input;
   const std::string before = rep.decision;
   const auto t0 = clock_type::now();

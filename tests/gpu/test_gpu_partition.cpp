@@ -206,7 +206,8 @@ TEST_F(GpuPartitionTest, DeferredPartitionIsBuiltOnceItPays)
   // sell_delta16 below); skipped if this device's calibrated constants propose no split worth the margin.
   const auto a = aijp::gen::from_spec("stack:circuit:rows=100000,dense=32,len=50000+lap27:64x64x64");
   aijp::plan_options opts;
-  opts.expected_mults = 1;  // one product never pays for a conversion
+  opts.expected_mults = 1;    // one product never pays for a conversion
+  opts.planning_cost_us = 0;  // but plan anyway: the deferred split is what this test is about
   aijp::gpu_matrix<double> m(shared_context(), a.view(), opts, nullptr);
   const auto& rep = m.report();
   std::cout << rep.to_string();

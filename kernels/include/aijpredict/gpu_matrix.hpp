@@ -50,6 +50,12 @@ struct plan_options {
   /// with `forced`.
   bool partition = true;
   double partition_margin = 0.03;
+  /// Amortization of the planning itself (with expected_mults > 0): the partition is planned only when half
+  /// the best single format's predicted time over the expected products reaches this many microseconds
+  /// (report().partition_pending otherwise; plan_when_reused plans later). 2.5 ms: the strip pass and the DP
+  /// (1.3-3.7 ms on an H100, bench/results/2026-11-23_h100_run4_partition.txt) plus the blocks' sub-CSR
+  /// copies and layouts (~1 ms on small matrices). 0: always plan.
+  double planning_cost_us = 2500.0;
   planner_options planner;  ///< strips and block bounds of the DP
   /// Run this partition (parse_partition_plan("sell[0,1000)+coo[1000,1200)")) instead of selecting: tests,
   /// benchmarks, warm-up. Blocks must cover every row; a block's format that is infeasible there becomes
