@@ -86,7 +86,8 @@ struct Mat_SeqAIJPredict {
   PetscScalar     *dx = nullptr, *dy = nullptr; /* staging for host vectors */
   PetscInt         nx = 0, ny = 0;
   PetscInt         mults      = 0; /* products since the last pattern change */
-  PetscInt         next_check = 0; /* product count at which a deferred conversion is reconsidered */
+  PetscInt         next_check = 0; /* product count at which a deferred analysis, conversion or plan is reconsidered */
+  PetscBool        analysis_waits = PETSC_FALSE; /* the analysis was put off (said once with PetscInfo) */
 };
 
 PetscLogEvent         AIJP_EVENT_ANALYZE, AIJP_EVENT_CONVERT, AIJP_EVENT_SPMV;
@@ -292,7 +293,24 @@ PetscErrorCode AIJPRefreshReport(Mat_SeqAIJPredict *p)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* Called before each product: after defer_mults products the matrix has proved reused, so analyse it; a
+/* What an analysis and a first conversion cost on a small matrix, in microseconds of host time: statistics,
+   locality samples, prediction, and the first launch of each kernel involved (H100, 4884 x 4884 bcsstk16:
+   analysis 1.18 ms, conversion to csr_vector 1.10 ms; bench/results/2026-11-23_h100_e2e_small_2.txt). */
+#define AIJP_ANALYSIS_COST_US 2000.0
+
+/* Most a format can save per product over cuSPARSE CSR: cuSPARSE CSR's predicted time (the placeholder's
+   fixed cost plus its bytes at its calibrated streaming efficiency) above one kernel launch. */
+double AIJPSavingBound(const aijp::context &ctx, const Mat_SeqAIJPredict *p)
+{
+  const aijp::bandwidth_model_params &q     = ctx.model_params();
+  const double                        vb    = sizeof(PetscScalar);
+  const double                        bytes = p->gpu->nnz() * (vb + sizeof(PetscInt)) + (p->gpu->rows() + 1.0) * sizeof(PetscInt) + (p->gpu->cols() + p->gpu->rows()) * vb;
+  const double                        t_csr = q.cusparse_csr_overhead_us + bytes / (q.stream_read_gbs * 1e3 * q.cusparse_csr_efficiency);
+  return std::max(0.0, t_csr - q.launch_us);
+}
+
+/* Called before each product: after defer_mults products the matrix has proved reused, so analyse it once
+   the most it could save over the expected products pays for the analysis; a
    format whose conversion does not pay yet, or a row partition whose planning did not, is reconsidered
    whenever the product count doubles, expecting as many products again as so far (or
    -mat_aijpredict_expected_mults, if larger). */
@@ -305,13 +323,23 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
   const auto &rep = p->gpu->report();
   if (rep.analyzed && !rep.deferred && !rep.partition_pending) PetscFunctionReturn(PETSC_SUCCESS);
   if (!rep.analyzed && p->mults <= p->opt.defer_mults) PetscFunctionReturn(PETSC_SUCCESS);
-  if (rep.analyzed && p->mults < p->next_check) PetscFunctionReturn(PETSC_SUCCESS);
+  if (p->mults < p->next_check) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(PetscGetCurrentCUDAStream(&stream));
   const double expected = std::max<double>(p->opt.expected_mults, p->mults);
   if (!rep.analyzed) {
     aijp::context     *ctx = nullptr;
     aijp::plan_options opts;
     PetscCall(AIJPGetContext(p, &ctx));
+    /* The analysis is amortized too: no format saves more per product than cuSPARSE CSR's predicted time
+       above one kernel launch, so until that bound over the expected products reaches the analysis and
+       conversion cost, the matrix stays on cuSPARSE CSR (checked again when the count doubles). */
+    const double bound = AIJPSavingBound(*ctx, p) * expected;
+    if (bound < AIJP_ANALYSIS_COST_US) {
+      if (!p->analysis_waits) PetscCall(PetscInfo(A, "aijpredict: analysis waits: a format saves at most %.1f us per product over %.0f products, the analysis costs ~%.0f us\n", bound / expected, expected, AIJP_ANALYSIS_COST_US));
+      p->analysis_waits = PETSC_TRUE;
+      p->next_check     = 2 * p->mults;
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
     PetscCallCXX(opts.candidates = aijp::parse_format_list(p->opt.formats));
     opts.expected_mults = expected;
     opts.online         = p->opt.online;
@@ -446,6 +474,7 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     opts.partition      = p->opt.partition;
     p->mults            = 0;
     p->next_check       = 0;
+    p->analysis_waits   = PETSC_FALSE;
     aijp::csr_view<PetscScalar> view{m, n, ai[m], ai, aj, aa};
     p->gpu.reset();
     p->have_copy = false;
@@ -765,7 +794,8 @@ PetscErrorCode MatDestroy_SeqAIJPredict(Mat A)
       PetscCall(AIJPRefreshReport(p));
       PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: at MatDestroy after %" PetscInt_FMT " products:\n%s", p->mults, p->report.c_str()));
     } else if (p->opt.view && p->mode == AIJPMode::gpu && p->gpu) {
-      PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: %" PetscInt_FMT " x %" PetscInt_FMT " matrix destroyed after %" PetscInt_FMT " products, all on cuSPARSE CSR: not analysed (a matrix is analysed after -mat_aijpredict_defer_mults %" PetscInt_FMT " products)\n", (PetscInt)p->gpu->rows(), (PetscInt)p->gpu->cols(), p->mults, p->opt.defer_mults));
+      PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: %" PetscInt_FMT " x %" PetscInt_FMT " matrix destroyed after %" PetscInt_FMT " products, all on cuSPARSE CSR: not analysed (%s)\n", (PetscInt)p->gpu->rows(), (PetscInt)p->gpu->cols(), p->mults,
+                            p->analysis_waits ? "the most a format could save over these products did not pay for an analysis" : "a matrix is analysed after -mat_aijpredict_defer_mults products"));
     }
 #endif
     PetscCall(AIJPFreeDeviceData(p));
@@ -897,7 +927,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsString("-mat_aijpredict_model", "Performance model ranking the formats: placeholder (calibrated bandwidth + serial-row model, default), aijp (fitted on this GPU by the warm-up), guo_wang, wang_gu_li_normal, wang_gu_li_uniform", "MatCreateSeqAIJPredict", o->model.c_str(), model, sizeof(model), &set));
   if (set) o->model = model;
   PetscCall(PetscOptionsBool("-mat_aijpredict_warmup", "If this GPU has no fitted coefficients yet, run the quick warm-up (about 30 s) once and store them in the cache", "MatCreateSeqAIJPredict", o->warmup, &o->warmup, nullptr));
-  PetscCall(PetscOptionsInt("-mat_aijpredict_defer_mults", "Products run on cuSPARSE CSR before the matrix is analysed (0: analyse at the first product)", "MatCreateSeqAIJPredict", o->defer_mults, &o->defer_mults, nullptr));
+  PetscCall(PetscOptionsInt("-mat_aijpredict_defer_mults", "Products run on cuSPARSE CSR before the matrix is analysed (0: analyse at the first product); after them the analysis still waits until the most a format could save over the expected products pays for it", "MatCreateSeqAIJPredict", o->defer_mults, &o->defer_mults, nullptr));
   PetscCheck(o->defer_mults >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_defer_mults must be >= 0, got %" PetscInt_FMT, o->defer_mults);
   PetscCall(PetscOptionsReal("-mat_aijpredict_expected_mults", "Products expected with this matrix: a format is converted to only if its predicted saving times this pays for the conversion (0: as many as so far)", "MatCreateSeqAIJPredict", o->expected_mults, &o->expected_mults, nullptr));
   PetscCheck(o->expected_mults >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_expected_mults must be >= 0");
@@ -1027,7 +1057,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_cache_dir <dir>  - directory of the per-GPU coefficient cache
 .  -mat_aijpredict_model <name>     - performance model: placeholder (default), aijp, guo_wang, wang_gu_li_normal, wang_gu_li_uniform
 .  -mat_aijpredict_warmup           - fit the models on this GPU first if it has no fitted coefficients (quick warm-up)
-.  -mat_aijpredict_defer_mults <k>  - products on cuSPARSE CSR before the analysis (default 10; 0: at once)
+.  -mat_aijpredict_defer_mults <k>  - products on cuSPARSE CSR before the analysis (default 10; 0: at once); then the analysis waits until it can pay
 .  -mat_aijpredict_expected_mults <n> - products expected; conversion only when it pays (default: as many as so far)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
 .  -mat_aijpredict_online <bool>    - time sampled products, refine the model, try the runner-up once (default true)
