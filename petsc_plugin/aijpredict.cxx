@@ -348,13 +348,18 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
     PetscCallCXX(p->gpu->analyze(*ctx, opts, stream));
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     PetscCall(AIJPReport(A, p));
-  } else if (rep.deferred) {
-    bool converted = false;
-    PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-    PetscCallCXX(converted = p->gpu->convert_deferred(expected, stream));
-    PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-    if (converted) PetscCall(AIJPReport(A, p));
   } else {
+    bool converted = false;
+    if (rep.deferred) {
+      PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+      PetscCallCXX(converted = p->gpu->convert_deferred(expected, stream));
+      PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+      if (converted) PetscCall(AIJPReport(A, p));
+    }
+    if (!rep.partition_pending) {
+      p->next_check = 2 * p->mults;
+      PetscFunctionReturn(PETSC_SUCCESS);
+    }
     /* The analysis skipped planning a row partition that its use so far could not pay for. */
     aijp::context     *ctx = nullptr;
     aijp::plan_options opts;

@@ -138,6 +138,7 @@ struct gpu_matrix<Value>::impl {
     long calls = 0;                             // products since the epoch began
     int running = -1;                           // estimate index of the running format
     int runner_up = -1;                         // estimate index exploration would try
+    int then_runner = -1;                       // after a split's comparison: cuSPARSE CSR's, compared next
     bool may_explore = false;
     std::vector<double> samples;                // this epoch's times (the last 64)
     int sample_count = 0;                       // this epoch's times read back
@@ -596,13 +597,20 @@ bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const 
   begin_epoch(rep.chosen);
   // A split is taken on predictions alone, and the blocks' predictions are the least tested ones (a block's
   // rows may gather x very differently from the whole matrix's sample). Online refinement measures it and
-  // then the single format it was compared with, once, and keeps the faster (explore_or_finish).
+  // then the single format it was compared with, once, and keeps the faster (explore_or_finish); when that
+  // format is not cuSPARSE CSR, the plan kept is then compared with cuSPARSE CSR too (the baseline, always
+  // feasible and converted at no cost), as a single format is: when it measures slower than cuSPARSE CSR's
+  // prediction by the exploration margin, or always while it is still the split.
   on.runner_up = -1;
+  on.then_runner = -1;
   on.may_explore = false;
   if (verify && on.corr && on.policy.explore) {
     for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
       if (rep.estimates[i].format == rep.proposed.single_format && rep.estimates[i].feasible) on.runner_up = i;
+      if (rep.estimates[i].format == format_id::cusparse_csr) on.then_runner = i;
     }
+    if (on.runner_up < 0) std::swap(on.runner_up, on.then_runner);
+    if (on.then_runner == on.runner_up) on.then_runner = -1;
     on.may_explore = on.runner_up >= 0;
   }
   return true;
@@ -709,6 +717,14 @@ void gpu_matrix<Value>::impl::explore_or_finish()
                   rec.to_measured_us, rec.from_measured_us, from.c_str(), report.plan.c_str());
     report.refinement.push_back(line);
     report.decision += std::string("; online: ") + line;
+    if (on.then_runner >= 0) {  // a split's second comparison, with cuSPARSE CSR (build_partition)
+      on.runner_up = on.then_runner;
+      on.then_runner = -1;
+      if (report.partitioned || report.chosen != report.estimates[on.runner_up].format) {
+        report.exploration.reset();  // the first comparison stays in report.refinement
+        on.may_explore = true;  // decided once the kept plan has explore_after samples of its own
+      }
+    }
     return;
   }
   if (report.exploration || on.runner_up < 0) return;
@@ -787,10 +803,12 @@ bool gpu_matrix<Value>::plan_when_reused(const context& ctx, const plan_options&
 {
   auto& m = *impl_;
   plan_report& rep = m.report;
-  if (!rep.partition_pending || !m.plan_input || rep.deferred || m.on.parked) return false;
+  if (!rep.partition_pending || !m.plan_input || m.on.parked) return false;
+  // The single format the analysis chose (running, or deferred while cuSPARSE CSR runs).
+  const format_id single = rep.deferred ? *rep.deferred : rep.chosen;
   int best = -1;
   for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
-    if (rep.estimates[i].format == rep.chosen) best = i;
+    if (rep.estimates[i].format == single) best = i;
   }
   if (best < 0 || !(0.5 * rep.estimates[best].predicted_us * opts.expected_mults >= opts.planning_cost_us)) return false;
   const prediction_input in = *m.plan_input;
@@ -799,10 +817,13 @@ bool gpu_matrix<Value>::plan_when_reused(const context& ctx, const plan_options&
   rep.decision = before.substr(0, before.find("; no partition planned yet"));
   auto explored = std::move(rep.exploration);  // a split starts its own (its comparison with the single format)
   rep.exploration.reset();
+  const auto deferred = rep.deferred;
   if (m.try_partition(ctx, opts, in, stream, true)) {
+    rep.deferred.reset();  // the split replaces a single format still waiting for its conversion to pay
     rep.decision += "; planned after the matrix proved reused";
     return true;
   }
+  rep.deferred = deferred;
   rep.exploration = std::move(explored);
   // Not split: the running format stays, with its decision and report.
   const std::string why = rep.decision;

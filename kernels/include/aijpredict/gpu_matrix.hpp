@@ -103,6 +103,8 @@ struct plan_report {
   double measured_us = 0.0;   ///< median of the event-timed products of the running format (0: none yet)
   int measured_samples = 0;   ///< timed products of the running format read back so far
   double model_error = -1.0;  ///< |predicted_us - measured_us| / measured_us; negative until measured
+  /// The last exploration (a split is compared with its single format, then possibly with cuSPARSE CSR: the
+  /// first comparison is then in `refinement` only).
   std::optional<exploration_record> exploration;
   std::vector<std::string> refinement;  ///< what online refinement did, one line each
   /// The DP's proposal (blocks, predicted time, best single format, planning time) when the analysis
