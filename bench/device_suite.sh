@@ -20,8 +20,8 @@ large=(gen:lap7:200x200x200 gen:lap27:130x130x130 gen:fem3:90x90x90 gen:banded:r
 timed() { local t0; t0=$(date +%s%N); "$@"; local r=$?; echo "wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"; return $r; }
 rc=0
 if [[ "$args" != *" --skip-bench "* ]]; then
-  cmd=("$B/aijp_bench" --json "$out/bench_formats.json" "${real[@]}" "${large[@]}")
-  { stamp "aijp_bench --json bench_formats.json <all real shared matrices> ${large[*]}"; "${cmd[@]}"; } > "$out/bench_formats.txt" 2> "$out/bench_formats.err" || rc=1
+  cmd=("$B/aijp_bench" --online 64 --json "$out/bench_formats.json" "${real[@]}" "${large[@]}")
+  { stamp "aijp_bench --online 64 --json bench_formats.json <all real shared matrices> ${large[*]}"; "${cmd[@]}"; } > "$out/bench_formats.txt" 2> "$out/bench_formats.err" || rc=1
 fi
 if [[ "$args" != *" --skip-warmup "* ]]; then
   export AIJPREDICT_CACHE_DIR="$out/cache"
