@@ -214,6 +214,37 @@ TEST(PlaceholderModel, SortedLayoutsPayForTheOrderTheyScatterIn)
   EXPECT_EQ(after[1].predicted_us, before[1].predicted_us);
 }
 
+TEST(PlaceholderModel, HybCooPartStreamsAtCooRate)
+{
+  // The dense top block of circuit:rows=4000000,dense=64,len=400000 (64 rows hold 25.6M of its 25.8M
+  // nonzeros, HYB width 5): HYB is nearly all COO and must not be predicted below COO itself.
+  aijp::prediction_input in;
+  in.device = h100_like();
+  in.device.l2_bytes = 50 << 20;
+  in.free_memory_bytes = 80LL << 30;
+  aijp::row_stats& s = in.stats;
+  s.rows = 62528;
+  s.cols = 4'000'000;
+  s.nnz = 25'849'601;
+  s.mean = static_cast<double>(s.nnz) / s.rows;
+  s.min_len = 2;
+  s.max_len = 400'000;
+  s.hyb_ell_width = 5;
+  s.hyb_coo_nnz = 25'612'188;
+  s.n_iter_natural = s.n_iter_sorted = 811'710;
+  aijp::bandwidth_model_params p;
+  const auto est = aijp::predict_bandwidth_model(in, p, {aijp::format_id::hyb, aijp::format_id::coo, aijp::format_id::cusparse_csr});
+  EXPECT_GT(est[0].predicted_us, 0.95 * est[1].predicted_us);
+  EXPECT_GT(est[0].predicted_us, est[2].predicted_us);  // cuSPARSE CSR moves 4 bytes less per entry
+  // A HYB without a COO part streams at full rate, as ELL does.
+  s.hyb_coo_nnz = 0;
+  s.max_len = 5;
+  s.nnz = s.rows * 5;
+  s.mean = 5;
+  const auto regular = aijp::predict_bandwidth_model(in, p, {aijp::format_id::hyb, aijp::format_id::ell});
+  EXPECT_NEAR(regular[0].predicted_us, regular[1].predicted_us, 1e-9);
+}
+
 TEST(PlaceholderModel, EveryFormatHasAnEstimateAndPaddingBlowUpIsInfeasible)
 {
   aijp::prediction_input in;
