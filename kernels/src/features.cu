@@ -16,6 +16,22 @@ constexpr int group_rows = 32;       // a warp of a thread-per-row kernel / a SE
 constexpr int table_size = 8192;     // shared hash slots (32 KiB); groups with more entries are capped below
 constexpr int max_entries = 4096;    // entries per group looked at (keeps the table at most half full)
 
+// Inserts `sector` into the block's shared open-addressing set (linear probing; the callers keep it at most
+// half full) and counts it in `distinct` if it was not there yet.
+__device__ __forceinline__ void insert_sector(int* table, int sector, unsigned int* distinct)
+{
+  unsigned h = (static_cast<unsigned>(sector) * 2654435761u) & (table_size - 1);
+  while (true) {
+    const int prev = atomicCAS(&table[h], -1, sector);
+    if (prev == -1) {
+      atomicAdd(distinct, 1u);
+      return;
+    }
+    if (prev == sector) return;
+    h = (h + 1) & (table_size - 1);
+  }
+}
+
 struct locality_sums {
   unsigned long long distinct;
   unsigned long long entries;
@@ -37,17 +53,7 @@ __global__ void __launch_bounds__(256) sector_counts(size_type rows, int groups,
   const index_type begin = row_ptr[r0];
   const index_type end = min(row_ptr[r1], begin + max_entries);
   for (index_type k = begin + threadIdx.x; k < end; k += blockDim.x) {
-    const int sector = col_idx[k] >> shift;
-    unsigned h = (static_cast<unsigned>(sector) * 2654435761u) & (table_size - 1);
-    while (true) {
-      const int prev = atomicCAS(&table[h], -1, sector);
-      if (prev == -1) {
-        atomicAdd(&distinct, 1u);
-        break;
-      }
-      if (prev == sector) break;
-      h = (h + 1) & (table_size - 1);
-    }
+    insert_sector(table, col_idx[k] >> shift, &distinct);
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -113,17 +119,7 @@ __global__ void __launch_bounds__(256) sorted_sector_counts(size_type rows, int 
     const index_type begin = row_ptr[picked[p]];
     const index_type end = min(row_ptr[picked[p] + 1], begin + per_row_entries);
     for (index_type k = begin + threadIdx.x; k < end; k += blockDim.x) {
-      const int sector = col_idx[k] >> shift;
-      unsigned h = (static_cast<unsigned>(sector) * 2654435761u) & (table_size - 1);
-      while (true) {
-        const int prev = atomicCAS(&table[h], -1, sector);
-        if (prev == -1) {
-          atomicAdd(&distinct, 1u);
-          break;
-        }
-        if (prev == sector) break;
-        h = (h + 1) & (table_size - 1);
-      }
+      insert_sector(table, col_idx[k] >> shift, &distinct);
     }
     if (threadIdx.x == 0) entries += end - begin;
   }
