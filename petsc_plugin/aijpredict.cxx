@@ -298,15 +298,30 @@ PetscErrorCode AIJPRefreshReport(Mat_SeqAIJPredict *p)
    analysis 1.18 ms, conversion to csr_vector 1.10 ms; bench/results/2026-11-23_h100_e2e_small_2.txt). */
 #define AIJP_ANALYSIS_COST_US 2000.0
 
-/* Most a format can save per product over cuSPARSE CSR: cuSPARSE CSR's predicted time (the placeholder's
-   fixed cost plus its bytes at its calibrated streaming efficiency) above one kernel launch. */
+/* Most a format can save per product over cuSPARSE CSR: the placeholder's prediction for cuSPARSE CSR (which
+   needs only the sizes: its fixed cost plus its bytes at its calibrated streaming efficiency) above one
+   kernel launch. */
 double AIJPSavingBound(const aijp::context &ctx, const Mat_SeqAIJPredict *p)
 {
-  const aijp::bandwidth_model_params &q     = ctx.model_params();
-  const double                        vb    = sizeof(PetscScalar);
-  const double                        bytes = p->gpu->nnz() * (vb + sizeof(PetscInt)) + (p->gpu->rows() + 1.0) * sizeof(PetscInt) + (p->gpu->cols() + p->gpu->rows()) * vb;
-  const double                        t_csr = q.cusparse_csr_overhead_us + bytes / (q.stream_read_gbs * 1e3 * q.cusparse_csr_efficiency);
-  return std::max(0.0, t_csr - q.launch_us);
+  aijp::prediction_input in;
+  in.stats.rows    = p->gpu->rows();
+  in.stats.cols    = p->gpu->cols();
+  in.stats.nnz     = p->gpu->nnz();
+  in.device        = ctx.device();
+  in.value_bytes   = sizeof(PetscScalar);
+  const double t_csr = aijp::predict_bandwidth_model(in, ctx.model_params(), {aijp::format_id::cusparse_csr}).front().predicted_us;
+  return std::max(0.0, t_csr - ctx.model_params().launch_us);
+}
+
+/* The plan options every analysis and re-plan of this matrix uses, for `expected` products. */
+PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp::plan_options *opts)
+{
+  PetscFunctionBegin;
+  PetscCallCXX(opts->candidates = aijp::parse_format_list(p->opt.formats));
+  opts->expected_mults = expected;
+  opts->online         = p->opt.online;
+  opts->partition      = p->opt.partition;
+  PetscFunctionReturn(PETSC_SUCCESS);
 }
 
 /* Called before each product: after defer_mults products the matrix has proved reused, so analyse it once
@@ -340,10 +355,7 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
       p->next_check     = 2 * p->mults;
       PetscFunctionReturn(PETSC_SUCCESS);
     }
-    PetscCallCXX(opts.candidates = aijp::parse_format_list(p->opt.formats));
-    opts.expected_mults = expected;
-    opts.online         = p->opt.online;
-    opts.partition      = p->opt.partition;
+    PetscCall(AIJPPlanOptions(p, expected, &opts));
     PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     PetscCallCXX(p->gpu->analyze(*ctx, opts, stream));
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
@@ -365,10 +377,7 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
     aijp::plan_options opts;
     bool               changed = false;
     PetscCall(AIJPGetContext(p, &ctx));
-    PetscCallCXX(opts.candidates = aijp::parse_format_list(p->opt.formats));
-    opts.expected_mults = expected;
-    opts.online         = p->opt.online;
-    opts.partition      = p->opt.partition;
+    PetscCall(AIJPPlanOptions(p, expected, &opts));
     PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     PetscCallCXX(changed = p->gpu->plan_when_reused(*ctx, opts, stream));
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
@@ -470,13 +479,10 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     aijp::context *ctx = nullptr;
     PetscCall(AIJPGetContext(p, &ctx));
     aijp::plan_options opts;
-    PetscCallCXX(opts.candidates = aijp::parse_format_list(p->opt.formats));
+    PetscCall(AIJPPlanOptions(p, p->opt.expected_mults, &opts));
     if (!p->opt.force.empty()) PetscCallCXX(opts.forced = aijp::parse_format(p->opt.force));
     /* Short solves never pay for an analysis: upload and run cuSPARSE CSR until the matrix is reused. */
-    opts.analyze        = p->opt.defer_mults == 0 || !p->opt.force.empty();
-    opts.expected_mults = p->opt.expected_mults;
-    opts.online         = p->opt.online;
-    opts.partition      = p->opt.partition;
+    opts.analyze = p->opt.defer_mults == 0 || !p->opt.force.empty();
     p->mults            = 0;
     p->next_check       = 0;
     p->analysis_waits   = PETSC_FALSE;

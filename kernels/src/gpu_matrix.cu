@@ -436,6 +436,10 @@ void gpu_matrix<Value>::impl::convert_to(format_id choice, cudaStream_t stream)
   begin_epoch(choice);
 }
 
+// Amortization of the planning itself (plan_options::planning_cost_us): the most a split could save over
+// the expected products, taken as half the best single format's predicted time per product.
+double split_saving_bound_us(double single_us, const plan_options& opts) { return 0.5 * single_us * opts.expected_mults; }
+
 template <typename Value>
 bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_options& opts, const prediction_input& in,
                                             cudaStream_t stream, bool late)
@@ -486,7 +490,7 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
   // Amortization of the planning itself: with a known use, skip it when even halving the best single
   // format's time over that use could not pay for planning plus converting the blocks.
   if (opts.expected_mults > 0) {
-    const double at_most_us = 0.5 * rep.estimates[best].predicted_us * opts.expected_mults;
+    const double at_most_us = split_saving_bound_us(rep.estimates[best].predicted_us, opts);
     if (at_most_us < opts.planning_cost_us) {
       char line[200];
       std::snprintf(line, sizeof(line), "; no partition planned yet: a split saves at most ~%.0f us over %.0f products, planning costs ~%.0f us",
@@ -531,10 +535,7 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
     const double csr_bytes = csr.nnz * (sizeof(Value) + sizeof(index_type)) + (csr.rows + 1.0) * sizeof(index_type);
     rep.conversion_estimate_us = 150.0 * plan.blocks.size() + 6.0 * csr_bytes / (ctx.model_params().stream_read_gbs * 1e3);
     rep.saving_us = t_csr - plan.predicted_us;
-    if (late && rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
-      rep.decision = single_decision + "; " + line + ": does not pay for its conversion yet, not taken";
-      return false;
-    }
+    if (late && rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) return false;  // the caller says so
     if (rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
       // Stay on cuSPARSE CSR until the partition pays (convert_deferred); report().deferred names the
       // format of its block with the most nonzeros (as format() will once it is built).
@@ -810,28 +811,36 @@ bool gpu_matrix<Value>::plan_when_reused(const context& ctx, const plan_options&
   for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
     if (rep.estimates[i].format == single) best = i;
   }
-  if (best < 0 || !(0.5 * rep.estimates[best].predicted_us * opts.expected_mults >= opts.planning_cost_us)) return false;
+  if (best < 0 || !(split_saving_bound_us(rep.estimates[best].predicted_us, opts) >= opts.planning_cost_us)) return false;
   const prediction_input in = *m.plan_input;
-  const std::string before = rep.decision;
   const auto t0 = clock_type::now();
-  rep.decision = before.substr(0, before.find("; no partition planned yet"));
+  // What try_partition rewrites, kept for when no split is taken: the running (or deferred) single format
+  // stays with its decision, its amortization and its exploration.
+  const std::string decision = rep.decision.substr(0, rep.decision.find("; no partition planned yet"));
+  const auto deferred = rep.deferred;
+  const double saving_us = rep.saving_us, conversion_estimate_us = rep.conversion_estimate_us;
   auto explored = std::move(rep.exploration);  // a split starts its own (its comparison with the single format)
   rep.exploration.reset();
-  const auto deferred = rep.deferred;
+  rep.decision = decision;
   if (m.try_partition(ctx, opts, in, stream, true)) {
     rep.deferred.reset();  // the split replaces a single format still waiting for its conversion to pay
     rep.decision += "; planned after the matrix proved reused";
     return true;
   }
+  const std::string out_of_memory = rep.decision.find("; out of device memory") != std::string::npos ? rep.decision.substr(decision.size()) : "";
+  rep.decision = decision;
   rep.deferred = deferred;
+  rep.saving_us = saving_us;
+  rep.conversion_estimate_us = conversion_estimate_us;
   rep.exploration = std::move(explored);
-  // Not split: the running format stays, with its decision and report.
-  const std::string why = rep.decision;
-  rep.decision = before.substr(0, before.find("; no partition planned yet"));
-  char line[160];
-  std::snprintf(line, sizeof(line), "; planned after the matrix proved reused (%.3f ms): no split taken", ms_since(t0));
+  if (!m.format) m.convert_to(rep.chosen, stream);  // the split's sub-CSR copies did not fit: the layout was freed
+  const partition_plan& p = rep.proposed;
+  const bool beats = p.split() && p.predicted_us < (1 - opts.partition_margin) * p.single_us;
+  char line[200];
+  std::snprintf(line, sizeof(line), "; planned after the matrix proved reused (%.3f ms): %s", ms_since(t0),
+                !beats ? "no split taken" : out_of_memory.empty() ? "the split does not pay for its conversion yet" : "the split did not fit");
   rep.decision += line;
-  if (why.find("does not pay") != std::string::npos) rep.decision += " (" + why.substr(why.find("partition ")) + ")";
+  if (beats) rep.decision += " (" + p.to_string() + ")" + out_of_memory;
   return false;
 }
 

@@ -28,7 +28,9 @@ struct placeholder_terms {
   double fixed_us = 0;      // library overhead beyond the launches (cuSPARSE)
 };
 
-placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const bandwidth_model_params& p)
+// `streamed_bytes`: what the layout moves per SpMV with x once and y (HYB weighs its COO part by it).
+placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const bandwidth_model_params& p, int vb,
+                                       double streamed_bytes)
 {
   placeholder_terms t;
   switch (f) {
@@ -48,6 +50,16 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
       break;
     case format_id::coo:
       t.efficiency = coo_efficiency;
+      break;
+    case format_id::hyb:
+      if (s.hyb_coo_nnz > 0 && streamed_bytes > 0) {
+        // The ELL part streams at full rate, the COO part (its entries with row indices, and y read and
+        // written by the atomics) at COO's: without this a HYB whose COO part holds nearly everything (a block
+        // of dense rows) was predicted 30 % below COO itself.
+        const double coo_bytes = static_cast<double>(s.hyb_coo_nnz) * (vb + 2.0 * sizeof(index_type)) + 2.0 * s.rows * vb;
+        const double coo_part = std::min(coo_bytes, streamed_bytes);
+        t.efficiency = streamed_bytes / ((streamed_bytes - coo_part) + coo_part / coo_efficiency);
+      }
       break;
     default:
       break;
@@ -234,16 +246,7 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
   std::vector<format_estimate> out;
   for (format_id f : candidates) {
     const layout_traffic c = layout_traffic_of(f, s, vb, &in.device);
-    placeholder_terms pt = placeholder_terms_of(f, s, p);
-    if (f == format_id::hyb && s.hyb_coo_nnz > 0) {
-      // The ELL part streams at full rate, the COO part (its entries with row indices, and y read and
-      // written by the atomics) at COO's: without this a HYB whose COO part holds nearly everything (a block
-      // of dense rows) was predicted 30 % below COO itself.
-      const double coo_bytes = static_cast<double>(s.hyb_coo_nnz) * (vb + 2.0 * sizeof(index_type)) + 2.0 * s.rows * vb;
-      const double all = c.moved_bytes + vectors;
-      const double coo_part = std::min(coo_bytes, all);
-      pt.efficiency = all / ((all - coo_part) + coo_part / coo_efficiency);
-    }
+    const placeholder_terms pt = placeholder_terms_of(f, s, p, vb, c.moved_bytes + vectors);
     format_estimate e;
     e.format = f;
     e.device_bytes = c.device_bytes;
