@@ -56,6 +56,16 @@ const char* usage =
     "format once), and what refinement did. Corrections carry over from one matrix to the next, as in one\n"
     "application process.\n"
     "\n"
+    "Head to head (--rounds R, default 5; not with --flush-l2): the sweep above times each format once, in\n"
+    "turn, so a disturbance of the machine during one format's turn moves that format's number alone. The\n"
+    "plan, the online plan and the four fastest single formats of the sweep (with cuSPARSE CSR always) are\n"
+    "then built again side by side and timed in R interleaved rounds (each round times every contender in a\n"
+    "rotated order: warm-up, then 3 batches of at least 1 ms); each contender's time is the median over the\n"
+    "rounds. A plan that runs the same kernels as a single format (the same plan text) is that contender.\n"
+    "The 'h2h' line gives the plan's and the online plan's time against the fastest single contender, and\n"
+    "the summary at the end the geometric means over the matrices of both the sweep's and the head-to-head\n"
+    "ratios (best single format's time / plan's time: above 1, the plan is faster).\n"
+    "\n"
     "Options:\n"
     "  --formats LIST   comma-separated formats (default: all)\n"
     "  --reps N         timed repetitions: N / 5 batches (default 50; at least 5); with --flush-l2, N single runs\n"
@@ -65,6 +75,7 @@ const char* usage =
     "  --float          single precision values (default double)\n"
     "  --json FILE      write the results as JSON to FILE\n"
     "  --online N       also time the plan after N products with online refinement (see above; N >= 1)\n"
+    "  --rounds R       interleaved head-to-head rounds (default 5; 0: no head-to-head)\n"
     "  --plan PLAN      also time this forced partition, e.g. 'sell[0,32768)+coo[32768,65536)' (blocks\n"
     "                   must cover the matrix's rows; matrices of another size skip it)\n"
     "  --help           this text\n"
@@ -81,6 +92,7 @@ struct options {
   std::string json;
   std::string plan;
   int online_products = 0;
+  int rounds = 5;
 };
 
 options parse(int argc, char** argv)
@@ -122,6 +134,9 @@ options parse(int argc, char** argv)
     } else if (a == "--online") {
       o.online_products = parse_int(a, next, 1);
       ++i;
+    } else if (a == "--rounds") {
+      o.rounds = parse_int(a, next, 0);
+      ++i;
     } else if (a == "--flush-l2") {
       o.flush_l2 = true;
     } else if (a == "--float") {
@@ -162,6 +177,17 @@ struct matrix_results {
   std::string online_refinement;  // what refinement did (report().refinement, joined)
   std::string best_single;
   double best_single_us = 0;
+  // Head to head (--rounds): contenders timed in interleaved rounds.
+  struct contender {
+    std::string plan;
+    bool single = false;
+    std::string error;
+    std::vector<double> rounds_us;
+    double median_us = 0;
+  };
+  std::vector<contender> h2h;
+  std::string h2h_best_single;
+  double h2h_best_single_us = 0, h2h_plan_us = 0, h2h_online_us = 0;
 };
 
 double median(std::vector<double> v)
@@ -174,6 +200,80 @@ double median(std::vector<double> v)
 __attribute__((noinline)) void flush(void* buf, size_t bytes, cudaStream_t s)
 {
   AIJP_TOOL_CUDA(cudaMemsetAsync(buf, 0, bytes, s));
+}
+
+// Builds the plan, the online plan and the fastest single formats of the sweep side by side and times them in
+// interleaved rounds (see the usage text); fills mr.h2h and the h2h_* numbers.
+template <typename T>
+void head_to_head(const aijp::context& ctx, const aijp::csr_matrix<T>& a, const options& o, const T* dx, T* dy,
+                  cudaStream_t s, matrix_results& mr)
+{
+  using contender = matrix_results::contender;
+  std::vector<const result*> singles;
+  for (const auto& r : mr.formats) {
+    if (r.ok) singles.push_back(&r);
+  }
+  std::sort(singles.begin(), singles.end(), [](const result* x, const result* y) { return x->median_us < y->median_us; });
+  std::vector<contender> cs;
+  const auto add = [&](const std::string& plan, bool single) {
+    for (auto& c : cs) {
+      if (c.plan == plan) {
+        c.single = c.single || single;
+        return;
+      }
+    }
+    contender c;
+    c.plan = plan;
+    c.single = single;
+    cs.push_back(c);
+  };
+  add(mr.plan.format, false);
+  if (mr.online.ok) add(mr.online.format, false);
+  for (size_t k = 0; k < singles.size() && k < 4; ++k) add(singles[k]->format, true);
+  for (const result* r : singles) {
+    if (r->format == "cusparse_csr") add(r->format, true);
+  }
+
+  std::vector<std::unique_ptr<aijp::gpu_matrix<T>>> built(cs.size());
+  for (size_t k = 0; k < cs.size(); ++k) {
+    try {
+      aijp::plan_options po;
+      if (cs[k].plan.find('[') != std::string::npos) po.forced_plan = aijp::parse_partition_plan(cs[k].plan);
+      else po.forced = aijp::parse_format(cs[k].plan);
+      built[k] = std::make_unique<aijp::gpu_matrix<T>>(ctx, a.view(), po, s);
+      if (built[k]->report().plan != cs[k].plan) {
+        throw std::runtime_error("rebuilt as " + built[k]->report().plan);
+      }
+    } catch (const std::exception& e) {
+      cs[k].error = e.what();  // e.g. out of GPU memory with the other contenders resident
+      built[k].reset();
+    }
+  }
+  aijp::timing_options to;
+  to.warmup = o.warmup;
+  to.min_samples = 3;
+  to.min_sample_ms = 1.0;
+  to.max_total_ms = 100;
+  const size_t n = cs.size();
+  for (int r = 0; r < o.rounds; ++r) {
+    for (size_t i = 0; i < n; ++i) {
+      const size_t k = (i + static_cast<size_t>(r)) % n;
+      if (!built[k]) continue;
+      cs[k].rounds_us.push_back(aijp::time_spmv(*built[k], dx, dy, s, to).median_us);
+    }
+  }
+  built.clear();
+  for (auto& c : cs) {
+    if (c.rounds_us.empty()) continue;
+    c.median_us = median(c.rounds_us);
+    if (c.single && (mr.h2h_best_single.empty() || c.median_us < mr.h2h_best_single_us)) {
+      mr.h2h_best_single = c.plan;
+      mr.h2h_best_single_us = c.median_us;
+    }
+    if (c.plan == mr.plan.format) mr.h2h_plan_us = c.median_us;
+    if (mr.online.ok && c.plan == mr.online.format) mr.h2h_online_us = c.median_us;
+  }
+  mr.h2h = std::move(cs);
 }
 
 template <typename T>
@@ -326,6 +426,8 @@ matrix_results run_one(const aijp::context& ctx, const aijp::context* online_ctx
     }
   }
 
+  if (o.rounds > 0 && !o.flush_l2 && mr.plan.ok) head_to_head(ctx, a, o, dx, dy, s, mr);
+
   double csr_us = 0;
   for (const auto& r : mr.formats) {
     if (r.ok && r.format == "cusparse_csr") csr_us = r.median_us;
@@ -369,6 +471,28 @@ void print_plan(const matrix_results& m)
     std::printf("  %-8s started as %s; %s\n", "", m.online_first.c_str(),
                 m.online_refinement.empty() ? "no exploration" : m.online_refinement.c_str());
   }
+  if (!m.h2h.empty()) {
+    std::printf("  %-8s", "h2h");
+    if (m.h2h_best_single_us > 0 && m.h2h_plan_us > 0) {
+      std::printf(" plan %.2f us", m.h2h_plan_us);
+      if (m.h2h_online_us > 0) std::printf(", online %.2f us", m.h2h_online_us);
+      std::printf(", best single %s %.2f us: plan %.3fx", m.h2h_best_single.c_str(), m.h2h_best_single_us,
+                  m.h2h_best_single_us / m.h2h_plan_us);
+      if (m.h2h_online_us > 0) std::printf(", online %.3fx", m.h2h_best_single_us / m.h2h_online_us);
+      std::printf("\n");
+    } else {
+      std::printf(" incomplete\n");
+    }
+    for (const auto& c : m.h2h) {
+      std::printf("  %-8s   %s%s:", "", c.plan.c_str(), c.single ? "" : " (plan)");
+      if (!c.error.empty()) {
+        std::printf(" not built: %s\n", c.error.c_str());
+        continue;
+      }
+      for (double t : c.rounds_us) std::printf(" %.2f", t);
+      std::printf(" -> median %.2f us\n", c.median_us);
+    }
+  }
 }
 
 void json_result(std::ostream& js, const result& r)
@@ -396,6 +520,55 @@ std::string json_escape(const std::string& s)
     o += c;
   }
   return o;
+}
+
+// Geometric means over the matrices of best single format's time / plan's time, from the sweep and from the
+// head-to-head rounds, and the matrices where the plan split the rows.
+void print_summary(const std::vector<matrix_results>& all, const options& o)
+{
+  struct acc {
+    double log_sum = 0;
+    int n = 0, within3 = 0;
+    void add(double best_us, double plan_us)
+    {
+      if (best_us <= 0 || plan_us <= 0) return;
+      log_sum += std::log(best_us / plan_us);
+      ++n;
+      within3 += best_us / plan_us >= 0.97;
+    }
+    void print(const char* what) const
+    {
+      if (n == 0) return;
+      std::printf("#   %-34s geomean %.3f over %d matrices; %d within 3 %% of the best or faster\n", what,
+                  std::exp(log_sum / n), n, within3);
+    }
+  } sweep, sweep_online, h2h, h2h_online;
+  for (const auto& m : all) {
+    if (m.plan.ok) sweep.add(m.best_single_us, m.plan.median_us);
+    if (m.online.ok) sweep_online.add(m.best_single_us, m.online.median_us);
+    h2h.add(m.h2h_best_single_us, m.h2h_plan_us);
+    h2h_online.add(m.h2h_best_single_us, m.h2h_online_us);
+  }
+  std::printf("\n# summary: best single format's time / plan's time (above 1: the plan is faster)\n");
+  sweep.print("sweep, plan");
+  sweep_online.print("sweep, online plan");
+  if (o.rounds > 0) {
+    h2h.print("head to head, plan");
+    h2h_online.print("head to head, online plan");
+  }
+  for (const auto& m : all) {
+    const bool split = m.plan.format.find('[') != std::string::npos;
+    const bool online_split = m.online.ok && m.online.format.find('[') != std::string::npos;
+    if (!split && !online_split) continue;
+    std::printf("#   split on %s: %s", m.name.c_str(), m.plan.format.c_str());
+    if (m.h2h_plan_us > 0) std::printf(" %.3fx head to head", m.h2h_best_single_us / m.h2h_plan_us);
+    if (m.plan.ok) std::printf(" (%.3fx in the sweep)", m.best_single_us / m.plan.median_us);
+    if (m.online.ok) {
+      std::printf("; online %s", m.online.format.c_str());
+      if (m.h2h_online_us > 0) std::printf(" %.3fx head to head", m.h2h_best_single_us / m.h2h_online_us);
+    }
+    std::printf("; best single %s\n", (m.h2h_best_single.empty() ? m.best_single : m.h2h_best_single).c_str());
+  }
 }
 
 }  // namespace
@@ -473,6 +646,8 @@ int main(int argc, char** argv)
   }
   if (flush_buf) cudaFree(flush_buf);
 
+  print_summary(all, o);
+
   bool any_failed = false;
   for (const auto& m : all) {
     for (const auto& r : m.formats) any_failed = any_failed || (!r.ok && r.error.rfind("not applicable", 0) != 0);
@@ -526,6 +701,20 @@ int main(int argc, char** argv)
       if (!m.forced_plan.format.empty()) {
         js << ", \"forced_plan\": ";
         json_result(js, m.forced_plan);
+      }
+      if (!m.h2h.empty()) {
+        js << ", \"head_to_head\": {\"rounds\": " << o.rounds << ", \"best_single\": \"" << m.h2h_best_single
+           << "\", \"best_single_us\": " << m.h2h_best_single_us << ", \"plan_us\": " << m.h2h_plan_us
+           << ", \"online_us\": " << m.h2h_online_us << ", \"contenders\": [";
+        for (size_t k = 0; k < m.h2h.size(); ++k) {
+          const auto& c = m.h2h[k];
+          js << (k ? ", " : "") << "{\"plan\": \"" << json_escape(c.plan) << "\", \"single\": " << (c.single ? "true" : "false");
+          if (!c.error.empty()) js << ", \"error\": \"" << json_escape(c.error) << "\"";
+          js << ", \"median_us\": " << c.median_us << ", \"rounds_us\": [";
+          for (size_t r = 0; r < c.rounds_us.size(); ++r) js << (r ? ", " : "") << c.rounds_us[r];
+          js << "]}";
+        }
+        js << "]}";
       }
       if (!m.online.format.empty()) {
         js << ", \"online\": ";

@@ -2,10 +2,14 @@
 """End-to-end PETSc benchmark: the same KSP/SNES solves with -mat_type aijpredict, aijcusparse and sellcuda.
 
 For each system and matrix type the program is run on the GPU machine:
-  1. --repeat timing runs with -log_view (no extra synchronisation), interleaved across the types so that drift
-     of the machine hits all of them alike: the median total KSPSolve (or SNESSolve) time (and the spread),
-     iterations. Solves of small matrices are bound by launches and synchronisation, whose cost varied by
-     10-20 % between runs on the lent (virtual) machines, so one run per type decides nothing;
+  1. --repeat timing runs with -log_view (no extra synchronisation), interleaved across the types (the order
+     of the types reversed every other round) so that drift of the machine hits all of them alike: the median
+     total KSPSolve (or SNESSolve) time (and the spread), iterations. Solves of small matrices are bound by
+     launches and synchronisation, whose cost varied by 10-20 % between runs on the lent (virtual) machines,
+     so one run per type decides nothing. Each run is bound to one CPU (--bind, default: the last CPU this
+     process may use), which keeps the scheduler from moving the host-bound loop between cores. Next to the
+     ratio of the medians the report gives the paired ratio: the median over the rounds of the ratio of the
+     two types' runs of the same round (runs a few seconds apart), which cancels drift slower than a round;
   2. a run with -log_view -log_view_gpu_time: PETSc then times the GPU work of every event with CUDA events;
      the SpMV time per product is MatMult's flops / its GPU flop rate / its count (GPU time only: launch and
      host-side setup excluded). Setup is the time of the events that upload and convert the matrix:
@@ -117,10 +121,14 @@ def parse_iterations(text):
     return sum(its) if its else None
 
 
+BIND = None  # the CPU every run is bound to (--bind), None: not bound
+
+
 def run(argv, timeout, log):
     t0 = time.time()
+    pre = (lambda: os.sched_setaffinity(0, {BIND})) if BIND is not None else None
     try:
-        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, preexec_fn=pre)
         out, rc = p.stdout, p.returncode
     except subprocess.TimeoutExpired as e:
         out, rc = (e.stdout or "") if isinstance(e.stdout, str) else "", 124
@@ -138,9 +146,9 @@ def evaluate(kind, plains, gpu):
     for plain in plains:
         ev = parse_log(plain)
         solve_ev = "SNESSolve" if "SNESSolve" in ev else "KSPSolve"
-        if ev.get(solve_ev, {}).get("time"):
-            times.append(ev[solve_ev]["time"])
-    times.sort()
+        times.append(ev.get(solve_ev, {}).get("time"))
+    r["solve_seq_s"] = times  # in round order (None where the log had no time): for the paired ratio
+    times = sorted(t for t in times if t)
     r["solve_runs_s"] = times
     r["solve_s"] = (times[len(times) // 2] if len(times) % 2 else 0.5 * (times[len(times) // 2 - 1] + times[len(times) // 2])) if times else None
     plain = plains[0] if plains else ""
@@ -164,7 +172,7 @@ def measure_system(argv, how, types, lib, timeout, repeat, log):
     plains = {k: [] for k in types}
     failed = {}
     for rnd in range(repeat):
-        for kind in types:
+        for kind in (types if rnd % 2 == 0 else types[::-1]):
             if kind in failed:
                 continue
             base = argv + type_args(kind, how, lib) + ["-ksp_converged_reason"]
@@ -211,6 +219,31 @@ def reparse(path, sysl):
     return [results[s[0]] for s in sysl if s[0] in results]
 
 
+def parse_cpulist(text):
+    """'0-7,16-23' -> [0, ..., 7, 16, ..., 23]."""
+    cpus = []
+    for part in text.strip().split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus += range(int(lo), int(hi) + 1)
+        elif part:
+            cpus.append(int(part))
+    return cpus
+
+
+def gpu_local_cpus():
+    """The CPUs of GPU 0's NUMA node (sysfs local_cpulist of its PCI device); [] when unknown."""
+    try:
+        bus = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id", "--format=csv,noheader"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True).stdout.split()[0].lower()
+        if bus.count(":") == 2 and len(bus.split(":")[0]) == 8:
+            bus = bus[4:]  # 00000000:19:00.0 -> 0000:19:00.0
+        with open("/sys/bus/pci/devices/%s/local_cpulist" % bus) as f:
+            return parse_cpulist(f.read())
+    except (OSError, IndexError, ValueError):
+        return []
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output folder (e2e.txt, e2e.json, e2e_log.txt)")
@@ -222,18 +255,34 @@ def main():
     ap.add_argument("--timeout", type=float, default=240, help="seconds per run (default %(default)s)")
     ap.add_argument("--repeat", type=int, default=3, help="timing runs per type, interleaved; the median is reported (default %(default)s)")
     ap.add_argument("--reparse", metavar="LOG", help="rebuild the report from an earlier run's e2e_log.txt (no runs)")
+    ap.add_argument("--bind", default="auto", help="CPU to bind every run to: a number, 'auto' (the last CPU this process may use) or 'none' (default %(default)s)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     lib = os.path.join(a.build, "petsc_plugin", "libaijpredict.so")
     if not os.path.exists(lib) and not a.reparse:
         sys.exit("e2e_petsc.py: %s not found (build first)" % lib)
+    global BIND
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if a.bind == "none" or not allowed:
+        BIND = None
+    elif a.bind == "auto":
+        local = [c for c in gpu_local_cpus() if c in allowed]
+        BIND = (local or allowed)[-1]
+    else:
+        try:
+            BIND = int(a.bind)
+        except ValueError:
+            sys.exit("e2e_petsc.py: --bind takes a CPU number, 'auto' or 'none', not '%s'" % a.bind)
+        if BIND not in allowed:
+            sys.exit("e2e_petsc.py: --bind %d: this process may use CPUs %s only" % (BIND, ",".join(map(str, allowed))))
     types = a.types.split(",")
     only = [s for s in a.only.split(",") if s]
     try:
         dev = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], stdout=subprocess.PIPE, text=True).stdout.strip()
     except OSError:
         dev = "unknown (no nvidia-smi)"
-    head = "# date: %s; device: %s\n# command: %s\n" % (datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), dev, " ".join(sys.argv))
+    head = "# date: %s; device: %s\n# command: %s\n# runs bound to CPU %s\n" % (
+        datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), dev, " ".join(sys.argv), "none" if BIND is None else "%d (GPU-local CPUs: %s)" % (BIND, ",".join(map(str, gpu_local_cpus())) or "unknown"))
     results = []
     sysl = [s for s in systems(a.build, a.matrices, a.quick) if not only or any(s[0].startswith(o) for o in only)]
     if a.reparse:
@@ -249,8 +298,8 @@ def main():
             results.append(row)
             with open(os.path.join(a.out, "e2e.json"), "w") as f:  # partial results survive an interrupted run
                 json.dump({"device": dev, "partial": True, "results": results}, f, indent=1)
-    lines = [head, "%-22s %-12s %7s %9s %11s %10s %10s %15s %8s %8s  %s" % ("system", "type", "its", "mults", "SpMV us", "setup ms", "solve s", "solve range s", "SpMV x", "solve x", "choice")]
-    spmv_ratios, solve_ratios = [], []
+    lines = [head, "%-22s %-12s %7s %9s %11s %10s %10s %15s %8s %8s %8s  %s" % ("system", "type", "its", "mults", "SpMV us", "setup ms", "solve s", "solve range s", "SpMV x", "solve x", "paired x", "choice")]
+    spmv_ratios, solve_ratios, paired_ratios = [], [], []
     for row in results:
         if "skipped" in row:
             lines.append("%-22s skipped: %s" % (row["system"], row["skipped"]))
@@ -262,25 +311,33 @@ def main():
                 continue
             sx = ref["spmv_us"] / r["spmv_us"] if ref and r.get("spmv_us") and ref.get("spmv_us") else None
             tx = r["solve_s"] / ref["solve_s"] if ref and r.get("solve_s") and ref.get("solve_s") else None
+            pairs = [a_ / b_ for a_, b_ in zip(r.get("solve_seq_s") or [], (ref or {}).get("solve_seq_s") or []) if a_ and b_]
+            px = sorted(pairs)[len(pairs) // 2] if len(pairs) % 2 else (0.5 * (sorted(pairs)[len(pairs) // 2 - 1] + sorted(pairs)[len(pairs) // 2]) if pairs else None)
             if r["type"] == "aijpredict":
                 if sx:
                     spmv_ratios.append(sx)
                 if tx:
                     solve_ratios.append((tx, row["system"]))
+                if px:
+                    paired_ratios.append((px, row["system"]))
             r["spmv_speedup_vs_aijcusparse"] = sx
             r["solve_ratio_vs_aijcusparse"] = tx
+            r["paired_solve_ratio_vs_aijcusparse"] = px
             rs = r.get("solve_runs_s") or []
-            lines.append("%-22s %-12s %7s %9s %11s %10s %10s %15s %8s %8s  %s" % (
+            lines.append("%-22s %-12s %7s %9s %11s %10s %10s %15s %8s %8s %8s  %s" % (
                 row["system"], r["type"], r.get("iterations"), r.get("mults"),
                 "%.2f" % r["spmv_us"] if r.get("spmv_us") else "-", "%.3f" % (1e3 * r["setup_s"]) if r.get("setup_s") is not None else "-",
                 "%.4f" % r["solve_s"] if r.get("solve_s") else "-", "%.4f-%.4f" % (rs[0], rs[-1]) if rs else "-",
-                "%.3f" % sx if sx else "-", "%.3f" % tx if tx else "-", r.get("choice", "")[:60]))
+                "%.3f" % sx if sx else "-", "%.3f" % tx if tx else "-", "%.3f" % px if px else "-", r.get("choice", "")[:60]))
     if spmv_ratios:
         g = math.exp(sum(math.log(x) for x in spmv_ratios) / len(spmv_ratios))
         worst = max(solve_ratios) if solve_ratios else (float("nan"), "")
         lines.append("")
         lines.append("aijpredict vs aijcusparse over %d systems: SpMV speed-up geometric mean %.3fx (target >= 1.15x); "
                      "worst solve-time ratio %.3f on %s (target <= 1.02)" % (len(spmv_ratios), g, worst[0], worst[1]))
+        if paired_ratios:
+            wp = max(paired_ratios)
+            lines.append("worst paired solve-time ratio (median over rounds of aijpredict / aijcusparse in the same round) %.3f on %s" % wp)
     text = "\n".join(lines) + "\n"
     print(text)
     with open(os.path.join(a.out, "e2e.txt"), "w") as f:
