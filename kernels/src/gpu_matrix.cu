@@ -398,11 +398,20 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
     }
   }
   m.on.runner_up = -1;
+  m.on.then_runner = -1;
   if (m.on.corr && !opts.forced && !rep.deferred && best >= 0) {
     for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
       const auto& e = rep.estimates[i];
       if (!e.feasible || e.format == choice) continue;
       if (m.on.runner_up < 0 || e.predicted_us < rep.estimates[m.on.runner_up].predicted_us) m.on.runner_up = i;
+    }
+    // cuSPARSE CSR, the baseline, is the second candidate: a matrix whose every prediction errs the same
+    // way (random x gathers the models undercount) otherwise trades one mispredicted format of ours for
+    // another and never meets the baseline it should at least match (explore_or_finish).
+    for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
+      if (rep.estimates[i].format == format_id::cusparse_csr && choice != format_id::cusparse_csr && i != m.on.runner_up) {
+        m.on.then_runner = i;
+      }
     }
   }
   m.on.may_explore = m.on.runner_up >= 0 && opts.online_policy.explore;
@@ -685,9 +694,9 @@ void gpu_matrix<Value>::impl::observe_window(bool allow_explore)
   if (allow_explore) explore_or_finish();
 }
 
-// Bounded exploration: at most one runner-up per analysis, measured as long as the running format was,
-// and the faster of the two kept. The running format stays built (`parked`) while the runner-up is
-// measured, so going back costs nothing.
+// Bounded exploration: at most two candidates per analysis (the runner-up, then cuSPARSE CSR), each
+// measured as long as the running format was, and the faster kept. The running format stays built
+// (`parked`) while a candidate is measured, so going back costs nothing.
 template <typename Value>
 void gpu_matrix<Value>::impl::explore_or_finish()
 {
@@ -718,7 +727,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
                   rec.to_measured_us, rec.from_measured_us, from.c_str(), report.plan.c_str());
     report.refinement.push_back(line);
     report.decision += std::string("; online: ") + line;
-    if (on.then_runner >= 0) {  // a split's second comparison, with cuSPARSE CSR (build_partition)
+    if (on.then_runner >= 0) {  // the second comparison, with cuSPARSE CSR (analysis, build_partition)
       on.runner_up = on.then_runner;
       on.then_runner = -1;
       if (report.partitioned || report.chosen != report.estimates[on.runner_up].format) {
@@ -732,13 +741,23 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   // The runner-up's prediction as the analysis made it. Not its current corrected value: the class-wide
   // correction has meanwhile absorbed the running format's measurements, which would rescale the runner-up
   // by the running format's own bias and hide exactly the misranking exploration is there to find.
-  const double runner_us = report.estimates[on.runner_up].predicted_us;
   // A single format is left when it measures slower than the runner-up's prediction by the exploration
   // margin. A split is always compared with the single format it was predicted to beat: a split's gain is
   // a few percent by construction while its blocks' predictions err by more (the format of a dense block,
   // its x gathers), and the single format's own prediction errs too, so no threshold on predictions tells
   // a split that pays from one that does not (bench/results/2026-11-23_h100_partition_online.txt).
-  if (!report.partitioned && !(report.measured_us > runner_us * (1 + on.policy.explore_margin))) return;
+  // A single format that does not qualify against the runner-up is checked against cuSPARSE CSR in the
+  // same way (at most two comparisons per analysis either way).
+  const auto qualifies = [&] {
+    return report.partitioned || report.measured_us > report.estimates[on.runner_up].predicted_us * (1 + on.policy.explore_margin);
+  };
+  if (!qualifies()) {
+    if (on.then_runner < 0) return;
+    on.runner_up = on.then_runner;
+    on.then_runner = -1;
+    if (report.chosen == report.estimates[on.runner_up].format || !qualifies()) return;
+  }
+  const double runner_us = report.estimates[on.runner_up].predicted_us;
   exploration_record rec;
   rec.from = report.chosen;
   rec.from_partition = report.partitioned;
@@ -754,8 +773,10 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     std::snprintf(line, sizeof(line), "the partition %s measured %.2f us (%.2f us predicted for %s alone): comparing with it",
                   rec.from_plan.c_str(), rec.from_measured_us, runner_us, format_name(rec.to));
   } else {
-    std::snprintf(line, sizeof(line), "%s measured %.2f us > %.2f us predicted for the runner-up %s (+%.0f %% margin): trying it",
-                  format_name(rec.from), rec.from_measured_us, runner_us, format_name(rec.to), 100 * on.policy.explore_margin);
+    std::snprintf(line, sizeof(line), "%s measured %.2f us > %.2f us predicted for %s %s (+%.0f %% margin): trying it",
+                  format_name(rec.from), rec.from_measured_us, runner_us,
+                  rec.to == format_id::cusparse_csr ? "the baseline" : "the runner-up", format_name(rec.to),
+                  100 * on.policy.explore_margin);
   }
   report.refinement.push_back(line);
   on.parked_samples = on.samples;
