@@ -6,7 +6,8 @@ matrix types compared in separate processes. Here every round converts the assem
 type in turn (MatConvert, MAT_INITIAL_MATRIX: a new matrix, so the upload to the GPU and, for aijpredict,\n\
 the analysis and conversion happen again inside the first solve), solves -solves times, destroys it; the\n\
 order of the types alternates from round to round. Reported per type: the median over the rounds of the\n\
-first solve (setup included) and of the later solves, the iterations, and for each type after the first\n\
+first solve (setup included) and of the later solves, the iterations (of the last round; * where\n\
+rounds differed), and for each type after the first\n\
 the median over rounds of the ratio to the first type's time in the same round (the paired ratio).\n\
 The right-hand side is b = A * ones (computed on the host), the initial guess zero.\n\
 Options:\n\
@@ -152,6 +153,7 @@ int main(int argc, char **argv)
   const size_t                     nt = types.size();
   std::vector<std::vector<double>> first(nt), later(nt);
   std::vector<PetscInt>            its(nt, -1);
+  std::vector<bool>                same_its(nt, true);
   for (PetscInt r = 0; r < rounds; ++r) {
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "round %2" PetscInt_FMT ":", r + 1));
     for (size_t i = 0; i < nt; ++i) {
@@ -160,11 +162,13 @@ int main(int argc, char **argv)
       std::vector<double> l;
       PetscInt            n = 0;
       PetscCall(SolveWith(A0, types[k].c_str(), b, solves, &f, &l, &n));
-      PetscCheck(its[k] < 0 || its[k] == n, PETSC_COMM_WORLD, PETSC_ERR_PLIB, "%s took %" PetscInt_FMT " iterations, earlier %" PetscInt_FMT, types[k].c_str(), n, its[k]);
+      /* Another plan in a later round (online corrections) may reorder sums and move the count a little. */
+      if (its[k] >= 0 && its[k] != n) same_its[k] = false;
       its[k] = n;
       first[k].push_back(f);
       later[k].push_back(Median(l));
-      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  %s first %.6f s, later %.6f s", types[k].c_str(), f, Median(l)));
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  %s %" PetscInt_FMT " its, %.6f s", types[k].c_str(), n, f));
+      for (double t : l) PetscCall(PetscPrintf(PETSC_COMM_WORLD, " %.6f", t));
     }
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\n"));
   }
@@ -175,14 +179,14 @@ int main(int argc, char **argv)
       pf.push_back(first[k][r] / first[0][r]);
       if (solves > 1) pl.push_back(later[k][r] / later[0][r]);
     }
-    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-14s %6" PetscInt_FMT " %14.6f %14.6f %16.3f %16.3f %14.6f %14.6f\n", types[k].c_str(), its[k], Median(first[k]), solves > 1 ? Median(later[k]) : 0.0, Median(pf), solves > 1 ? Median(pl) : 0.0,
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-14s %6" PetscInt_FMT "%s%14.6f %14.6f %16.3f %16.3f %14.6f %14.6f\n", types[k].c_str(), its[k], same_its[k] ? " " : "*", Median(first[k]), solves > 1 ? Median(later[k]) : 0.0, Median(pf), solves > 1 ? Median(pl) : 0.0,
                           *std::min_element(first[k].begin(), first[k].end()), solves > 1 ? *std::min_element(later[k].begin(), later[k].end()) : 0.0));
   }
   {
     bool same = true;
-    for (size_t k = 1; k < nt; ++k) same = same && its[k] == its[0];
+    for (size_t k = 0; k < nt; ++k) same = same && its[k] == its[0] && same_its[k];
     /* Reordered sums (another SpMV kernel) may move a long solve's iteration count a little: reported, not an error. */
-    PetscCall(PetscPrintf(PETSC_COMM_WORLD, same ? "iterations: the same for every type\n" : "iterations: differ between the types\n"));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, same ? "iterations: the same for every type\n" : "iterations: differ between the types or the rounds\n"));
   }
   PetscCall(VecDestroy(&u));
   PetscCall(VecDestroy(&b));
