@@ -15,6 +15,11 @@ For each system and matrix type the program is run on the GPU machine:
      host-side setup excluded). Setup is the time of the events that upload and convert the matrix:
      AIJPredAnalyze + AIJPredValues (aijpredict), MatCUSPARSCopyTo (aijcusparse, inside the first MatMult),
      MatAssemblyEnd (sellcuda copies to the GPU at assembly, before the solve: not in its solve time).
+  3. with --inprocess R, for the systems solved by aijp_ksp_solve (a matrix file or generator and KSP options):
+     examples/petsc/aijp_solve_ab, which converts the assembled matrix to each type in turn inside ONE
+     process, R rounds (order alternating), 3 solves per round: the first solve includes the setup (upload,
+     analysis, conversion), and the paired ratio (median over rounds of aijpredict / aijcusparse in the same
+     round) is free of the process-to-process spread of host-bound solves (10-30 % on the lent machines).
 Per system it reports SpMV time per product, setup time, solve time and iterations for each type, and the
 ratios against aijcusparse; at the end the geometric mean SpMV speed-up and the worst solve-time ratio
 (targets of issue 5: SpMV >= 1.15x faster than aijcusparse, solve never more than 2 % slower).
@@ -63,7 +68,7 @@ def systems(build, matrices, quick):
          [os.path.join(build, "examples", "petsc", "petsc_snes_ex19"), "-da_grid_x", str(g19), "-da_grid_y", str(g19),
           "-ksp_type", "gmres", "-pc_type", "jacobi", "-snes_max_it", "3", "-ksp_max_it", "500", "-snes_converged_reason"], "dm"),
         ("short_lap7_128", "short solve: aijp_ksp_solve 7-point Laplacian 128^3, 8 CG iterations (<= 10 products: must not pay for an analysis)",
-         [solve, "-n", "64" if quick else "128", "-ksp_max_it", "8", "-check_tol", "-1"] + cg, "mat"),
+         [solve, "-gen", "lap7:%dx%dx%d" % ((64,) * 3 if quick else (128,) * 3), "-ksp_max_it", "8", "-check_tol", "-1"] + cg, "mat"),
     ]
     real = [("bcsstk16", cg), ("bcsstk13", ["-ksp_type", "gmres", "-pc_type", "jacobi"]),
             ("delaunay_n15", ["-ksp_type", "gmres", "-pc_type", "jacobi"]), ("astro-ph", ["-ksp_type", "gmres", "-pc_type", "jacobi"]),
@@ -195,6 +200,30 @@ def measure_system(argv, how, types, lib, timeout, repeat, log):
     return runs
 
 
+def measure_inprocess(argv, build, rounds, timeout, log):
+    """aijp_solve_ab on an aijp_ksp_solve system: {type: {first_s, later_s, first_paired, later_paired, its}}."""
+    ab = os.path.join(build, "examples", "petsc", "aijp_solve_ab")
+    opts, skip = [], False
+    for a in argv[1:]:
+        if skip:
+            skip = False
+        elif a == "-check_tol":
+            skip = True
+        else:
+            opts.append(a)
+    rc, out = run([ab] + opts + ["-types", "aijcusparse,aijpredict", "-rounds", str(rounds), "-solves", "3"], timeout, log)
+    if rc != 0:
+        return {"error": "aijp_solve_ab exit %d" % rc}
+    res = {}
+    for line in out.splitlines():
+        t = line.split()
+        if len(t) == 8 and t[0] in ("aijcusparse", "aijpredict"):
+            res[t[0]] = {"its": t[1].rstrip("*"), "first_s": float(t[2]), "later_s": float(t[3]), "first_paired": float(t[4]),
+                         "later_paired": float(t[5]), "first_fastest_s": float(t[6]), "later_fastest_s": float(t[7])}
+    res["same_iterations"] = "iterations: the same for every type" in out
+    return res if "aijpredict" in res else {"error": "no result table in aijp_solve_ab's output"}
+
+
 def reparse(path, sysl):
     """Rebuilds the results from an e2e_log.txt written by an earlier run (no new runs)."""
     chunks = re.split(r"^## ", open(path).read(), flags=re.M)[1:]
@@ -255,6 +284,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=240, help="seconds per run (default %(default)s)")
     ap.add_argument("--repeat", type=int, default=3, help="timing runs per type, interleaved; the median is reported (default %(default)s)")
     ap.add_argument("--reparse", metavar="LOG", help="rebuild the report from an earlier run's e2e_log.txt (no runs)")
+    ap.add_argument("--inprocess", type=int, default=0, metavar="R", help="also compare aijpredict with aijcusparse inside one process (aijp_solve_ab, R rounds) on the systems solved by aijp_ksp_solve (default: off)")
     ap.add_argument("--bind", default="auto", help="CPU to bind every run to: a number, 'auto' (the last CPU this process may use) or 'none' (default %(default)s)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -295,6 +325,8 @@ def main():
                 continue
             print("[%d/%d] %s (%s) ..." % (i + 1, len(sysl), name, ", ".join(types)), file=sys.stderr, flush=True)
             row = {"system": name, "description": desc, "runs": measure_system(argv, how, types, lib, a.timeout, a.repeat, log)}
+            if a.inprocess > 0 and os.path.basename(argv[0]) == "aijp_ksp_solve":
+                row["inprocess"] = measure_inprocess(argv, a.build, a.inprocess, a.timeout * 4, log)
             results.append(row)
             with open(os.path.join(a.out, "e2e.json"), "w") as f:  # partial results survive an interrupted run
                 json.dump({"device": dev, "partial": True, "results": results}, f, indent=1)
@@ -338,6 +370,23 @@ def main():
         if paired_ratios:
             wp = max(paired_ratios)
             lines.append("worst paired solve-time ratio (median over rounds of aijpredict / aijcusparse in the same round) %.3f on %s" % wp)
+    inproc = [(row["system"], row["inprocess"]) for row in results if "inprocess" in row]
+    if inproc:
+        lines.append("")
+        lines.append("In one process (aijp_solve_ab, %d rounds of 3 solves per type, paired = median over rounds of aijpredict / aijcusparse):" % a.inprocess)
+        lines.append("%-22s %6s %14s %14s %14s %14s %13s %13s" % ("system", "its", "cusparse 1st s", "predict 1st s", "1st paired x", "later paired x", "1st fastest x", "later fast x"))
+        worst = None
+        for name, r in inproc:
+            if "error" in r:
+                lines.append("%-22s %s" % (name, r["error"]))
+                continue
+            p, c = r["aijpredict"], r["aijcusparse"]
+            lines.append("%-22s %6s %14.4f %14.4f %14.3f %14.3f %13.3f %13.3f%s" % (
+                name, p["its"], c["first_s"], p["first_s"], p["first_paired"], p["later_paired"],
+                p["first_fastest_s"] / c["first_fastest_s"], p["later_fastest_s"] / c["later_fastest_s"], "" if r["same_iterations"] else "  (iterations differ)"))
+            worst = max(worst or (0, ""), (p["first_paired"], name))
+        if worst:
+            lines.append("worst in-process paired ratio of the first solve (setup included): %.3f on %s (target <= 1.02)" % worst)
     text = "\n".join(lines) + "\n"
     print(text)
     with open(os.path.join(a.out, "e2e.txt"), "w") as f:
