@@ -140,6 +140,7 @@ struct gpu_matrix<Value>::impl {
     int runner_up = -1;                         // estimate index exploration would try
     int then_runner = -1;                       // after a split's comparison: cuSPARSE CSR's, compared next
     bool may_explore = false;
+    bool baseline_always = false;  // a split's verification: compare cuSPARSE CSR (then_runner) unconditionally
     std::vector<double> samples;                // this epoch's times (the last 64)
     int sample_count = 0;                       // this epoch's times read back
     std::vector<double> window;                 // since the last observation
@@ -399,6 +400,7 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
   }
   m.on.runner_up = -1;
   m.on.then_runner = -1;
+  m.on.baseline_always = false;
   if (m.on.corr && !opts.forced && !rep.deferred && best >= 0) {
     for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
       const auto& e = rep.estimates[i];
@@ -609,11 +611,14 @@ bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const 
   // rows may gather x very differently from the whole matrix's sample). Online refinement measures it and
   // then the single format it was compared with, once, and keeps the faster (explore_or_finish); when that
   // format is not cuSPARSE CSR, the plan kept is then compared with cuSPARSE CSR too (the baseline, always
-  // feasible and converted at no cost), as a single format is: when it measures slower than cuSPARSE CSR's
-  // prediction by the exploration margin, or always while it is still the split.
+  // feasible and converted at no cost), whatever the predictions say: the analysis that proposed the split
+  // ranked the single formats by the same predictions, so a single format kept over the split has not been
+  // shown to beat the baseline (a 2M-row circuit kept cuSPARSE ALG2, 0.934x of cuSPARSE CSR, because ALG2
+  // measured below cuSPARSE CSR's prediction; bench/results/2026-11-23_h100_h2h9_formats.txt).
   on.runner_up = -1;
   on.then_runner = -1;
   on.may_explore = false;
+  on.baseline_always = false;
   if (verify && on.corr && on.policy.explore) {
     for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
       if (rep.estimates[i].format == rep.proposed.single_format && rep.estimates[i].feasible) on.runner_up = i;
@@ -622,6 +627,7 @@ bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const 
     if (on.runner_up < 0) std::swap(on.runner_up, on.then_runner);
     if (on.then_runner == on.runner_up) on.then_runner = -1;
     on.may_explore = on.runner_up >= 0;
+    on.baseline_always = on.then_runner >= 0;
   }
   return true;
 }
@@ -733,6 +739,8 @@ void gpu_matrix<Value>::impl::explore_or_finish()
       if (report.partitioned || report.chosen != report.estimates[on.runner_up].format) {
         report.exploration.reset();  // the first comparison stays in report.refinement
         on.may_explore = true;  // decided once the kept plan has explore_after samples of its own
+      } else {
+        on.baseline_always = false;
       }
     }
     return;
@@ -749,7 +757,8 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   // A single format that does not qualify against the runner-up is checked against cuSPARSE CSR in the
   // same way (at most two comparisons per analysis either way).
   const auto qualifies = [&] {
-    return report.partitioned || report.measured_us > report.estimates[on.runner_up].predicted_us * (1 + on.policy.explore_margin);
+    return report.partitioned || on.baseline_always ||
+           report.measured_us > report.estimates[on.runner_up].predicted_us * (1 + on.policy.explore_margin);
   };
   if (!qualifies()) {
     if (on.then_runner < 0) return;
@@ -757,6 +766,8 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     on.then_runner = -1;
     if (report.chosen == report.estimates[on.runner_up].format || !qualifies()) return;
   }
+  const bool after_split = on.baseline_always && !report.partitioned;
+  if (on.then_runner < 0) on.baseline_always = false;  // consumed by the last comparison
   const double runner_us = report.estimates[on.runner_up].predicted_us;
   exploration_record rec;
   rec.from = report.chosen;
@@ -772,6 +783,9 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   if (rec.from_partition) {
     std::snprintf(line, sizeof(line), "the partition %s measured %.2f us (%.2f us predicted for %s alone): comparing with it",
                   rec.from_plan.c_str(), rec.from_measured_us, runner_us, format_name(rec.to));
+  } else if (after_split) {
+    std::snprintf(line, sizeof(line), "%s, kept over the split, measured %.2f us (%.2f us predicted for %s): comparing with it",
+                  format_name(rec.from), rec.from_measured_us, runner_us, format_name(rec.to));
   } else {
     std::snprintf(line, sizeof(line), "%s measured %.2f us > %.2f us predicted for %s %s (+%.0f %% margin): trying it",
                   format_name(rec.from), rec.from_measured_us, runner_us,
