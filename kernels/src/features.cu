@@ -136,41 +136,35 @@ __global__ void __launch_bounds__(256) sorted_sector_counts(size_type rows, int 
 
 }  // namespace
 
-sorted_locality sample_sorted_locality(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
-                                       int value_bytes, cudaStream_t stream, int max_groups)
+locality_sample sample_locality(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
+                                int value_bytes, cudaStream_t stream, int max_groups)
 {
   if (rows == 0 || cols == 0) return {};
   const size_type total_groups = (rows + group_rows - 1) / group_rows;
   const int groups = static_cast<int>(std::min<size_type>(total_groups, std::max(1, max_groups)));
-  const int shift = value_bytes == 8 ? 2 : 3;
-  detail::device_buffer<sorted_sums> sums(1);
-  AIJP_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(sorted_sums), stream));
-  sorted_sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, sums.data());
-  AIJP_CHECK_LAUNCH();
-  sorted_sums h{};
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(&h, sums.data(), sizeof(h), cudaMemcpyDeviceToHost, stream));
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
-  sorted_locality l;
-  l.x_sectors_per_nnz = h.entries ? static_cast<double>(h.x_distinct) / static_cast<double>(h.entries) : 0.0;
-  l.y_sectors_per_row = h.rows ? static_cast<double>(h.y_sectors) / static_cast<double>(h.rows) : 0.0;
-  return l;
-}
-
-double sample_x_sectors_per_nnz(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
-                                int value_bytes, cudaStream_t stream, int max_groups)
-{
-  if (rows == 0 || cols == 0) return 0.0;
-  const size_type total_groups = (rows + group_rows - 1) / group_rows;
-  const int groups = static_cast<int>(std::min<size_type>(total_groups, std::max(1, max_groups)));
   const int shift = value_bytes == 8 ? 2 : 3;  // 32-byte sector = 4 doubles or 8 floats
-  detail::device_buffer<locality_sums> sums(1);
-  AIJP_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(locality_sums), stream));
-  sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, sums.data());
+  // Both samplers' sums in one buffer: one copy back and one synchronisation for the two.
+  struct sums {
+    locality_sums natural;
+    sorted_sums sorted;
+  };
+  detail::device_buffer<sums> d(1);
+  AIJP_CUDA_CHECK(cudaMemsetAsync(d.data(), 0, sizeof(sums), stream));
+  sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, &d.data()->natural);
   AIJP_CHECK_LAUNCH();
-  locality_sums h{};
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(&h, sums.data(), sizeof(h), cudaMemcpyDeviceToHost, stream));
+  sorted_sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, &d.data()->sorted);
+  AIJP_CHECK_LAUNCH();
+  sums h{};
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(&h, d.data(), sizeof(h), cudaMemcpyDeviceToHost, stream));
   AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return h.entries ? static_cast<double>(h.distinct) / static_cast<double>(h.entries) : 0.0;
+  const auto ratio = [](unsigned long long num, unsigned long long den) {
+    return den ? static_cast<double>(num) / static_cast<double>(den) : 0.0;
+  };
+  locality_sample l;
+  l.x_sectors_per_nnz = ratio(h.natural.distinct, h.natural.entries);
+  l.sorted.x_sectors_per_nnz = ratio(h.sorted.x_distinct, h.sorted.entries);
+  l.sorted.y_sectors_per_row = ratio(h.sorted.y_sectors, h.sorted.rows);
+  return l;
 }
 
 }  // namespace aijp

@@ -285,8 +285,9 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
   rep.deferred.reset();
   auto t0 = clock_type::now();
   rep.stats = compute_row_stats_device(a.rows, a.cols, a.row_ptr.data(), stream);
-  rep.x_sectors_per_nnz = sample_x_sectors_per_nnz(a.rows, a.cols, a.row_ptr.data(), a.col_idx.data(), sizeof(Value), stream);
-  rep.sorted = sample_sorted_locality(a.rows, a.cols, a.row_ptr.data(), a.col_idx.data(), sizeof(Value), stream);
+  const locality_sample loc = sample_locality(a.rows, a.cols, a.row_ptr.data(), a.col_idx.data(), sizeof(Value), stream);
+  rep.x_sectors_per_nnz = loc.x_sectors_per_nnz;
+  rep.sorted = loc.sorted;
   prediction_input in;
   in.x_sectors_per_nnz = rep.x_sectors_per_nnz;
   in.sorted = rep.sorted;

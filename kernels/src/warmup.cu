@@ -132,8 +132,9 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
     model::matrix_features feat;
     feat.stats = compute_row_stats_device(v.rows, v.cols, v.row_ptr, stream);
     feat.value_bytes = sizeof(double);
-    feat.x_sectors_per_nnz = sample_x_sectors_per_nnz(v.rows, v.cols, v.row_ptr, v.col_idx, sizeof(double), stream);
-    feat.sorted = sample_sorted_locality(v.rows, v.cols, v.row_ptr, v.col_idx, sizeof(double), stream);
+    const locality_sample loc = sample_locality(v.rows, v.cols, v.row_ptr, v.col_idx, sizeof(double), stream);
+    feat.x_sectors_per_nnz = loc.x_sectors_per_nnz;
+    feat.sorted = loc.sorted;
     detail::device_buffer<double> x(v.cols), y(v.rows);
     AIJP_CUDA_CHECK(cudaMemsetAsync(x.data(), 0, v.cols * sizeof(double), stream));
     for (auto f : opts.formats) {

@@ -82,8 +82,8 @@ struct exploration_record {
 struct plan_report {
   device_properties device;
   row_stats stats;
-  double x_sectors_per_nnz = 0.0;  ///< sampled locality of the x gathers (see sample_x_sectors_per_nnz)
-  sorted_locality sorted;          ///< the same in the length-sorted order (see sample_sorted_locality)
+  double x_sectors_per_nnz = 0.0;  ///< sampled locality of the x gathers (see sample_locality)
+  sorted_locality sorted;          ///< the same in the length-sorted order (see sample_locality)
   std::vector<format_estimate> estimates;
   format_id chosen = format_id::cusparse_csr;
   std::string decision;        ///< one line: why this format
@@ -188,18 +188,21 @@ row_stats compute_row_stats_device(size_type rows, size_type cols, const index_t
 std::vector<strip_summary> compute_strip_summaries_device(size_type rows, const index_type* d_row_ptr,
                                                           size_type rows_per_strip, cudaStream_t stream);
 
-/// Locality of the x gathers, sampled on the device: over up to `max_groups` evenly spaced groups of 32
-/// consecutive rows, the number of distinct 32-byte sectors of x the group touches divided by the group's
-/// nonzeros (1: every entry in its own sector; 1/4 for doubles read contiguously). 0 for an empty matrix.
-double sample_x_sectors_per_nnz(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
+/// Locality of the vector accesses, sampled on the device (two kernels, one synchronisation).
+struct locality_sample {
+  /// x gathers in row order: over up to `max_groups` evenly spaced groups of 32 consecutive rows, the number
+  /// of distinct 32-byte sectors of x the group touches divided by the group's nonzeros (1: every entry in
+  /// its own sector; 1/4 for doubles read contiguously).
+  double x_sectors_per_nnz = 0.0;
+  /// The layouts that sort rows by length (jad, pellr, sell_sigma: stable sorts): a group is the first 32
+  /// rows of one length at or after a row drawn in each sampled group of 32 (within 8192 rows), as one warp
+  /// of the sorted order holds them. x: distinct 32-byte sectors of x per nonzero (as above); y: distinct
+  /// 32-byte sectors of y the group writes per row (1/4 for doubles written contiguously, 1 when every row
+  /// writes its own sector).
+  sorted_locality sorted;
+};
+/// Zeros for an empty matrix.
+locality_sample sample_locality(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
                                 int value_bytes, cudaStream_t stream, int max_groups = 2048);
-
-/// Locality of the layouts that sort rows by length (jad, pellr, sell_sigma: stable sorts), sampled on the
-/// device the same way: a group is the first 32 rows of one length at or after a row drawn in each sampled
-/// group of 32 (within 8192 rows), as one warp of the sorted order holds them. x: distinct 32-byte sectors of x per nonzero (as
-/// sample_x_sectors_per_nnz); y: distinct 32-byte sectors of y the group writes per row (1/4 for doubles
-/// written contiguously, 1 when every row writes its own sector). Zeros for an empty matrix.
-sorted_locality sample_sorted_locality(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
-                                       int value_bytes, cudaStream_t stream, int max_groups = 2048);
 
 }  // namespace aijp

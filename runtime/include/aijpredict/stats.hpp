@@ -43,7 +43,7 @@ struct row_stats {
 };
 
 /// Locality of the vector accesses in the order of the layouts that sort rows by length (jad, pellr,
-/// sell_sigma), sampled on the device (aijp::sample_sorted_locality): a warp of the sorted order holds 32
+/// sell_sigma), sampled on the device (aijp::sample_locality): a warp of the sorted order holds 32
 /// rows of one length that in natural order may lie far apart. 0 = unknown.
 struct sorted_locality {
   double x_sectors_per_nnz = 0.0;  ///< distinct 32-byte sectors of x per nonzero of such a warp
