@@ -403,19 +403,16 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
   m.on.then_runner = -1;
   m.on.baseline_always = false;
   if (m.on.corr && !opts.forced && !rep.deferred && best >= 0) {
-    for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
-      const auto& e = rep.estimates[i];
-      if (!e.feasible || e.format == choice) continue;
-      if (m.on.runner_up < 0 || e.predicted_us < rep.estimates[m.on.runner_up].predicted_us) m.on.runner_up = i;
-    }
     // cuSPARSE CSR, the baseline, is the second candidate: a matrix whose every prediction errs the same
     // way (random x gathers the models undercount) otherwise trades one mispredicted format of ours for
     // another and never meets the baseline it should at least match (explore_or_finish).
     for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
-      if (rep.estimates[i].format == format_id::cusparse_csr && choice != format_id::cusparse_csr && i != m.on.runner_up) {
-        m.on.then_runner = i;
-      }
+      const auto& e = rep.estimates[i];
+      if (!e.feasible || e.format == choice) continue;
+      if (m.on.runner_up < 0 || e.predicted_us < rep.estimates[m.on.runner_up].predicted_us) m.on.runner_up = i;
+      if (e.format == format_id::cusparse_csr) m.on.then_runner = i;
     }
+    if (m.on.then_runner == m.on.runner_up) m.on.then_runner = -1;
   }
   m.on.may_explore = m.on.runner_up >= 0 && opts.online_policy.explore;
   m.convert_to(choice, stream);
@@ -740,8 +737,6 @@ void gpu_matrix<Value>::impl::explore_or_finish()
       if (report.partitioned || report.chosen != report.estimates[on.runner_up].format) {
         report.exploration.reset();  // the first comparison stays in report.refinement
         on.may_explore = true;  // decided once the kept plan has explore_after samples of its own
-      } else {
-        on.baseline_always = false;
       }
     }
     return;
