@@ -197,15 +197,19 @@ bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream
       return alg2 ? detail::make_cusparse_csr_alg2(detail::build_args<double>{a, no_stats, handle.get(), stream})
                   : detail::make_cusparse_csr(a, handle.get());
     };
+    // Time per call of `batch` back-to-back calls of `launch`.
+    const auto batch_us = [&](auto&& launch, int batch) {
+      timer.start(stream);
+      for (int i = 0; i < batch; ++i) launch();
+      AIJP_CHECK_LAUNCH();
+      return timer.stop_ms(stream) * 1e3 / batch;
+    };
     // Median over 7 batches of `batch` back-to-back products, per product (the streaming efficiency).
     const auto time_us = [&](detail::format_impl<double>& f, const double* x, double* y, int batch) {
-      for (int i = 0; i < 3; ++i) f.apply(1.0, x, 0.0, y, stream);
+      const auto product = [&] { f.apply(1.0, x, 0.0, y, stream); };
+      for (int i = 0; i < 3; ++i) product();
       t.clear();
-      for (int rep = 0; rep < 7; ++rep) {
-        timer.start(stream);
-        for (int i = 0; i < batch; ++i) f.apply(1.0, x, 0.0, y, stream);
-        t.push_back(timer.stop_ms(stream) * 1e3 / batch);
-      }
+      for (int rep = 0; rep < 7; ++rep) t.push_back(batch_us(product, batch));
       return median(t);
     };
 
@@ -233,12 +237,6 @@ bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream
     {
       const auto alg1 = make(id, false);
       const auto alg2 = make(id, true);
-      const auto batch_us = [&](auto&& launch, int batch) {
-        timer.start(stream);
-        for (int i = 0; i < batch; ++i) launch();
-        AIJP_CHECK_LAUNCH();
-        return timer.stop_ms(stream) * 1e3 / batch;
-      };
       const auto empty = [&] { empty_kernel<<<1, 32, 0, stream>>>(); };
       const auto run1 = [&] { alg1->apply(1.0, ix.data(), 0.0, iy.data(), stream); };
       const auto run2 = [&] { alg2->apply(1.0, ix.data(), 0.0, iy.data(), stream); };
