@@ -7,7 +7,7 @@ For each system and matrix type the program is run on the GPU machine:
      total KSPSolve (or SNESSolve) time (and the spread), iterations. Solves of small matrices are bound by
      launches and synchronisation, whose cost varied by 10-20 % between runs on the lent (virtual) machines,
      so one run per type decides nothing. Each run is bound to one CPU (--bind, default: the last CPU this
-     process may use), which keeps the scheduler from moving the host-bound loop between cores. Next to the
+     process may use on the GPU's NUMA node), which keeps the scheduler from moving the host-bound loop between cores. Next to the
      ratio of the medians the report gives the paired ratio: the median over the rounds of the ratio of the
      two types' runs of the same round (runs a few seconds apart), which cancels drift slower than a round;
   2. a run with -log_view -log_view_gpu_time: PETSc then times the GPU work of every event with CUDA events;
@@ -144,6 +144,14 @@ def run(argv, timeout, log):
     return rc, out
 
 
+def median(values):
+    """Median of a non-empty list (the mean of the two middle values for an even count); None when empty."""
+    v = sorted(values)
+    if not v:
+        return None
+    return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+
+
 def evaluate(kind, plains, gpu):
     """The numbers of one (system, type) from its timing runs' outputs and its GPU-time run's output."""
     r = {"type": kind}
@@ -155,7 +163,7 @@ def evaluate(kind, plains, gpu):
     r["solve_seq_s"] = times  # in round order (None where the log had no time): for the paired ratio
     times = sorted(t for t in times if t)
     r["solve_runs_s"] = times
-    r["solve_s"] = (times[len(times) // 2] if len(times) % 2 else 0.5 * (times[len(times) // 2 - 1] + times[len(times) // 2])) if times else None
+    r["solve_s"] = median(times)
     plain = plains[0] if plains else ""
     r["iterations"] = parse_iterations(plain)
     fmt = re.findall(r"choice: ([^\n;]+)", plain)
@@ -285,7 +293,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="timing runs per type, interleaved; the median is reported (default %(default)s)")
     ap.add_argument("--reparse", metavar="LOG", help="rebuild the report from an earlier run's e2e_log.txt (no runs)")
     ap.add_argument("--inprocess", type=int, default=0, metavar="R", help="also compare aijpredict with aijcusparse inside one process (aijp_solve_ab, R rounds) on the systems solved by aijp_ksp_solve (default: off)")
-    ap.add_argument("--bind", default="auto", help="CPU to bind every run to: a number, 'auto' (the last CPU this process may use) or 'none' (default %(default)s)")
+    ap.add_argument("--bind", default="auto", help="CPU to bind every run to: a number, 'auto' (the last CPU this process may use on the GPU's NUMA node, else the last it may use) or 'none' (default %(default)s)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     lib = os.path.join(a.build, "petsc_plugin", "libaijpredict.so")
@@ -293,10 +301,11 @@ def main():
         sys.exit("e2e_petsc.py: %s not found (build first)" % lib)
     global BIND
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    gpu_local = gpu_local_cpus()
     if a.bind == "none" or not allowed:
         BIND = None
     elif a.bind == "auto":
-        local = [c for c in gpu_local_cpus() if c in allowed]
+        local = [c for c in gpu_local if c in allowed]
         BIND = (local or allowed)[-1]
     else:
         try:
@@ -312,7 +321,7 @@ def main():
     except OSError:
         dev = "unknown (no nvidia-smi)"
     head = "# date: %s; device: %s\n# command: %s\n# runs bound to CPU %s\n" % (
-        datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), dev, " ".join(sys.argv), "none" if BIND is None else "%d (GPU-local CPUs: %s)" % (BIND, ",".join(map(str, gpu_local_cpus())) or "unknown"))
+        datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), dev, " ".join(sys.argv), "none" if BIND is None else "%d (GPU-local CPUs: %s)" % (BIND, ",".join(map(str, gpu_local)) or "unknown"))
     results = []
     sysl = [s for s in systems(a.build, a.matrices, a.quick) if not only or any(s[0].startswith(o) for o in only)]
     if a.reparse:
@@ -344,7 +353,7 @@ def main():
             sx = ref["spmv_us"] / r["spmv_us"] if ref and r.get("spmv_us") and ref.get("spmv_us") else None
             tx = r["solve_s"] / ref["solve_s"] if ref and r.get("solve_s") and ref.get("solve_s") else None
             pairs = [a_ / b_ for a_, b_ in zip(r.get("solve_seq_s") or [], (ref or {}).get("solve_seq_s") or []) if a_ and b_]
-            px = sorted(pairs)[len(pairs) // 2] if len(pairs) % 2 else (0.5 * (sorted(pairs)[len(pairs) // 2 - 1] + sorted(pairs)[len(pairs) // 2]) if pairs else None)
+            px = median(pairs)
             if r["type"] == "aijpredict":
                 if sx:
                     spmv_ratios.append(sx)
