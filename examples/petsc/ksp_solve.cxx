@@ -12,21 +12,9 @@ Options:\n\
 #include <petscksp.h>
 #include <petscaijpredict.h>
 
-#include <aijpredict/generators.hpp>
-#include <aijpredict/matrix_market.hpp>
-
 #include <string>
 
-static PetscErrorCode LoadMatrix(const std::string &file, const std::string &spec, aijp::csr_matrix<double> *a)
-{
-  PetscFunctionBegin;
-  try {
-    *a = file.empty() ? aijp::gen::from_spec(spec) : aijp::io::read_matrix_market(file);
-  } catch (const std::exception &e) {
-    SETERRQ(PETSC_COMM_WORLD, PETSC_ERR_FILE_UNEXPECTED, "%s", e.what());
-  }
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
+#include "load_matrix.hpp"
 
 int main(int argc, char **argv)
 {

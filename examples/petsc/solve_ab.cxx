@@ -21,15 +21,14 @@ KSP and PC options (-ksp_type, -pc_type, -ksp_rtol, -ksp_max_it, ...) apply to e
 #include <petscksp.h>
 #include <petscaijpredict.h>
 
-#include <aijpredict/generators.hpp>
-#include <aijpredict/matrix_market.hpp>
-
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "load_matrix.hpp"
 
 /* Waits for the GPU, where there is one (the solves' last norms already wait for the products; this also
    covers anything left queued). */
@@ -120,11 +119,7 @@ int main(int argc, char **argv)
   PetscCheck(types.size() >= 2, PETSC_COMM_WORLD, PETSC_ERR_ARG_WRONG, "-types needs at least two matrix types, got '%s'", types_opt);
 
   aijp::csr_matrix<double> h;
-  try {
-    h = file[0] ? aijp::io::read_matrix_market(file) : aijp::gen::from_spec(spec);
-  } catch (const std::exception &e) {
-    SETERRQ(PETSC_COMM_WORLD, PETSC_ERR_FILE_UNEXPECTED, "%s", e.what());
-  }
+  PetscCall(LoadMatrix(file, spec, &h));
   PetscCheck(h.rows == h.cols, PETSC_COMM_WORLD, PETSC_ERR_ARG_SIZ, "KSP needs a square matrix; %s is %lld x %lld", file[0] ? file : spec, (long long)h.rows, (long long)h.cols);
   const PetscInt m = (PetscInt)h.rows;
   {
