@@ -46,6 +46,7 @@ const char* usage =
     "  --threads-per-block N    maximum threads per block (default 1024)\n"
     "  --csv FILE               one row per test sample: measured and each model's prediction\n"
     "  --json FILE              the summary as JSON\n"
+    "  --baseline-margin F      margin of the runtime's rule in the regret table (default 0.03)\n"
     "  --write-cache DIR        write the cache entry with the refitted coefficients to DIR/<device>.json\n"
     "  --help                   this text\n";
 
@@ -53,6 +54,7 @@ const char* usage =
 
 int main(int argc, char** argv)
 {
+  double baseline_margin = aijp::default_baseline_margin;
   std::string cache_file, train_file, test_file, csv, json, write_dir, model_list;
   int threads_per_sm = 2048, threads_per_block = 1024;
   for (int i = 1; i < argc; ++i) {
@@ -77,6 +79,9 @@ int main(int argc, char** argv)
       csv = argv[++i];
     } else if (a == "--json" && has_value) {
       json = argv[++i];
+    } else if (a == "--baseline-margin" && has_value) {
+      baseline_margin = std::atof(argv[++i]);
+      if (!(baseline_margin >= 0 && baseline_margin < 1)) die("--baseline-margin must be in [0, 1)");
     } else if (a == "--write-cache" && has_value) {
       write_dir = argv[++i];
     } else {
@@ -144,6 +149,8 @@ int main(int argc, char** argv)
       pin.stats = s.features.stats;
       pin.device = dev;
       pin.value_bytes = s.features.value_bytes;
+      pin.x_sectors_per_nnz = s.features.x_sectors_per_nnz;
+      pin.sorted = s.features.sorted;
       for (const auto& e : aijp::predict_bandwidth_model(pin, params, {s.format})) r.predicted["placeholder"] = e.predicted_us;
       for (const auto& m : models) {
         if (const auto p = m->predict_us(s.format, s.features, dev)) {
@@ -154,7 +161,7 @@ int main(int argc, char** argv)
     }
     std::vector<std::string> shown{"placeholder"};
     for (const auto& m : models) shown.push_back(m->name());
-    aijp::bench::print_accuracy_summary(rows, shown, dev.name, json);
+    aijp::bench::print_accuracy_summary(rows, shown, dev.name, json, baseline_margin);
     if (!csv.empty()) aijp::bench::write_accuracy_csv(rows, shown, csv);
     if (!write_dir.empty()) {
       entry.provenance["refit"] = "aijp_refit on " + std::filesystem::path(train_file).filename().string() + ", " +

@@ -46,6 +46,13 @@ struct bandwidth_model_params {
   /// the 4M-row circuit body (+108 / +113 us) and on normal / uniform rows (+46 / +28 us) on an H100
   /// (bench/results/2026-11-23_h100_sorted_layouts.txt).
   double scatter_efficiency = 0.6;
+  /// Rate at which the L2 passes an SpMV's traffic to the SMs when the x gathers are scattered: every byte
+  /// the SpMV moves crosses the L2, the gathers at the granularity of a 32-byte sector, so a matrix with
+  /// random columns (one sector per nonzero) is bound by this rate, not by DRAM. Measured per device by
+  /// calibrate_device (cuSPARSE CSR on a random-column matrix whose x fits in the L2). This default, for cache
+  /// files written before it, is the median of the H100 warm-up's random-column samples (4.2-5.0 TB/s over
+  /// the formats, bench/results/2026-11-23_h100_run7_warmup_samples.jsonl). 0: no such bound.
+  double l2_gather_gbs = 4700.0;
 };
 
 /// The device constants as the per-device cache stores them (cache_entry::device_metrics): fills `p` and returns
@@ -116,6 +123,18 @@ struct prediction_input {
 double sorted_scatter_bytes(format_id f, const row_stats& s, int value_bytes, double x_sectors_per_nnz,
                             const sorted_locality& sorted);
 
+/// Bytes one SpMV passes through the L2 to the SMs: the layout's moved bytes, y, the x gathers at 32 bytes per
+/// distinct sector (x_sectors_per_nnz x nnz x 32; x once when the locality is unknown) and what a length-sorted
+/// order adds (sorted_scatter_bytes). The placeholder bounds a product below by these bytes at
+/// bandwidth_model_params::l2_gather_gbs: on matrices with random columns (one sector per nonzero, x in the
+/// L2) the formats measured 1.3-2.1x the DRAM-streaming prediction on an H100, all at 4.2-5.0 TB/s of this
+/// traffic (bench/results/2026-11-23_h100_run7_warmup_samples.jsonl). Where x does not fit in the L2 the
+/// gathers that miss it cost DRAM sectors too; the sampled feature cannot tell how far apart a column's
+/// visits are (a power-law matrix whose columns stay in a window of 32768 hits the L2 with 64 MB of x), so that
+/// is not modelled.
+double l2_traffic_bytes(format_id f, const row_stats& s, int value_bytes, double x_sectors_per_nnz, const sorted_locality& sorted,
+                        const device_properties* device = nullptr);
+
 /// Estimates every format in `candidates` (feasibility first, then cost).
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
                                                      const std::vector<format_id>& candidates);
@@ -128,6 +147,10 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
 /// one-wave variants, whose chains are the shorter ones, so the floor stays a floor).
 double at_least_launches(format_id f, const row_stats& s, int value_bytes, const bandwidth_model_params& p, double predicted_us,
                          const device_properties* device = nullptr);
+
+/// Default of plan_options::baseline_margin (kernels/gpu_matrix.hpp): the fraction by which a format must be
+/// predicted faster than cuSPARSE CSR to be chosen over it. Also the rule aijp_accuracy and aijp_refit report.
+constexpr double default_baseline_margin = 0.03;
 
 /// Index into `estimates` of the feasible format with the smallest predicted time; cuSPARSE CSR wins ties.
 /// Returns -1 when none is feasible.
