@@ -41,7 +41,9 @@ const char* usage =
     "bandwidth model. Prints, per model and format, the mean, median and 95th-percentile relative error\n"
     "|predicted - measured| / measured, and per model the selection regret (measured time of the format the\n"
     "model predicts fastest, over the measured-fastest, among the formats the model covers) as a geometric\n"
-    "mean, with the fraction of matrices where the predicted-best is within 5 % of the measured-best.\n"
+    "mean, with the fraction of matrices where the predicted-best is within 5 % of the measured-best; and the\n"
+    "same for the runtime's rule, which keeps cuSPARSE CSR unless the predicted-best beats its prediction by\n"
+    "the baseline margin.\n"
     "\n"
     "Options:\n"
     "  --cache-dir DIR   cache directory (default: $AIJPREDICT_CACHE_DIR, else $XDG_CACHE_HOME/aijpredict)\n"
@@ -49,6 +51,7 @@ const char* usage =
     "  --csv FILE        one row per (matrix, format): measured and each model's prediction (for plotting with\n"
     "                    bench/plot_accuracy.py)\n"
     "  --json FILE       the summary as JSON\n"
+    "  --baseline-margin F  margin of the runtime's rule (default 0.03, as plan_options::baseline_margin)\n"
     "  --samples FILE    also write every measurement with its matrix features as JSON lines (the warm-up's\n"
     "                    samples format), so models can be refitted and compared offline\n"
     "  --help            this text\n";
@@ -57,6 +60,7 @@ const char* usage =
 
 int main(int argc, char** argv)
 {
+  double baseline_margin = aijp::default_baseline_margin;
   std::string cache_dir, csv, json, samples_path;
   long long min_nnz = 0;
   std::vector<std::string> inputs;
@@ -71,6 +75,9 @@ int main(int argc, char** argv)
       csv = argv[++i];
     } else if (a == "--json" && i + 1 < argc) {
       json = argv[++i];
+    } else if (a == "--baseline-margin" && i + 1 < argc) {
+      baseline_margin = std::atof(argv[++i]);
+      if (!(baseline_margin >= 0 && baseline_margin < 1)) die("--baseline-margin must be in [0, 1)");
     } else if (a == "--samples" && i + 1 < argc) {
       samples_path = argv[++i];
     } else if (a == "--min-nnz" && i + 1 < argc) {
@@ -183,7 +190,7 @@ int main(int argc, char** argv)
 
     std::vector<std::string> names{"placeholder"};
     for (const auto& m : models) names.push_back(m->name());
-    aijp::bench::print_accuracy_summary(rows, names, dev.name, json);
+    aijp::bench::print_accuracy_summary(rows, names, dev.name, json, baseline_margin);
     if (!csv.empty()) aijp::bench::write_accuracy_csv(rows, names, csv);
   } catch (const std::exception& e) {
     die(e.what());

@@ -134,7 +134,67 @@ __global__ void __launch_bounds__(256) sorted_sector_counts(size_type rows, int 
   }
 }
 
+// One block per sampled group of a strip (block b: strip b / per_strip, group b % per_strip), the groups of
+// add_strip_locality_host (planner.hpp); each block writes its group's counts (zeros past the strip's groups).
+__global__ void __launch_bounds__(256) strip_sector_counts(const size_type* __restrict__ strip_begin, const size_type* __restrict__ strip_rows,
+                                                           int per_strip, const index_type* __restrict__ row_ptr,
+                                                           const index_type* __restrict__ col_idx, int shift, strip_locality_group* out)
+{
+  __shared__ int table[table_size];
+  __shared__ unsigned int distinct;
+  const int s = blockIdx.x / per_strip;
+  const size_type q = blockIdx.x % per_strip;
+  const size_type groups = (strip_rows[s] + group_rows - 1) / group_rows;
+  const size_type n = min(groups, static_cast<size_type>(per_strip));
+  if (q >= n) return;  // uniform per block: no thread reaches a barrier the others skip (out is zeroed)
+  for (int i = threadIdx.x; i < table_size; i += blockDim.x) table[i] = -1;
+  if (threadIdx.x == 0) distinct = 0;
+  __syncthreads();
+  const size_type r0 = strip_begin[s] + group_rows * (q * groups / n);
+  const size_type r1 = min(r0 + group_rows, strip_begin[s] + strip_rows[s]);
+  const index_type begin = row_ptr[r0];
+  const index_type end = min(row_ptr[r1], begin + static_cast<index_type>(strip_locality_max_entries));
+  for (index_type k = begin + threadIdx.x; k < end; k += blockDim.x) insert_sector(table, col_idx[k] >> shift, &distinct);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    out[blockIdx.x].distinct = distinct;
+    out[blockIdx.x].entries = static_cast<std::uint64_t>(end - begin);
+    out[blockIdx.x].nnz = static_cast<std::uint64_t>(row_ptr[r1] - begin);
+  }
+}
+
 }  // namespace
+
+void add_strip_locality(std::vector<strip_summary>& strips, const index_type* d_row_ptr, const index_type* d_col_idx,
+                        int value_bytes, cudaStream_t stream)
+{
+  static_assert(strip_locality_max_entries <= max_entries, "the shared hash set holds max_entries at half load");
+  const int n = static_cast<int>(strips.size());
+  if (n == 0) return;
+  std::vector<size_type> begin(n), rows(n);
+  for (int i = 0; i < n; ++i) {
+    begin[i] = strips[i].row_begin;
+    rows[i] = strips[i].rows;
+  }
+  const std::size_t blocks = static_cast<std::size_t>(n) * strip_locality_groups;
+  detail::device_buffer<size_type> d_begin(n), d_rows(n);
+  detail::device_buffer<strip_locality_group> d_groups(blocks);
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(d_begin.data(), begin.data(), n * sizeof(size_type), cudaMemcpyHostToDevice, stream));
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(d_rows.data(), rows.data(), n * sizeof(size_type), cudaMemcpyHostToDevice, stream));
+  AIJP_CUDA_CHECK(cudaMemsetAsync(d_groups.data(), 0, blocks * sizeof(strip_locality_group), stream));
+  const int shift = value_bytes == 8 ? 2 : 3;
+  strip_sector_counts<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(d_begin.data(), d_rows.data(), strip_locality_groups,
+                                                                          d_row_ptr, d_col_idx, shift, d_groups.data());
+  AIJP_CHECK_LAUNCH();
+  std::vector<strip_locality_group> h(blocks);
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(h.data(), d_groups.data(), blocks * sizeof(strip_locality_group), cudaMemcpyDeviceToHost, stream));
+  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (int i = 0; i < n; ++i) {
+    const size_type groups = (strips[i].rows + group_rows - 1) / group_rows;
+    const int used = static_cast<int>(std::min<size_type>(groups, strip_locality_groups));
+    strips[i].x_sectors_per_nnz = strip_locality_of(h.data() + static_cast<std::size_t>(i) * strip_locality_groups, used);
+  }
+}
 
 locality_sample sample_locality(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
                                 int value_bytes, cudaStream_t stream, int max_groups)

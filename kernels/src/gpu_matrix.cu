@@ -92,10 +92,11 @@ std::unique_ptr<detail::format_impl<Value>> build_format(format_id f, const deta
 // the placeholder's feasibility and estimate, replaced by the fitted model's floored prediction where it has
 // one; the whole matrix's column facts, free memory and x locality (sampled once) with the block's statistics.
 std::vector<format_estimate> estimate_block(const context& ctx, const prediction_input& whole, const row_stats& block,
-                                            const std::vector<format_id>& candidates)
+                                            const std::vector<format_id>& candidates, double x_sectors_per_nnz = -1.0)
 {
   prediction_input in = whole;
   in.stats = block;
+  if (x_sectors_per_nnz > 0) in.x_sectors_per_nnz = x_sectors_per_nnz;  // the block's own (planner strips)
   auto est = predict_bandwidth_model(in, ctx.model_params(), candidates);
   if (const model::performance_model* fitted = ctx.fitted_model()) {
     model::matrix_features feat;
@@ -342,6 +343,23 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
       best = measured;
     }
   }
+  // The baseline margin: a format never measured on this matrix must beat cuSPARSE CSR's prediction by it.
+  std::string below_margin;
+  if (best >= 0 && !opts.forced && opts.baseline_margin > 0 && rep.estimates[best].format != format_id::cusparse_csr &&
+      !(m.on.corr && m.on.corr->of_matrix(rep.estimates[best].format, m.on.key).weight > 0)) {
+    for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
+      const auto& e = rep.estimates[i];
+      if (e.format != format_id::cusparse_csr || !e.feasible) continue;
+      if (rep.estimates[best].predicted_us > (1 - opts.baseline_margin) * e.predicted_us) {
+        char line[240];
+        std::snprintf(line, sizeof(line), " (%s predicted %.2f us, %.1f %% faster: below the %.0f %% margin)",
+                      format_name(rep.estimates[best].format), rep.estimates[best].predicted_us,
+                      100.0 * (1.0 - rep.estimates[best].predicted_us / e.predicted_us), 100.0 * opts.baseline_margin);
+        below_margin = line;
+        best = i;
+      }
+    }
+  }
   format_id choice = format_id::cusparse_csr;
   if (opts.forced) {
     choice = *opts.forced;
@@ -359,10 +377,11 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
       if (e.format == format_id::cusparse_csr) csr_us = e.predicted_us;
     }
     std::ostringstream os;
-    os << format_name(choice) << ": " << (kept_measured.empty() ? "smallest predicted time" : "predicted time") << " ("
+    os << format_name(choice) << ": "
+       << (!below_margin.empty() ? "the baseline" : kept_measured.empty() ? "smallest predicted time" : "predicted time") << " ("
        << rep.estimates[best].predicted_us << " us";
     if (csr_us > 0 && choice != format_id::cusparse_csr) os << ", " << csr_us / rep.estimates[best].predicted_us << "x cuSPARSE CSR";
-    os << ")" << kept_measured;
+    os << ")" << below_margin << kept_measured;
     rep.decision = os.str();
   } else {
     rep.decision = "no candidate format is feasible: cuSPARSE CSR";
@@ -511,12 +530,13 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
     }
   }
   const auto t0 = clock_type::now();
-  const auto strips = compute_strip_summaries_device(csr.rows, csr.row_ptr.data(),
+  auto strips = compute_strip_summaries_device(csr.rows, csr.row_ptr.data(),
                                                      strip_rows_for(csr.rows, opts.planner.max_strips), stream);
   if (strips.size() < 2) return false;
+  add_strip_locality(strips, csr.row_ptr.data(), csr.col_idx.data(), sizeof(Value), stream);
   const auto& candidates = opts.candidates;
-  const auto cost = [&](const row_stats& block, std::vector<double>& us) {
-    const auto est = estimate_block(ctx, in, block, candidates);
+  const auto cost = [&](const row_stats& block, double x_sectors_per_nnz, std::vector<double>& us) {
+    const auto est = estimate_block(ctx, in, block, candidates, x_sectors_per_nnz);
     for (std::size_t k = 0; k < est.size(); ++k) {
       us[k] = est[k].feasible ? est[k].predicted_us : std::numeric_limits<double>::infinity();
       // The online corrections of the format (not of this matrix: a block is another pattern), so that
@@ -526,7 +546,7 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
       }
     }
   };
-  partition_plan plan = plan_partition(strips, csr.cols, candidates, cost, opts.planner, &rep.stats);
+  partition_plan plan = plan_partition(strips, csr.cols, candidates, cost, opts.planner, &rep.stats, rep.x_sectors_per_nnz);
   plan.planning_ms = ms_since(t0);  // the strip pass on the device included
   rep.proposed = plan;
   if (!plan.split() || !(plan.predicted_us < (1 - opts.partition_margin) * plan.single_us)) return false;

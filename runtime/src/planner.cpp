@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -69,8 +70,49 @@ std::vector<strip_summary> compute_strip_summaries(const csr_view<Value>& a, siz
 template std::vector<strip_summary> compute_strip_summaries<double>(const csr_view<double>&, size_type);
 template std::vector<strip_summary> compute_strip_summaries<float>(const csr_view<float>&, size_type);
 
+double strip_locality_of(const strip_locality_group* groups, int n)
+{
+  double sectors = 0, nnz = 0;
+  for (int q = 0; q < n; ++q) {
+    if (groups[q].entries == 0) continue;
+    sectors += static_cast<double>(groups[q].distinct) / static_cast<double>(groups[q].entries) * static_cast<double>(groups[q].nnz);
+    nnz += static_cast<double>(groups[q].nnz);
+  }
+  return nnz > 0 ? sectors / nnz : -1.0;
+}
+
+template <typename Value>
+void add_strip_locality_host(const csr_view<Value>& a, std::vector<strip_summary>& strips, int sector_shift)
+{
+  for (auto& st : strips) {
+    const size_type groups = (st.rows + 31) / 32;
+    const size_type n = std::min<size_type>(groups, strip_locality_groups);
+    std::vector<strip_locality_group> g(static_cast<std::size_t>(n));
+    for (size_type q = 0; q < n; ++q) {
+      const size_type r0 = st.row_begin + 32 * (q * groups / n);
+      const size_type r1 = std::min(r0 + 32, st.row_begin + st.rows);
+      const index_type begin = a.row_ptr[r0];
+      const index_type end = std::min<index_type>(a.row_ptr[r1], begin + strip_locality_max_entries);
+      std::vector<index_type> sectors;
+      for (index_type k = begin; k < end; ++k) sectors.push_back(a.col_idx[k] >> sector_shift);
+      std::sort(sectors.begin(), sectors.end());
+      g[q].distinct = static_cast<std::uint64_t>(std::unique(sectors.begin(), sectors.end()) - sectors.begin());
+      g[q].entries = static_cast<std::uint64_t>(end - begin);
+      g[q].nnz = static_cast<std::uint64_t>(a.row_ptr[r1] - a.row_ptr[r0]);
+    }
+    st.x_sectors_per_nnz = strip_locality_of(g.data(), static_cast<int>(n));
+  }
+}
+
+template void add_strip_locality_host<double>(const csr_view<double>&, std::vector<strip_summary>&, int);
+template void add_strip_locality_host<float>(const csr_view<float>&, std::vector<strip_summary>&, int);
+
 void strip_accumulator::add(const strip_summary& s)
 {
+  if (s.x_sectors_per_nnz >= 0) {
+    sampled_sectors_ += s.x_sectors_per_nnz * static_cast<double>(s.nnz);
+    sampled_nnz_ += static_cast<double>(s.nnz);
+  }
   if (!any_) {
     s_ = s;
     any_ = true;
@@ -249,7 +291,7 @@ std::vector<int> optimal_split(int n, const std::function<double(int, int)>& cos
 
 partition_plan plan_partition(const std::vector<strip_summary>& strips, size_type cols,
                               const std::vector<format_id>& candidates, const block_cost_fn& cost,
-                              const planner_options& opts, const row_stats* whole)
+                              const planner_options& opts, const row_stats* whole, double whole_x_sectors_per_nnz)
 {
   const auto t0 = std::chrono::steady_clock::now();
   AIJP_ENSURE(opts.max_strips >= 1 && opts.max_blocks >= 1, bad_input, "planner options must be positive");
@@ -268,9 +310,11 @@ partition_plan plan_partition(const std::vector<strip_summary>& strips, size_typ
     acc.clear();
     for (int i = j; i >= 0; --i) {
       acc.add(strips[i]);
-      const row_stats block = (whole && i == 0 && j == n - 1) ? *whole : acc.stats(cols);
+      const bool all = i == 0 && j == n - 1;
+      const row_stats block = (whole && all) ? *whole : acc.stats(cols);
+      const double x_sectors = (all && whole_x_sectors_per_nnz >= 0) ? whole_x_sectors_per_nnz : acc.x_sectors_per_nnz();
       std::fill(us.begin(), us.end(), infinity);
-      cost(block, us);
+      cost(block, x_sectors, us);
       for (std::size_t k = 0; k < candidates.size(); ++k) {
         if (us[k] < e[i * n + j]) {  // infinity and NaN never win
           e[i * n + j] = us[k];

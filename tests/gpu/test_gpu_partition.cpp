@@ -157,6 +157,55 @@ TEST_F(GpuPartitionTest, OneCusparseBlockIsTheUnsplitPath)
   expect_close(y1, dy2.get(), aijp::spmv_error_bounds(a.view(), 1.0, x.data(), 0.0, y1.data()), "one cusparse_csr block");
 }
 
+TEST_F(GpuPartitionTest, DeviceStripLocalityMatchesHost)
+{
+  // Same sampled groups, same distinct-sector counts: the device and host values are equal. The circuit's
+  // dense rows (columns in order) and its random-column body must come out apart.
+  std::vector<aijp::csr_matrix<double>> ms{mixed_matrix(), aijp::gen::circuit_like(5000, 1, 8, 3000),
+                                           aijp::gen::laplacian_3d_7pt(20, 20, 20),
+                                           aijp::gen::from_spec("stack:circuit:rows=20000,dense=32,len=5000+lap27:24x24x24")};
+  for (const auto& e : aijp::test::edge_cases()) ms.push_back(e.a);
+  for (const auto& a : ms) {
+    device_vec<aijp::index_type> rp(a.row_ptr), ci(a.col_idx);
+    for (aijp::size_type sr : {32, 96, 1024}) {
+      auto d = aijp::compute_strip_summaries_device(a.rows, rp.p, sr, nullptr);
+      auto h = aijp::compute_strip_summaries(a.view(), sr);
+      for (int vb : {8, 4}) {
+        aijp::add_strip_locality(d, rp.p, ci.p, vb, nullptr);
+        aijp::add_strip_locality_host(a.view(), h, vb == 8 ? 2 : 3);
+        ASSERT_EQ(d.size(), h.size());
+        for (std::size_t k = 0; k < d.size(); ++k) {
+          EXPECT_EQ(d[k].x_sectors_per_nnz, h[k].x_sectors_per_nnz) << "strip " << k << " of " << sr << " rows";
+          EXPECT_EQ(d[k].x_sectors_per_nnz < 0, d[k].nnz == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(GpuPartitionTest, BaselineMarginKeepsCusparseUnlessClearlyBeaten)
+{
+  // A 3D stencil: our SELL layouts are predicted well ahead of cuSPARSE CSR. With no margin the smallest
+  // prediction wins; with a margin no format can clear (99 %) the baseline stays, and the report says why.
+  const auto a = aijp::gen::laplacian_3d_7pt(64, 64, 64);
+  aijp::plan_options opts;
+  opts.partition = false;
+  opts.online = false;
+  opts.baseline_margin = 0.0;
+  aijp::gpu_matrix<double> free_choice(shared_context(), a.view(), opts, nullptr);
+  ASSERT_NE(free_choice.format(), aijp::format_id::cusparse_csr) << free_choice.report().to_string();
+  opts.baseline_margin = 0.99;
+  aijp::gpu_matrix<double> kept(shared_context(), a.view(), opts, nullptr);
+  EXPECT_EQ(kept.format(), aijp::format_id::cusparse_csr);
+  EXPECT_NE(kept.report().decision.find("below the 99 % margin"), std::string::npos) << kept.report().decision;
+  const auto x = aijp::test::random_vector(a.cols, 7);
+  device_vec<double> dx(x), dy(std::vector<double>(a.rows, 0.0));
+  kept.apply(1.0, dx.p, 0.0, dy.p, nullptr);
+  std::vector<double> want(a.rows);
+  aijp::reference_spmv(a.view(), 1.0, x.data(), 0.0, want.data());
+  expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), 1.0, x.data(), 0.0, want.data()), "margin");
+}
+
 TEST_F(GpuPartitionTest, AutomaticPlanOnHeterogeneousMatricesIsCorrect)
 {
   // The last one splits under the placeholder model (hyb on the dense top, sell_delta16 below, ~7 %).

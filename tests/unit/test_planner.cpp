@@ -176,7 +176,7 @@ TEST(Planner, TiesKeepFewerBlocks)
 
 // Toy cost: format 0 ("padded") pays for rows x max_len, format 1 ("per-entry") pays for nnz at twice the
 // rate; both pay a launch of 5.
-void toy_cost(const aijp::row_stats& s, std::vector<double>& us)
+void toy_cost(const aijp::row_stats& s, double, std::vector<double>& us)
 {
   us[0] = 5 + 1e-3 * static_cast<double>(s.rows) * s.max_len;
   us[1] = 5 + 2e-3 * static_cast<double>(s.nnz);
@@ -232,10 +232,50 @@ TEST(Planner, InfeasibleEverywhereGivesOneCusparseBlock)
   const auto a = with_lengths(std::vector<int>(1000, 3), 10);
   const auto strips = aijp::compute_strip_summaries(a.view(), 64);
   const auto plan = aijp::plan_partition(strips, a.cols, {aijp::format_id::ell},
-                                         [](const aijp::row_stats&, std::vector<double>& us) { us[0] = inf; });
+                                         [](const aijp::row_stats&, double, std::vector<double>& us) { us[0] = inf; });
   ASSERT_EQ(plan.blocks.size(), 1u);
   EXPECT_EQ(plan.blocks[0].format, aijp::format_id::cusparse_csr);
   EXPECT_EQ(plan.blocks[0].row_end, 1000);
+}
+
+TEST(Planner, StripLocalitySeparatesTheBlocksAndWeighsByNonzeros)
+{
+  // A banded block (columns in order: 1 sector per 4 entries at most) above random columns (1 sector per
+  // entry): the strips' sampled locality tells them apart, a block's is the nonzero-weighted mean, and the
+  // cost callback receives it (the whole matrix's when given).
+  const auto top = aijp::gen::banded(4096, 4);
+  const auto body = aijp::gen::row_length_distribution(4096, 1 << 20, aijp::gen::row_length_dist::constant, 8, 0, 5);
+  const auto a = aijp::gen::block_diagonal({top, body});
+  auto strips = aijp::compute_strip_summaries(a.view(), 1024);
+  ASSERT_EQ(strips.size(), 8u);
+  for (const auto& st : strips) EXPECT_LT(st.x_sectors_per_nnz, 0.0);  // not sampled yet
+  aijp::add_strip_locality_host(a.view(), strips, 2);
+  for (int k = 0; k < 4; ++k) EXPECT_LT(strips[k].x_sectors_per_nnz, 0.35) << k;
+  for (int k = 4; k < 8; ++k) EXPECT_GT(strips[k].x_sectors_per_nnz, 0.9) << k;
+  aijp::strip_accumulator acc;
+  EXPECT_EQ(acc.x_sectors_per_nnz(), 0.0);
+  double num = 0, den = 0;
+  for (int k = 3; k < 6; ++k) {
+    acc.add(strips[k]);
+    num += strips[k].x_sectors_per_nnz * strips[k].nnz;
+    den += strips[k].nnz;
+  }
+  EXPECT_NEAR(acc.x_sectors_per_nnz(), num / den, 1e-12);
+
+  const std::vector<aijp::format_id> cands{aijp::format_id::cusparse_csr};
+  double seen_top = -1, seen_all = -1;
+  const auto cost = [&](const aijp::row_stats& b, double x, std::vector<double>& us) {
+    if (b.rows == 4096 && b.nnz == top.nnz()) seen_top = x;
+    if (b.rows == a.rows) seen_all = x;
+    us[0] = 1.0 + b.nnz * 1e-6;
+  };
+  const auto whole = aijp::compute_row_stats(a.view());
+  aijp::plan_partition(strips, a.cols, cands, cost, {}, &whole, 0.5);
+  EXPECT_NEAR(seen_top, (strips[0].x_sectors_per_nnz * strips[0].nnz + strips[1].x_sectors_per_nnz * strips[1].nnz +
+                         strips[2].x_sectors_per_nnz * strips[2].nnz + strips[3].x_sectors_per_nnz * strips[3].nnz) /
+                            top.nnz(),
+              1e-12);
+  EXPECT_EQ(seen_all, 0.5);
 }
 
 TEST(Planner, PlanningTimeWithTheBandwidthModel)
@@ -249,7 +289,7 @@ TEST(Planner, PlanningTimeWithTheBandwidthModel)
   in.device.l2_bytes = 50 << 20;
   const auto cands = aijp::all_formats();
   const aijp::bandwidth_model_params p;
-  const auto cost = [&](const aijp::row_stats& s, std::vector<double>& us) {
+  const auto cost = [&](const aijp::row_stats& s, double, std::vector<double>& us) {
     in.stats = s;
     const auto est = aijp::predict_bandwidth_model(in, p, cands);
     for (std::size_t k = 0; k < est.size(); ++k) us[k] = est[k].feasible ? est[k].predicted_us : inf;
@@ -281,7 +321,7 @@ aijp::partition_plan plan_with_placeholder(const aijp::csr_matrix<double>& a)
   const aijp::bandwidth_model_params p;
   const auto cands = aijp::all_formats();
   const auto whole = aijp::compute_row_stats(a.view());
-  const auto cost = [&](const aijp::row_stats& s, std::vector<double>& us) {
+  const auto cost = [&](const aijp::row_stats& s, double, std::vector<double>& us) {
     in.stats = s;
     const auto est = aijp::predict_bandwidth_model(in, p, cands);
     for (std::size_t k = 0; k < est.size(); ++k) us[k] = est[k].feasible ? est[k].predicted_us : inf;

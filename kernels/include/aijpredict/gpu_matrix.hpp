@@ -50,6 +50,13 @@ struct plan_options {
   /// with `forced`.
   bool partition = true;
   double partition_margin = 0.03;
+  /// A format other than cuSPARSE CSR (the baseline: no conversion, no extra memory) is chosen only when
+  /// predicted faster than cuSPARSE CSR by more than this fraction, unless online refinement measured it on
+  /// this matrix. Where every format is bound by the same traffic (random columns: the L2's sector rate) the
+  /// predictions differ by less than the models' error; on an H100 the predicted-best then measured 9 % slower
+  /// than cuSPARSE CSR on two 2M-row random-column matrices (bench/results/2026-11-23_h100_run9_accuracy.csv).
+  /// 0: the smallest prediction wins.
+  double baseline_margin = default_baseline_margin;
   /// Amortization of the planning itself (with expected_mults > 0): the partition is planned only when half
   /// the best single format's predicted time over the expected products reaches this many microseconds
   /// (report().partition_pending otherwise; plan_when_reused plans later). 2.5 ms: the strip pass and the DP
@@ -187,6 +194,12 @@ row_stats compute_row_stats_device(size_type rows, size_type cols, const index_t
 /// entries), strips of `rows_per_strip` rows (a multiple of 32). Only the summaries come to the host.
 std::vector<strip_summary> compute_strip_summaries_device(size_type rows, const index_type* d_row_ptr,
                                                           size_type rows_per_strip, cudaStream_t stream);
+
+/// Sets strips[i].x_sectors_per_nnz from up to strip_locality_groups sampled groups of 32 rows per strip
+/// (planner.hpp; add_strip_locality_host is the host reference, same groups, same counts), one kernel and one
+/// synchronisation. `strips` as compute_strip_summaries_device gives them, over the device CSR arrays.
+void add_strip_locality(std::vector<strip_summary>& strips, const index_type* d_row_ptr, const index_type* d_col_idx,
+                        int value_bytes, cudaStream_t stream);
 
 /// Locality of the vector accesses, sampled on the device (two kernels, one synchronisation).
 struct locality_sample {

@@ -18,6 +18,7 @@
 #include <aijpredict/stats.hpp>
 
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -59,7 +60,35 @@ struct strip_summary {
   index_type max_len = 0;
   std::array<size_type, strip_bins> bin_rows{};  ///< rows per length bin
   std::array<size_type, strip_bins> bin_nnz{};   ///< nonzeros of those rows
+  /// Sampled locality of the strip's x gathers (distinct 32-byte sectors of x per nonzero over sampled
+  /// groups of 32 rows: strip_locality_groups), negative when not sampled. A block's locality is the
+  /// nonzero-weighted mean of its sampled strips': a circuit's random-column body and its dense rows differ
+  /// by 10x, which one sample of the whole matrix averages away.
+  double x_sectors_per_nnz = -1.0;
 };
+
+/// Rows [first, last) of the sampled groups of a strip: up to `groups` evenly spaced groups of 32 rows of
+/// rows [row_begin, row_begin + rows), group q starting at row row_begin + 32 * (q * G / n) (G the strip's
+/// groups, n = min(groups, G)). Shared by the device sampler and its host reference.
+constexpr int strip_locality_groups = 32;
+/// Entries of a sampled group looked at (its first ones), as the whole-matrix sampler.
+constexpr int strip_locality_max_entries = 4096;
+
+/// One sampled group of a strip: distinct x sectors among its first (at most strip_locality_max_entries)
+/// entries, those entries, and the group's nonzeros.
+struct strip_locality_group {
+  std::uint64_t distinct = 0, entries = 0, nnz = 0;
+};
+/// The strip's locality from its sampled groups: each group's sectors per entry weighted by the group's
+/// nonzeros (a strip of a circuit holding its dense rows has them in one group, which carries nearly all of
+/// its nonzeros); negative when the groups hold no entries. Shared by the device sampler and the host
+/// reference so that both give the same double.
+double strip_locality_of(const strip_locality_group* groups, int n);
+
+/// Host reference of the device strip locality (aijp::add_strip_locality, kernels/): sets x_sectors_per_nnz
+/// of every strip from the sampled groups; `sector_shift` 2 for doubles, 3 for floats.
+template <typename Value>
+void add_strip_locality_host(const csr_view<Value>& a, std::vector<strip_summary>& strips, int sector_shift);
 
 /// Rows per strip: a multiple of 32 giving at most `max_strips` strips (at least 32 rows).
 size_type strip_rows_for(size_type rows, int max_strips);
@@ -79,11 +108,14 @@ class strip_accumulator {
   /// from the bins (each row of a bin taken at the bin's mean length): mode_len / mode_count,
   /// n_iter_sorted (clamped to [ceil(nnz/32) rounded per warp, n_iter_natural]), hyb_ell_width, hyb_coo_nnz.
   row_stats stats(size_type cols) const;
+  /// Nonzero-weighted mean locality of the sampled strips added; 0 (unknown) when none was sampled.
+  double x_sectors_per_nnz() const { return sampled_nnz_ > 0 ? sampled_sectors_ / sampled_nnz_ : 0.0; }
   size_type rows() const { return s_.rows; }
 
  private:
   strip_summary s_;
   bool any_ = false;
+  double sampled_sectors_ = 0, sampled_nnz_ = 0;
 };
 
 /// One block of a partition: rows [row_begin, row_end) in `format`.
@@ -113,8 +145,9 @@ struct partition_plan {
 partition_plan parse_partition_plan(const std::string& text);
 
 /// Cost callback: fills `us[k]` with the predicted time of `block` in candidates[k] (microseconds, launches
-/// included), or +infinity where that format is infeasible. `us` arrives sized to candidates.size().
-using block_cost_fn = std::function<void(const row_stats& block, std::vector<double>& us)>;
+/// included), or +infinity where that format is infeasible. `x_sectors_per_nnz` is the block's sampled x
+/// locality (0: unknown). `us` arrives sized to candidates.size().
+using block_cost_fn = std::function<void(const row_stats& block, double x_sectors_per_nnz, std::vector<double>& us)>;
 
 struct planner_options {
   /// Strips of the DP: max_strips^2 / 2 blocks are predicted. 64 keeps planning near 2 ms of host time with
@@ -125,13 +158,14 @@ struct planner_options {
 };
 
 /// Optimal contiguous partition of the strips. `whole`, when given, replaces the merged (partly
-/// approximate) statistics of the block spanning every strip with the exact ones, so the single-format
-/// baseline matches the unpartitioned selection. `cols` is the matrix's column count. An empty matrix
+/// approximate) statistics of the block spanning every strip with the exact ones, and `whole_x_sectors_per_nnz`
+/// (when >= 0) its locality, so the single-format baseline matches the unpartitioned selection. `cols` is the matrix's column count. An empty matrix
 /// (no strips) gives an empty plan. Throws bad_input when no candidate is feasible for some block and
 /// cuSPARSE CSR is not among the candidates.
 partition_plan plan_partition(const std::vector<strip_summary>& strips, size_type cols,
                               const std::vector<format_id>& candidates, const block_cost_fn& cost,
-                              const planner_options& opts = {}, const row_stats* whole = nullptr);
+                              const planner_options& opts = {}, const row_stats* whole = nullptr,
+                              double whole_x_sectors_per_nnz = -1.0);
 
 /// The same DP on a table of block costs, exposed for tests: cost(i, j) is E of strips i..j (inclusive,
 /// i <= j < n), +infinity if no format is feasible; returns the strip index where each block begins
