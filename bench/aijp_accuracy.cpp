@@ -36,7 +36,8 @@ const char* usage =
     "Usage: aijp_accuracy [options] MATRIX...\n"
     "\n"
     "For each MATRIX (a Matrix Market file, or gen:SPEC as in aijp_bench --help) measures every format's SpMV\n"
-    "time (median of timed batches after warm-up, CUDA events) and compares it with each model's prediction,\n"
+    "time (median of timed batches after warm-up, CUDA events; the median over --rounds interleaved rounds of\n"
+    "all its formats) and compares it with each model's prediction,\n"
     "using the coefficients stored in this GPU's cache by aijp_warmup, plus the runtime's placeholder\n"
     "bandwidth model. Prints, per model and format, the mean, median and 95th-percentile relative error\n"
     "|predicted - measured| / measured, and per model the selection regret (measured time of the format the\n"
@@ -48,6 +49,7 @@ const char* usage =
     "Options:\n"
     "  --cache-dir DIR   cache directory (default: $AIJPREDICT_CACHE_DIR, else $XDG_CACHE_HOME/aijpredict)\n"
     "  --min-nnz N       skip matrices with fewer nonzeros (default 0)\n"
+    "  --rounds R        interleaved rounds over a matrix's formats, median per format (default 3)\n"
     "  --csv FILE        one row per (matrix, format): measured and each model's prediction (for plotting with\n"
     "                    bench/plot_accuracy.py)\n"
     "  --json FILE       the summary as JSON\n"
@@ -63,6 +65,7 @@ int main(int argc, char** argv)
   double baseline_margin = aijp::default_baseline_margin;
   std::string cache_dir, csv, json, samples_path;
   long long min_nnz = 0;
+  int rounds = 3;
   std::vector<std::string> inputs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -80,6 +83,9 @@ int main(int argc, char** argv)
       if (!(baseline_margin >= 0 && baseline_margin < 1)) die("--baseline-margin must be in [0, 1)");
     } else if (a == "--samples" && i + 1 < argc) {
       samples_path = argv[++i];
+    } else if (a == "--rounds" && i + 1 < argc) {
+      rounds = std::atoi(argv[++i]);
+      if (rounds < 1) die("--rounds must be at least 1");
     } else if (a == "--min-nnz" && i + 1 < argc) {
       min_nnz = std::atoll(argv[++i]);
     } else if (!a.empty() && a[0] == '-') {
@@ -158,12 +164,32 @@ int main(int argc, char** argv)
         die("out of device memory");
       }
       cudaMemsetAsync(x, 0, a.cols * sizeof(double), stream);
+      // Every format built first, then timed in `rounds` interleaved rounds (each round in a rotated order);
+      // a format's time is the median over rounds of its per-round medians. A disturbance of the GPU or the
+      // host then moves one round of every format, not one format's only measurement: launch-bound
+      // products differ by tenths of a microsecond between formats.
+      std::vector<std::unique_ptr<aijp::gpu_matrix<double>>> built;
       for (auto f : aijp::all_formats()) {
         aijp::plan_options po;
         po.forced = f;
-        aijp::gpu_matrix<double> g(ctx, a.view(), po, stream);
-        if (g.format() != f) continue;
-        aijp::bench::accuracy_row r{name, f, aijp::time_spmv(g, x, y, stream).median_us, {}};
+        try {
+          auto g = std::make_unique<aijp::gpu_matrix<double>>(ctx, a.view(), po, stream);
+          if (g->format() == f) built.push_back(std::move(g));
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "aijp_accuracy: %s: %s not measured: %s\n", name.c_str(), aijp::format_name(f), e.what());
+        }
+      }
+      std::vector<std::vector<double>> per_round(built.size());
+      for (int round = 0; round < rounds; ++round) {
+        for (std::size_t k = 0; k < built.size(); ++k) {
+          const std::size_t j = (k + static_cast<std::size_t>(round)) % built.size();
+          per_round[j].push_back(aijp::time_spmv(*built[j], x, y, stream).median_us);
+        }
+      }
+      for (std::size_t j = 0; j < built.size(); ++j) {
+        const aijp::format_id f = built[j]->format();
+        std::sort(per_round[j].begin(), per_round[j].end());
+        aijp::bench::accuracy_row r{name, f, per_round[j][per_round[j].size() / 2], {}};
         for (const auto& m : models) {
           if (const auto p = m->predict_us(f, feat, dev)) {
             r.predicted[m->name()] = aijp::at_least_launches(f, feat.stats, 8, ctx.model_params(), *p, &dev);  // as the runtime
