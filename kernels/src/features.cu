@@ -37,17 +37,9 @@ struct locality_sums {
   unsigned long long entries;
 };
 
-// The whole-matrix sampler's sums: each group's sectors per looked-at entry weighted by the group's nonzeros
-// (the traffic is per nonzero: 32 dense rows of random columns are one group among thousands of a stencil's,
-// yet they can carry a third of the gathers).
-struct weighted_sums {
-  double sectors;
-  unsigned long long nnz;
-};
-
 __global__ void __launch_bounds__(256) sector_counts(size_type rows, int groups, const index_type* __restrict__ row_ptr,
                                                      const index_type* __restrict__ col_idx, int shift,
-                                                     weighted_sums* out)
+                                                     locality_sums* out)
 {
   __shared__ int table[table_size];
   __shared__ unsigned int distinct;
@@ -64,10 +56,9 @@ __global__ void __launch_bounds__(256) sector_counts(size_type rows, int groups,
     insert_sector(table, col_idx[k] >> shift, &distinct);
   }
   __syncthreads();
-  if (threadIdx.x == 0 && end > begin) {
-    const unsigned long long nnz = static_cast<unsigned long long>(row_ptr[r1] - begin);
-    atomicAdd(&out->sectors, static_cast<double>(distinct) / static_cast<double>(end - begin) * static_cast<double>(nnz));
-    atomicAdd(&out->nnz, nnz);
+  if (threadIdx.x == 0) {
+    atomicAdd(&out->distinct, static_cast<unsigned long long>(distinct));
+    atomicAdd(&out->entries, static_cast<unsigned long long>(end - begin));
   }
 }
 
@@ -214,7 +205,7 @@ locality_sample sample_locality(size_type rows, size_type cols, const index_type
   const int shift = value_bytes == 8 ? 2 : 3;  // 32-byte sector = 4 doubles or 8 floats
   // Both samplers' sums in one buffer: one copy back and one synchronisation for the two.
   struct sums {
-    weighted_sums natural;
+    locality_sums natural;
     sorted_sums sorted;
   };
   detail::device_buffer<sums> d(1);
@@ -230,7 +221,7 @@ locality_sample sample_locality(size_type rows, size_type cols, const index_type
     return den ? static_cast<double>(num) / static_cast<double>(den) : 0.0;
   };
   locality_sample l;
-  l.x_sectors_per_nnz = h.natural.nnz ? h.natural.sectors / static_cast<double>(h.natural.nnz) : 0.0;
+  l.x_sectors_per_nnz = ratio(h.natural.distinct, h.natural.entries);
   l.sorted.x_sectors_per_nnz = ratio(h.sorted.x_distinct, h.sorted.entries);
   l.sorted.y_sectors_per_row = ratio(h.sorted.y_sectors, h.sorted.rows);
   return l;

@@ -204,10 +204,8 @@ void add_strip_locality(std::vector<strip_summary>& strips, const index_type* d_
 /// Locality of the vector accesses, sampled on the device (two kernels, one synchronisation).
 struct locality_sample {
   /// x gathers in row order: over up to `max_groups` evenly spaced groups of 32 consecutive rows, the number
-  /// of distinct 32-byte sectors of x the group touches per nonzero (among its first 4096 entries), averaged
-  /// with the groups' nonzeros as weights (1: every entry in its own sector; 1/4 for doubles read
-  /// contiguously). The weights make a few groups of long random-column rows count with the gathers they
-  /// carry (the 4096 dense rows of a 2M-row stencil stack: 0.21 unweighted, ~0.5 weighted).
+  /// of distinct 32-byte sectors of x the group touches divided by the group's nonzeros (1: every entry in
+  /// its own sector; 1/4 for doubles read contiguously).
   double x_sectors_per_nnz = 0.0;
   /// The layouts that sort rows by length (jad, pellr, sell_sigma: stable sorts): a group is the first 32
   /// rows of one length at or after a row drawn in each sampled group of 32 (within 8192 rows), as one warp
