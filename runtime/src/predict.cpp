@@ -45,9 +45,13 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
     case format_id::cusparse_sell:
       t.fixed_us = 1.5;  // DESIGN.md section 7: cuSPARSE SELL ~5 us per call on H100
       break;
-    case format_id::csr_vector:
-      t.efficiency = std::min(1.0, s.mean / csr_vector_lanes(s) + 0.25);  // idle lanes on short rows
+    case format_id::csr_vector: {
+      // Idle lanes on short rows: the lanes are chosen from the mean, the idle share follows the typical row.
+      const int lanes = csr_vector_lanes(s);
+      const double typ = csr_vector_typical_length(s);
+      t.efficiency = std::min(1.0, typ / (lanes * std::max(1.0, std::ceil(typ / lanes))) + 0.25);
       break;
+    }
     case format_id::coo:
       t.efficiency = coo_efficiency;
       break;
@@ -106,6 +110,11 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
 
 int csr_vector_lanes(const row_stats& s) { return layout_ref::csr_vector_lanes(s.mean); }
 
+double csr_vector_typical_length(const row_stats& s)
+{
+  return 2 * s.mode_count >= s.rows && s.rows > 0 ? static_cast<double>(s.mode_len) : s.mean;
+}
+
 int csr_vector_slots(const row_stats& s, const device_properties* device)
 {
   if (device == nullptr || device->sm_count <= 0 || device->max_threads_per_sm <= 0) return 1;
@@ -146,7 +155,7 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       const int slots = csr_vector_slots(s, device);
       // Steps of one lane: through the longest row and through a row of mean length.
       const double longest = std::ceil(s.max_len / static_cast<double>(lanes));
-      const double typical = std::max(1.0, std::ceil(s.mean / lanes));
+      const double typical = std::max(1.0, std::ceil(csr_vector_typical_length(s) / lanes));
       c.moved_bytes = nnz * entry + row_ptr;
       // Serial chain in steps of the one-row loop, which keeps csr_vector_unroll steps' loads in flight.
       // With rows stacked (slot i of group g is row block_first + i * groups + g) every step issues the

@@ -258,6 +258,38 @@ TEST(PlaceholderModel, L2TrafficBoundsScatteredGathers)
               aijp::layout_traffic_of(aijp::format_id::cusparse_csr, s, 8).moved_bytes + 2e6 * 8 + 2e6 * 8, 1.0);
 }
 
+TEST(PlaceholderModel, CsrVectorIdleLanesFollowTheTypicalRow)
+{
+  // 4096 rows of 2000 above 2M rows of 7 (mean 10.8: 16 lanes per row). The stencil rows leave 9 of their 16
+  // lanes idle: the estimate follows the mode (7), not the mean, once at least half of the rows have it.
+  aijp::row_stats s;
+  s.rows = s.cols = 2101248;
+  s.nnz = 4096LL * 2000 + 2097152LL * 7;
+  s.mean = static_cast<double>(s.nnz) / s.rows;
+  s.mode_len = 7;
+  s.mode_count = 2097152;
+  s.min_len = 7;
+  s.max_len = 2000;
+  EXPECT_EQ(aijp::csr_vector_lanes(s), 16);
+  EXPECT_EQ(aijp::csr_vector_typical_length(s), 7.0);
+  aijp::row_stats mixed = s;
+  mixed.mode_count = s.rows / 3;  // no dominant length: the mean
+  EXPECT_EQ(aijp::csr_vector_typical_length(mixed), s.mean);
+  aijp::prediction_input in;
+  in.device = h100_like();
+  in.device.l2_bytes = 50 << 20;
+  in.free_memory_bytes = 80LL << 30;
+  aijp::bandwidth_model_params p;
+  p.l2_gather_gbs = 0;
+  in.stats = s;
+  const double typical = aijp::predict_bandwidth_model(in, p, {aijp::format_id::csr_vector})[0].predicted_us;
+  in.stats = mixed;
+  const double by_mean = aijp::predict_bandwidth_model(in, p, {aijp::format_id::csr_vector})[0].predicted_us;
+  // 7 / 16 + 0.25 of the streaming rate against min(1, 10.8 / 16 + 0.25).
+  EXPECT_NEAR(typical / by_mean, (std::min(1.0, s.mean / 16 + 0.25)) / (7.0 / 16 + 0.25), 0.02);
+  EXPECT_GT(aijp::layout_traffic_of(aijp::format_id::csr_vector, s, 8).slot_work, 0.0);
+}
+
 TEST(PlaceholderModel, HybCooPartStreamsAtCooRate)
 {
   // The dense top block of circuit:rows=4000000,dense=64,len=400000 (64 rows hold 25.6M of its 25.8M

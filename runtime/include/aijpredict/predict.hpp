@@ -83,6 +83,13 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int value_byte
 /// (the rule of the 2013 Kepler CRS study). kernels/src/formats/csr.cu uses the same rule.
 int csr_vector_lanes(const row_stats& s);
 
+/// The row length most of csr_vector's lane groups see: the mode when at least half of the rows have it,
+/// else the mean. A few long rows raise the mean, hence the lanes per row, while the other rows stay short:
+/// 4096 rows of 2000 random columns above a 2M-row 7-point stencil (mean 10.8) give 16 lanes to rows of 7,
+/// and csr_vector measured 232 us where the mean-based estimate said 142 (H100,
+/// bench/results/2026-11-23_h100_session4_final_partition_online.txt).
+double csr_vector_typical_length(const row_stats& s);
+
 /// Rows per lane group of our csr_vector kernel on `device` (layout_ref::csr_vector_slots, the rule the
 /// kernel applies): 4 when one row per group needs more blocks than one wave of resident blocks, else 1.
 /// Resident blocks = sm_count x (max_threads_per_sm / 256): the kernel's 32 registers leave the resident
