@@ -299,7 +299,8 @@ bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream
       p.cusparse_csr_alg2_efficiency = efficiency(true, p.cusparse_csr_alg2_overhead_us, p.cusparse_csr_alg2_efficiency);
     }
 
-    // The L2's rate for scattered traffic (bandwidth_model_params::l2_gather_gbs): cuSPARSE CSR ALG1 on 16
+    // The L2's rate for scattered traffic (bandwidth_model_params::l2_gather_gbs, and ALG2's own rate
+    // l2_gather_alg2_gbs): cuSPARSE CSR ALG1 (ALG2) on 16
     // random columns per row, x of L2 / 4 (resident in the L2, every entry its own sector), 8M nonzeros
     // (at most a quarter of free memory); the bytes as the placeholder counts them (l2_traffic_bytes, with
     // the sampled locality), over the time after the fixed cost. An H100 gives ~4.6 TB/s against 3.0 TB/s
@@ -328,8 +329,12 @@ bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream
         st.cols = rcols;
         st.nnz = a.nnz;
         const double l2_bytes = l2_traffic_bytes(format_id::cusparse_csr, st, sizeof(double), loc.x_sectors_per_nnz, loc.sorted, &dev);
-        const double us = time_us(*make(a, false), x.data(), y.data(), 1) - p.cusparse_csr_overhead_us;
-        if (us > 0) p.l2_gather_gbs = std::clamp(l2_bytes / (us * 1e3), 0.5 * p.stream_read_gbs, 20.0 * p.stream_read_gbs);
+        const auto rate = [&](bool alg2, double overhead_us, double fallback) {
+          const double us = time_us(*make(a, alg2), x.data(), y.data(), 1) - overhead_us;
+          return us > 0 ? std::clamp(l2_bytes / (us * 1e3), 0.5 * p.stream_read_gbs, 20.0 * p.stream_read_gbs) : fallback;
+        };
+        p.l2_gather_gbs = rate(false, p.cusparse_csr_overhead_us, p.l2_gather_gbs);
+        p.l2_gather_alg2_gbs = rate(true, p.cusparse_csr_alg2_overhead_us, p.l2_gather_gbs);
       }
     }
   }

@@ -93,6 +93,7 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   optional("cusparse_csr_alg2_overhead_us", p.cusparse_csr_alg2_overhead_us, 1e6);
   optional("scatter_efficiency", p.scatter_efficiency, 1.0);
   optional("l2_gather_gbs", p.l2_gather_gbs, 1e6);
+  optional("l2_gather_alg2_gbs", p.l2_gather_alg2_gbs, 1e6);
   return true;
 }
 
@@ -106,6 +107,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
   m["cusparse_csr_alg2_efficiency"] = p.cusparse_csr_alg2_efficiency;
   m["scatter_efficiency"] = p.scatter_efficiency;
   m["l2_gather_gbs"] = p.l2_gather_gbs;
+  if (p.l2_gather_alg2_gbs > 0) m["l2_gather_alg2_gbs"] = p.l2_gather_alg2_gbs;
 }
 
 int csr_vector_lanes(const row_stats& s) { return layout_ref::csr_vector_lanes(s.mean); }
@@ -278,7 +280,8 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
     // The scatter's visits miss the L2 in the share of the working set that does not fit in it.
     const double beyond_l2 = in.device.l2_bytes > 0 ? std::max(0.0, 1.0 - in.device.l2_bytes / e.bytes) : 1.0;
     const double stream_us = (e.bytes - scatter) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
-    const double l2_us = p.l2_gather_gbs > 0 ? l2_traffic_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted, &in.device) / (p.l2_gather_gbs * 1e3) : 0.0;
+    const double l2_rate = f == format_id::cusparse_csr_alg2 && p.l2_gather_alg2_gbs > 0 ? p.l2_gather_alg2_gbs : p.l2_gather_gbs;
+    const double l2_us = l2_rate > 0 ? l2_traffic_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted, &in.device) / (l2_rate * 1e3) : 0.0;
     e.predicted_us = c.launches * p.launch_us + pt.fixed_us + std::max({stream_us, serial_us, l2_us});
     // Feasibility: padding blow-up, index range, free memory. cuSPARSE CSR is always feasible.
     if (f == format_id::sell_delta16 && (!in.columns_sorted || in.max_column_step > 65535)) {

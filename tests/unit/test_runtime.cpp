@@ -253,6 +253,13 @@ TEST(PlaceholderModel, L2TrafficBoundsScatteredGathers)
     EXPECT_GT(random[k].predicted_us, 1.5 * local[k].predicted_us);
     EXPECT_EQ(local[k].predicted_us, unbounded[k].predicted_us);
   }
+  // ALG2 at its own, lower rate: slower than ALG1 under the bound whatever their fixed costs.
+  in.x_sectors_per_nnz = 1.0;
+  aijp::bandwidth_model_params two = p;
+  two.l2_gather_alg2_gbs = 4400;
+  two.cusparse_csr_alg2_overhead_us = two.cusparse_csr_overhead_us - 1.0;
+  const auto cu = aijp::predict_bandwidth_model(in, two, {aijp::format_id::cusparse_csr, aijp::format_id::cusparse_csr_alg2});
+  EXPECT_LT(cu[0].predicted_us, cu[1].predicted_us);
   // Unknown locality: x once, as the streaming term counts it.
   EXPECT_NEAR(aijp::l2_traffic_bytes(aijp::format_id::cusparse_csr, s, 8, 0.0, {}),
               aijp::layout_traffic_of(aijp::format_id::cusparse_csr, s, 8).moved_bytes + 2e6 * 8 + 2e6 * 8, 1.0);
@@ -431,6 +438,7 @@ TEST(PlaceholderModel, ParamsFromCacheMetrics)
   p.cusparse_csr_alg2_efficiency = 0.71;
   p.cusparse_csr_alg2_overhead_us = 13.5;
   p.l2_gather_gbs = 5100;
+  p.l2_gather_alg2_gbs = 4800;
   std::map<std::string, double> m;
   aijp::params_to_metrics(p, m);
   aijp::bandwidth_model_params r;
@@ -442,6 +450,8 @@ TEST(PlaceholderModel, ParamsFromCacheMetrics)
   EXPECT_EQ(r.l2_gather_gbs, 5100.0);
   EXPECT_EQ(p.l2_gather_gbs, 5100.0);
   EXPECT_EQ(q.l2_gather_gbs, defaults.l2_gather_gbs);  // absent in an older file
+  EXPECT_EQ(r.l2_gather_alg2_gbs, 4800.0);
+  EXPECT_EQ(q.l2_gather_alg2_gbs, 0.0);  // absent: ALG2 uses l2_gather_gbs
 }
 
 TEST(PlaceholderModel, BandwidthFloorBeyondL2)

@@ -53,6 +53,12 @@ struct bandwidth_model_params {
   /// files written before it, is the median of the H100 warm-up's random-column samples (4.2-5.0 TB/s over
   /// the formats, bench/results/2026-11-23_h100_run7_warmup_samples.jsonl). 0: no such bound.
   double l2_gather_gbs = 4700.0;
+  /// The same for cuSPARSE CSR ALG2 (calibrate_device, same matrix). The two cuSPARSE kernels reach 4600
+  /// and 4400 GB/s on the H100 warm-up's random-column samples; with one rate for both, the bound tied
+  /// them and their fixed costs (within a microsecond, measured anew each run) picked the slower ALG2 for
+  /// power-law blocks (H100, bench/results/2026-11-23_h100_session4_csrvector_partition_online.txt).
+  /// 0 (older cache files): l2_gather_gbs.
+  double l2_gather_alg2_gbs = 0.0;
 };
 
 /// The device constants as the per-device cache stores them (cache_entry::device_metrics): fills `p` and returns
