@@ -248,14 +248,22 @@ double sorted_scatter_bytes(format_id f, const row_stats& s, int vb, double x_se
   return extra;
 }
 
+namespace {
+// l2_traffic_bytes from a layout's traffic and its sorted_scatter_bytes (the planner predicts ~30000 blocks:
+// the predictor passes what it has computed already).
+double l2_bytes_of(const layout_traffic& c, const row_stats& s, int vb, double x_sectors_per_nnz, double scatter)
+{
+  const double gathers = x_sectors_per_nnz > 0 ? x_sectors_per_nnz * static_cast<double>(s.nnz) * 32.0
+                                               : static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb;
+  return c.moved_bytes + static_cast<double>(s.rows) * vb + gathers + scatter;
+}
+}  // namespace
+
 double l2_traffic_bytes(format_id f, const row_stats& s, int vb, double x_sectors_per_nnz, const sorted_locality& sorted,
                         const device_properties* device)
 {
-  const layout_traffic c = layout_traffic_of(f, s, vb, device);
-  const double nnz = static_cast<double>(s.nnz);
-  const double gathers = x_sectors_per_nnz > 0 ? x_sectors_per_nnz * nnz * 32.0
-                                               : static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb;
-  return c.moved_bytes + static_cast<double>(s.rows) * vb + gathers + sorted_scatter_bytes(f, s, vb, x_sectors_per_nnz, sorted);
+  return l2_bytes_of(layout_traffic_of(f, s, vb, device), s, vb, x_sectors_per_nnz,
+                     sorted_scatter_bytes(f, s, vb, x_sectors_per_nnz, sorted));
 }
 
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
@@ -267,6 +275,7 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
   // x is read at least once (at best), y written once: common to every layout.
   const double vectors = static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + static_cast<double>(s.rows) * vb;
   std::vector<format_estimate> out;
+  out.reserve(candidates.size());
   for (format_id f : candidates) {
     const layout_traffic c = layout_traffic_of(f, s, vb, &in.device);
     const placeholder_terms pt = placeholder_terms_of(f, s, p, vb, c.moved_bytes + vectors);
@@ -281,7 +290,7 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
     const double beyond_l2 = in.device.l2_bytes > 0 ? std::max(0.0, 1.0 - in.device.l2_bytes / e.bytes) : 1.0;
     const double stream_us = (e.bytes - scatter) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
     const double l2_rate = f == format_id::cusparse_csr_alg2 && p.l2_gather_alg2_gbs > 0 ? p.l2_gather_alg2_gbs : p.l2_gather_gbs;
-    const double l2_us = l2_rate > 0 ? l2_traffic_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted, &in.device) / (l2_rate * 1e3) : 0.0;
+    const double l2_us = l2_rate > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (l2_rate * 1e3) : 0.0;
     e.predicted_us = c.launches * p.launch_us + pt.fixed_us + std::max({stream_us, serial_us, l2_us});
     // Feasibility: padding blow-up, index range, free memory. cuSPARSE CSR is always feasible.
     if (f == format_id::sell_delta16 && (!in.columns_sorted || in.max_column_step > 65535)) {
