@@ -295,6 +295,22 @@ TEST(PlaceholderModel, CsrVectorIdleLanesFollowTheTypicalRow)
   // 7 / 16 + 0.25 of the streaming rate against min(1, 10.8 / 16 + 0.25).
   EXPECT_NEAR(typical / by_mean, (std::min(1.0, s.mean / 16 + 0.25)) / (7.0 / 16 + 0.25), 0.02);
   EXPECT_GT(aijp::layout_traffic_of(aijp::format_id::csr_vector, s, 8).slot_work, 0.0);
+
+  // The long rows stored together (N_iter natural = sorted: 128 warps of 2000, then the stencil) fill all 4
+  // slots of their lane groups on an H100-like device: 4 chains in turn. Spread one per warp (N_iter natural
+  // far above sorted) they stay one chain, and so do fewer long rows than the 16 lane groups of a block.
+  const auto dev = h100_like();
+  s.n_iter_sorted = 128LL * 2000 + 65536LL * 7;
+  s.n_iter_natural = s.n_iter_sorted;
+  ASSERT_EQ(aijp::csr_vector_slots(s, &dev), 4);
+  const double together = aijp::layout_traffic_of(aijp::format_id::csr_vector, s, 8, &dev).serial_entries;
+  aijp::row_stats spread = s;
+  spread.n_iter_natural = 4096LL * 2000 + (65664LL - 4096) * 7;
+  const double apart = aijp::layout_traffic_of(aijp::format_id::csr_vector, spread, 8, &dev).serial_entries;
+  EXPECT_DOUBLE_EQ(together, 4 * apart);
+  aijp::row_stats few = s;
+  few.n_iter_natural = few.n_iter_sorted = 1LL * 2000 + 65663LL * 7;  // 20 rows of 2000 in one warp
+  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::csr_vector, few, 8, &dev).serial_entries, apart);
 }
 
 TEST(PlaceholderModel, HybCooPartStreamsAtCooRate)
