@@ -424,12 +424,16 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
   if (m.on.corr && !opts.forced && !rep.deferred && best >= 0) {
     // cuSPARSE CSR, the baseline, is the second candidate: a matrix whose every prediction errs the same
     // way (random x gathers the models undercount) otherwise trades one mispredicted format of ours for
-    // another and never meets the baseline it should at least match (explore_or_finish).
+    // another and never meets the baseline it should at least match (explore_or_finish). When cuSPARSE CSR
+    // runs, the second candidate is its other algorithm, ALG2 (no conversion): on the 4M-row circuit an
+    // H200 ran ALG1 at 0.88x of ALG2, which no comparison ever measured
+    // (bench/results/2026-11-23_h200_session4_alg2_partition_online.txt).
+    const format_id second = choice == format_id::cusparse_csr ? format_id::cusparse_csr_alg2 : format_id::cusparse_csr;
     for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
       const auto& e = rep.estimates[i];
       if (!e.feasible || e.format == choice) continue;
       if (m.on.runner_up < 0 || e.predicted_us < rep.estimates[m.on.runner_up].predicted_us) m.on.runner_up = i;
-      if (e.format == format_id::cusparse_csr) m.on.then_runner = i;
+      if (e.format == second) m.on.then_runner = i;
     }
     if (m.on.then_runner == m.on.runner_up) m.on.then_runner = -1;
   }

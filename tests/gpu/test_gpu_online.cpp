@@ -240,6 +240,61 @@ TEST_F(GpuOnline, AfterTheRunnerUpCusparseIsComparedAndTheFastestKept)
   run(m, 2, s_);  // still correct after the switches
 }
 
+TEST_F(GpuOnline, RunningCusparseComparesTheRunnerUpThenAlg2)
+{
+  // cuSPARSE CSR runs (a 99 % baseline margin keeps it); the best format of ours is made to look 1000x
+  // faster than it is and ALG2 500x: cuSPARSE CSR measures far above both predictions, so the runner-up is
+  // compared first and ALG2, the other cuSPARSE algorithm, second; the fastest measured is kept.
+  auto ctx = online_context();
+  aijp::plan_options po = single();
+  po.online_policy.explore_after = 4;
+  po.online_policy.observe_every = 4;
+  po.baseline_margin = 0.99;
+  std::vector<aijp::format_estimate> est;
+  {
+    aijp::gpu_matrix<double> probe(*ctx, a_.view(), po, s_);
+    ASSERT_EQ(probe.format(), format_id::cusparse_csr) << probe.report().to_string();
+    est = probe.report().estimates;
+  }
+  format_id ours = format_id::cusparse_csr;
+  double ours_us = 0;
+  for (const auto& e : est) {
+    if (!e.feasible || e.format == format_id::cusparse_csr || e.format == format_id::cusparse_csr_alg2) continue;
+    if (ours == format_id::cusparse_csr || e.predicted_us < ours_us) {
+      ours = e.format;
+      ours_us = e.predicted_us;
+    }
+  }
+  ASSERT_NE(ours, format_id::cusparse_csr);
+  const double l2 = static_cast<double>(ctx->device().l2_bytes);
+  for (const auto& e : est) {
+    const auto cls = aijp::online::classify(e.bytes, l2);
+    for (int k = 0; k < 5; ++k) {
+      if (e.format == ours) ctx->online_corrections()->observe(e.format, cls, 1000.0, 1.0);
+      if (e.format == format_id::cusparse_csr_alg2) ctx->online_corrections()->observe(e.format, cls, 500.0, 1.0);
+    }
+  }
+  aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
+  const auto& r = m.report();
+  ASSERT_EQ(m.format(), format_id::cusparse_csr) << r.to_string();
+  run(m, 120, s_);
+  m.online_sync();
+  std::cout << r.to_string();
+  std::vector<std::string> explored;
+  for (const auto& l : r.refinement) {
+    if (l.rfind("explored ", 0) == 0) explored.push_back(l);
+  }
+  ASSERT_EQ(explored.size(), 2u) << r.to_string();
+  EXPECT_EQ(explored[0].rfind(std::string("explored ") + aijp::format_name(ours) + ": ", 0), 0u) << explored[0];
+  EXPECT_EQ(explored[1].rfind("explored cusparse_csr_alg2: ", 0), 0u) << explored[1];
+  ASSERT_TRUE(r.exploration.has_value()) << r.to_string();
+  EXPECT_TRUE(r.exploration->finished) << r.to_string();
+  EXPECT_EQ(r.exploration->to, format_id::cusparse_csr_alg2);
+  const auto& x = *r.exploration;
+  EXPECT_EQ(r.chosen, x.to_measured_us < x.from_measured_us ? format_id::cusparse_csr_alg2 : x.from) << r.to_string();
+  run(m, 2, s_);  // still correct after the switches
+}
+
 TEST_F(GpuOnline, PartitionedPlanIsMeasuredButNotLearnedFrom)
 {
   auto ctx = online_context();
