@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "accuracy_summary.hpp"
+#include "interleaved_rounds.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -179,13 +180,7 @@ int main(int argc, char** argv)
           std::fprintf(stderr, "aijp_accuracy: %s: %s not measured: %s\n", name.c_str(), aijp::format_name(f), e.what());
         }
       }
-      std::vector<std::vector<double>> per_round(built.size());
-      for (int round = 0; round < rounds; ++round) {
-        for (std::size_t k = 0; k < built.size(); ++k) {
-          const std::size_t j = (k + static_cast<std::size_t>(round)) % built.size();
-          per_round[j].push_back(aijp::time_spmv(*built[j], x, y, stream).median_us);
-        }
-      }
+      auto per_round = aijp::bench::interleaved_rounds(built, rounds, x, y, stream);
       for (std::size_t j = 0; j < built.size(); ++j) {
         const aijp::format_id f = built[j]->format();
         std::sort(per_round[j].begin(), per_round[j].end());

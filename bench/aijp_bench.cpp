@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "interleaved_rounds.hpp"
 #include "tool_support.hpp"
 
 const char* const aijp::bench::tool_name = "aijp_bench";
@@ -258,15 +259,9 @@ void head_to_head(const aijp::context& ctx, const aijp::csr_matrix<T>& a, const 
   to.min_samples = 3;
   to.min_sample_ms = 1.0;
   to.max_total_ms = 100;
-  const size_t n = cs.size();
-  for (int r = 0; r < o.rounds; ++r) {
-    for (size_t i = 0; i < n; ++i) {
-      const size_t k = (i + static_cast<size_t>(r)) % n;
-      if (!built[k]) continue;
-      cs[k].rounds_us.push_back(aijp::time_spmv(*built[k], dx, dy, s, to).median_us);
-    }
-  }
+  auto rounds_us = aijp::bench::interleaved_rounds(built, o.rounds, dx, dy, s, to);
   built.clear();
+  for (size_t k = 0; k < cs.size(); ++k) cs[k].rounds_us = std::move(rounds_us[k]);
   for (auto& c : cs) {
     if (c.rounds_us.empty()) continue;
     c.median_us = median(c.rounds_us);
