@@ -32,6 +32,23 @@ __device__ __forceinline__ void insert_sector(int* table, int sector, unsigned i
   }
 }
 
+// The block's distinct x sectors among the first `cap` entries of rows [r0, r1), counted in its shared hash
+// set (cleared here); returns the entries looked at. Called by every thread of the block, with barriers:
+// `distinct` holds the count for all of them on return.
+__device__ index_type count_group_sectors(int* table, unsigned int* distinct, const index_type* __restrict__ row_ptr,
+                                          const index_type* __restrict__ col_idx, size_type r0, size_type r1, int shift,
+                                          index_type cap)
+{
+  for (int i = threadIdx.x; i < table_size; i += blockDim.x) table[i] = -1;
+  if (threadIdx.x == 0) *distinct = 0;
+  __syncthreads();
+  const index_type begin = row_ptr[r0];
+  const index_type end = min(row_ptr[r1], begin + cap);
+  for (index_type k = begin + threadIdx.x; k < end; k += blockDim.x) insert_sector(table, col_idx[k] >> shift, distinct);
+  __syncthreads();
+  return end - begin;
+}
+
 struct locality_sums {
   unsigned long long distinct;
   unsigned long long entries;
@@ -43,22 +60,14 @@ __global__ void __launch_bounds__(256) sector_counts(size_type rows, int groups,
 {
   __shared__ int table[table_size];
   __shared__ unsigned int distinct;
-  for (int i = threadIdx.x; i < table_size; i += blockDim.x) table[i] = -1;
-  if (threadIdx.x == 0) distinct = 0;
-  __syncthreads();
   // Evenly spaced groups over the whole matrix.
   const size_type total_groups = (rows + group_rows - 1) / group_rows;
   const size_type g = static_cast<size_type>(blockIdx.x) * total_groups / groups;
   const size_type r0 = g * group_rows, r1 = min(r0 + group_rows, rows);
-  const index_type begin = row_ptr[r0];
-  const index_type end = min(row_ptr[r1], begin + max_entries);
-  for (index_type k = begin + threadIdx.x; k < end; k += blockDim.x) {
-    insert_sector(table, col_idx[k] >> shift, &distinct);
-  }
-  __syncthreads();
+  const index_type entries = count_group_sectors(table, &distinct, row_ptr, col_idx, r0, r1, shift, max_entries);
   if (threadIdx.x == 0) {
     atomicAdd(&out->distinct, static_cast<unsigned long long>(distinct));
-    atomicAdd(&out->entries, static_cast<unsigned long long>(end - begin));
+    atomicAdd(&out->entries, static_cast<unsigned long long>(entries));
   }
 }
 
@@ -147,19 +156,13 @@ __global__ void __launch_bounds__(256) strip_sector_counts(const size_type* __re
   const size_type groups = (strip_rows[s] + group_rows - 1) / group_rows;
   const size_type n = min(groups, static_cast<size_type>(per_strip));
   if (q >= n) return;  // uniform per block: no thread reaches a barrier the others skip (out is zeroed)
-  for (int i = threadIdx.x; i < table_size; i += blockDim.x) table[i] = -1;
-  if (threadIdx.x == 0) distinct = 0;
-  __syncthreads();
   const size_type r0 = strip_begin[s] + group_rows * (q * groups / n);
   const size_type r1 = min(r0 + group_rows, strip_begin[s] + strip_rows[s]);
-  const index_type begin = row_ptr[r0];
-  const index_type end = min(row_ptr[r1], begin + static_cast<index_type>(strip_locality_max_entries));
-  for (index_type k = begin + threadIdx.x; k < end; k += blockDim.x) insert_sector(table, col_idx[k] >> shift, &distinct);
-  __syncthreads();
+  const index_type entries = count_group_sectors(table, &distinct, row_ptr, col_idx, r0, r1, shift, strip_locality_max_entries);
   if (threadIdx.x == 0) {
     out[blockIdx.x].distinct = distinct;
-    out[blockIdx.x].entries = static_cast<std::uint64_t>(end - begin);
-    out[blockIdx.x].nnz = static_cast<std::uint64_t>(row_ptr[r1] - begin);
+    out[blockIdx.x].entries = static_cast<std::uint64_t>(entries);
+    out[blockIdx.x].nnz = static_cast<std::uint64_t>(row_ptr[r1] - row_ptr[r0]);
   }
 }
 
