@@ -88,6 +88,15 @@ std::unique_ptr<detail::format_impl<Value>> build_format(format_id f, const deta
   AIJP_THROW(error, "unknown format id");
 }
 
+// Index of format `f` in `estimates`, -1 when it is not a candidate.
+int estimate_index(const std::vector<format_estimate>& estimates, format_id f)
+{
+  for (int i = 0; i < static_cast<int>(estimates.size()); ++i) {
+    if (estimates[i].format == f) return i;
+  }
+  return -1;
+}
+
 // The prediction of every candidate format for a block of rows (the whole matrix is the block of all rows):
 // the placeholder's feasibility and estimate, replaced by the fitted model's floored prediction where it has
 // one; the whole matrix's column facts, free memory and x locality (sampled once) with the block's statistics.
@@ -139,7 +148,7 @@ struct gpu_matrix<Value>::impl {
     long calls = 0;                             // products since the epoch began
     int running = -1;                           // estimate index of the running format
     int runner_up = -1;                         // estimate index exploration would try
-    int then_runner = -1;                       // after a split's comparison: cuSPARSE CSR's, compared next
+    int then_runner = -1;                       // the second candidate, compared next: cuSPARSE CSR (ALG2 when it runs)
     bool may_explore = false;
     bool baseline_always = false;  // a split's verification: compare cuSPARSE CSR (then_runner) unconditionally
     std::vector<double> samples;                // this epoch's times (the last 64)
@@ -344,21 +353,17 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
     }
   }
   // The baseline margin: a format never measured on this matrix must beat cuSPARSE CSR's prediction by it.
+  const int csr_i = estimate_index(rep.estimates, format_id::cusparse_csr);
   std::string below_margin;
-  if (best >= 0 && !opts.forced && opts.baseline_margin > 0 && rep.estimates[best].format != format_id::cusparse_csr &&
-      !(m.on.corr && m.on.corr->of_matrix(rep.estimates[best].format, m.on.key).weight > 0)) {
-    for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
-      const auto& e = rep.estimates[i];
-      if (e.format != format_id::cusparse_csr || !e.feasible) continue;
-      if (rep.estimates[best].predicted_us > (1 - opts.baseline_margin) * e.predicted_us) {
-        char line[240];
-        std::snprintf(line, sizeof(line), " (%s predicted %.2f us, %.1f %% faster: below the %.0f %% margin)",
-                      format_name(rep.estimates[best].format), rep.estimates[best].predicted_us,
-                      100.0 * (1.0 - rep.estimates[best].predicted_us / e.predicted_us), 100.0 * opts.baseline_margin);
-        below_margin = line;
-        best = i;
-      }
-    }
+  if (best >= 0 && csr_i >= 0 && best != csr_i && !opts.forced && opts.baseline_margin > 0 && rep.estimates[csr_i].feasible &&
+      !(m.on.corr && m.on.corr->of_matrix(rep.estimates[best].format, m.on.key).weight > 0) &&
+      rep.estimates[best].predicted_us > (1 - opts.baseline_margin) * rep.estimates[csr_i].predicted_us) {
+    char line[240];
+    std::snprintf(line, sizeof(line), " (%s predicted %.2f us, %.1f %% faster: below the %.0f %% margin)",
+                  format_name(rep.estimates[best].format), rep.estimates[best].predicted_us,
+                  100.0 * (1.0 - rep.estimates[best].predicted_us / rep.estimates[csr_i].predicted_us), 100.0 * opts.baseline_margin);
+    below_margin = line;
+    best = csr_i;
   }
   format_id choice = format_id::cusparse_csr;
   if (opts.forced) {
@@ -372,10 +377,7 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
     }
   } else if (best >= 0) {
     choice = rep.estimates[best].format;
-    double csr_us = 0;
-    for (const auto& e : rep.estimates) {
-      if (e.format == format_id::cusparse_csr) csr_us = e.predicted_us;
-    }
+    const double csr_us = csr_i >= 0 ? rep.estimates[csr_i].predicted_us : 0.0;
     std::ostringstream os;
     os << format_name(choice) << ": "
        << (!below_margin.empty() ? "the baseline" : kept_measured.empty() ? "smallest predicted time" : "predicted time") << " ("
@@ -394,14 +396,10 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
 
   // Amortization: convert only if the predicted saving pays for the conversion within the expected use.
   if (choice != format_id::cusparse_csr && !opts.forced && opts.expected_mults > 0) {
-    double t_csr = 0, t_choice = 0, bytes = 0;
-    for (const auto& e : rep.estimates) {
-      if (e.format == format_id::cusparse_csr) t_csr = e.predicted_us;
-      if (e.format == choice) {
-        t_choice = e.predicted_us;
-        bytes = e.device_bytes;
-      }
-    }
+    const int choice_i = estimate_index(rep.estimates, choice);
+    const double t_csr = csr_i >= 0 ? rep.estimates[csr_i].predicted_us : 0.0;
+    const double t_choice = choice_i >= 0 ? rep.estimates[choice_i].predicted_us : 0.0;
+    const double bytes = choice_i >= 0 ? rep.estimates[choice_i].device_bytes : 0.0;
     // Conversion reads the CSR copy and writes the layout a few times (widths, scan, fill; sorts for the
     // sorted layouts), plus a fixed cost of allocations and launches: 3x the bytes at streaming bandwidth
     // + 150 us matches the measured 0.12-0.25 ms on small matrices and 3-9 SpMVs on 50M-nonzero ones
@@ -561,10 +559,8 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
   if (opts.expected_mults > 0) {
     // As the single-format amortization (analyze()): the blocks' sub-CSR copies and layouts cost about
     // three passes over twice the CSR bytes, plus the fixed cost per block.
-    double t_csr = 0;
-    for (const auto& e : rep.estimates) {
-      if (e.format == format_id::cusparse_csr) t_csr = e.predicted_us;
-    }
+    const int csr_i = estimate_index(rep.estimates, format_id::cusparse_csr);
+    const double t_csr = csr_i >= 0 ? rep.estimates[csr_i].predicted_us : 0.0;
     const double csr_bytes = csr.nnz * (sizeof(Value) + sizeof(index_type)) + (csr.rows + 1.0) * sizeof(index_type);
     rep.conversion_estimate_us = 150.0 * plan.blocks.size() + 6.0 * csr_bytes / (ctx.model_params().stream_read_gbs * 1e3);
     rep.saving_us = t_csr - plan.predicted_us;
@@ -722,9 +718,9 @@ void gpu_matrix<Value>::impl::observe_window(bool allow_explore)
   if (allow_explore) explore_or_finish();
 }
 
-// Bounded exploration: at most two candidates per analysis (the runner-up, then cuSPARSE CSR), each
-// measured as long as the running format was, and the faster kept. The running format stays built
-// (`parked`) while a candidate is measured, so going back costs nothing.
+// Bounded exploration: at most two candidates per analysis (the runner-up, then cuSPARSE CSR, or its ALG2
+// when cuSPARSE CSR runs), each measured as long as the running format was, and the faster kept. The
+// running format stays built (`parked`) while a candidate is measured, so going back costs nothing.
 template <typename Value>
 void gpu_matrix<Value>::impl::explore_or_finish()
 {
@@ -755,7 +751,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
                   rec.to_measured_us, rec.from_measured_us, from.c_str(), report.plan.c_str());
     report.refinement.push_back(line);
     report.decision += std::string("; online: ") + line;
-    if (on.then_runner >= 0) {  // the second comparison, with cuSPARSE CSR (analysis, build_partition)
+    if (on.then_runner >= 0) {  // the second comparison (analysis, build_partition)
       on.runner_up = on.then_runner;
       on.then_runner = -1;
       if (report.partitioned || report.chosen != report.estimates[on.runner_up].format) {
