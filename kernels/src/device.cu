@@ -308,7 +308,7 @@ bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream
     if (dev.l2_bytes > 0) {
       constexpr int rk = 16;
       const size_type rcols = std::max<size_type>(4096, static_cast<size_type>(dev.l2_bytes / 4 / sizeof(double)));
-      size_type rrows = size_type(1) << 19;
+      const size_type rrows = size_type(1) << 19;
       const double rbytes = static_cast<double>(rrows) * (rk * (sizeof(double) + sizeof(index_type)) + sizeof(index_type));
       if (rbytes < static_cast<double>(free_bytes) / 4) {
         detail::device_csr<double> a;

@@ -157,7 +157,8 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       const int slots = csr_vector_slots(s, device);
       // Steps of one lane: through the longest row and through a row of mean length.
       const double longest = std::ceil(s.max_len / static_cast<double>(lanes));
-      const double typical = std::max(1.0, std::ceil(csr_vector_typical_length(s) / lanes));
+      const double typ = csr_vector_typical_length(s);
+      const double typical = std::max(1.0, std::ceil(typ / lanes));
       c.moved_bytes = nnz * entry + row_ptr;
       // Serial chain in steps of the one-row loop, which keeps csr_vector_unroll steps' loads in flight.
       // With rows stacked (slot i of group g is row block_first + i * groups + g) every step issues the
@@ -170,7 +171,6 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       // a latency chain) where one long row's chain gives 67 us. The long rows are estimated from the warps
       // N_iter charges beyond the typical row (each at most max_len), 32 rows each; a lane group gets one of
       // every `groups` consecutive rows (rounded down: 20 dense rows of a circuit over 32 groups stay one).
-      const double typ = csr_vector_typical_length(s);
       if (slots > 1 && s.max_len > 8 * typ && s.max_len > 0 &&
           static_cast<double>(s.n_iter_natural) <= 1.5 * static_cast<double>(s.n_iter_sorted)) {
         const double warps = std::ceil(rows / 32.0);
