@@ -3,8 +3,9 @@ static char help[] = "Times KSP solves of one matrix with several matrix types i
 Solve times of small matrices are bound by the host (launches, synchronisations), and on a shared machine\n\
 they move by 10-30 % from one process to the next, which hides differences of a few percent between two\n\
 matrix types compared in separate processes. Here every round converts the assembled AIJ matrix to each\n\
-type in turn (MatConvert, MAT_INITIAL_MATRIX: a new matrix, so the upload to the GPU and, for aijpredict,\n\
-the analysis and conversion happen again inside the first solve), solves -solves times, destroys it; the\n\
+type in turn (MatConvert, MAT_INITIAL_MATRIX; for SELL types a copy preallocated with the row lengths: a\n\
+new matrix, so the upload to the GPU and, for aijpredict, the analysis and conversion happen again inside\n\
+the first solve), solves -solves times, destroys it; the\n\
 order of the types alternates from round to round. Reported per type: the median over the rounds of the\n\
 first solve (setup included) and of the later solves, the iterations (of the last round; * where\n\
 rounds differed), and for each type after the first\n\
@@ -56,6 +57,50 @@ static double Median(std::vector<double> v)
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* A new matrix of type `type` holding A0. MatConvert from AIJ to a SELL type (sell, sellcuda) goes through
+   PETSc's MatConvert_Basic, which inserts every row into an unpreallocated matrix: it did not finish within
+   150 s for 14.5M nonzeros on the H100 host (bench/results/2026-11-23_h100_solve_ab_sellcuda.txt). Those types
+   are preallocated with the exact row lengths and filled row by row here; every other type uses MatConvert. */
+static PetscErrorCode ConvertTo(Mat A0, const char *type, Mat *B)
+{
+  PetscBool sell;
+  PetscInt  m, n;
+
+  PetscFunctionBeginUser;
+  PetscCall(MatGetSize(A0, &m, &n));
+  PetscCall(MatCreate(PETSC_COMM_SELF, B));
+  PetscCall(MatSetSizes(*B, m, n, m, n));
+  PetscCall(MatSetType(*B, type));
+  PetscCall(PetscObjectHasFunction((PetscObject)*B, "MatSeqSELLSetPreallocation_C", &sell));
+  if (!sell) {
+    PetscCall(MatDestroy(B));
+    PetscCall(MatConvert(A0, type, MAT_INITIAL_MATRIX, B));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
+  {
+    std::vector<PetscInt> len(m);
+    for (PetscInt r = 0; r < m; ++r) {
+      PetscInt nc; /* MatRestoreRow zeroes the count it is given */
+      PetscCall(MatGetRow(A0, r, &nc, nullptr, nullptr));
+      len[r] = nc;
+      PetscCall(MatRestoreRow(A0, r, &nc, nullptr, nullptr));
+    }
+    PetscCall(MatSeqSELLSetPreallocation(*B, 0, len.data()));
+  }
+  PetscCall(MatSetOption(*B, MAT_NEW_NONZERO_ALLOCATION_ERR, PETSC_TRUE));
+  for (PetscInt r = 0; r < m; ++r) {
+    PetscInt           nc;
+    const PetscInt    *cols;
+    const PetscScalar *vals;
+    PetscCall(MatGetRow(A0, r, &nc, &cols, &vals));
+    PetscCall(MatSetValues(*B, 1, &r, nc, cols, vals, INSERT_VALUES));
+    PetscCall(MatRestoreRow(A0, r, &nc, &cols, &vals));
+  }
+  PetscCall(MatAssemblyBegin(*B, MAT_FINAL_ASSEMBLY));
+  PetscCall(MatAssemblyEnd(*B, MAT_FINAL_ASSEMBLY));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* One round's solves of matrix type `type`: the first solve's time (setup included) and the later ones'. */
 static PetscErrorCode SolveWith(Mat A0, const char *type, Vec b_host, PetscInt solves, double *first, std::vector<double> *later, PetscInt *its)
 {
@@ -64,7 +109,7 @@ static PetscErrorCode SolveWith(Mat A0, const char *type, Vec b_host, PetscInt s
   KSP ksp;
 
   PetscFunctionBeginUser;
-  PetscCall(MatConvert(A0, type, MAT_INITIAL_MATRIX, &B));
+  PetscCall(ConvertTo(A0, type, &B));
   PetscCall(MatCreateVecs(B, &x, &b));
   PetscCall(VecCopy(b_host, b));
   PetscCall(KSPCreate(PETSC_COMM_SELF, &ksp));
