@@ -120,9 +120,16 @@ int main(int argc, char** argv)
     // As the warm-up stores it: the launch floor is never above the fastest measured SpMV.
     const double fastest = aijp::model::fastest_spmv_us(train.samples);
     if (fastest > 0 && fastest < params.launch_us) params.launch_us = fastest;
+    // As the warm-up fits them: the placeholder's per-format fixed costs from the training samples.
+    const auto fixed_used = aijp::model::fit_format_fixed_costs(train.samples, dev, params);
     std::printf("# device: %s (from %s)\n# train: %zu samples (%d bad lines) from %s\n# test: %zu samples (%d bad lines) from %s\n",
                 dev.to_string().c_str(), cache_file.c_str(), train.samples.size(), train.bad_lines, train_file.c_str(),
                 test.samples.size(), test.bad_lines, test_file.c_str());
+    std::printf("# placeholder fixed costs beyond its launches (us, from the training samples dominated by them):");
+    for (int f = 0; f < aijp::format_count; ++f) {
+      if (fixed_used[f] > 0) std::printf(" %s %+.2f (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_fixed_us[f], fixed_used[f]);
+    }
+    std::printf("\n");
 
     std::vector<std::string> names = aijp::model::model_names();
     if (!model_list.empty()) {
@@ -145,12 +152,7 @@ int main(int argc, char** argv)
     std::vector<aijp::bench::accuracy_row> rows;
     for (const auto& s : test.samples) {
       aijp::bench::accuracy_row r{s.matrix, s.format, s.measured_us, {}};
-      aijp::prediction_input pin;
-      pin.stats = s.features.stats;
-      pin.device = dev;
-      pin.value_bytes = s.features.value_bytes;
-      pin.x_sectors_per_nnz = s.features.x_sectors_per_nnz;
-      pin.sorted = s.features.sorted;
+      const aijp::prediction_input pin = aijp::model::prediction_input_of(s, dev);
       for (const auto& e : aijp::predict_bandwidth_model(pin, params, {s.format})) r.predicted["placeholder"] = e.predicted_us;
       for (const auto& m : models) {
         if (const auto p = m->predict_us(s.format, s.features, dev)) {
@@ -164,6 +166,7 @@ int main(int argc, char** argv)
     aijp::bench::print_accuracy_summary(rows, shown, dev.name, json, baseline_margin);
     if (!csv.empty()) aijp::bench::write_accuracy_csv(rows, shown, csv);
     if (!write_dir.empty()) {
+      aijp::params_to_metrics(params, entry.device_metrics);
       entry.provenance["refit"] = "aijp_refit on " + std::filesystem::path(train_file).filename().string() + ", " +
                                   aijp::cache::iso8601_utc_now();
       const aijp::cache::store out(write_dir);

@@ -117,4 +117,24 @@ double fastest_spmv_us(const std::vector<sample>& samples)
   return best;
 }
 
+prediction_input prediction_input_of(const sample& s, const device_properties& device)
+{
+  prediction_input in;
+  in.stats = s.features.stats;
+  in.device = device;
+  in.value_bytes = s.features.value_bytes;
+  in.x_sectors_per_nnz = s.features.x_sectors_per_nnz;
+  in.sorted = s.features.sorted;
+  return in;
+}
+
+std::array<int, format_count> fit_format_fixed_costs(const std::vector<sample>& samples, const device_properties& device,
+                                                     bandwidth_model_params& p)
+{
+  std::vector<fixed_cost_observation> obs;
+  obs.reserve(samples.size());
+  for (const auto& s : samples) obs.push_back({s.format, prediction_input_of(s, device), s.measured_us});
+  return aijp::fit_format_fixed_costs(obs, p);
+}
+
 }  // namespace aijp::model

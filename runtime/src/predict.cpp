@@ -94,6 +94,10 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   optional("scatter_efficiency", p.scatter_efficiency, 1.0);
   optional("l2_gather_gbs", p.l2_gather_gbs, 1e6);
   optional("l2_gather_alg2_gbs", p.l2_gather_alg2_gbs, 1e6);
+  for (int i = 0; i < format_count; ++i) {
+    const auto it = m.find(std::string("fixed_us.") + format_name(static_cast<format_id>(i)));
+    if (it != m.end() && std::isfinite(it->second) && std::abs(it->second) <= 1e3) p.format_fixed_us[i] = it->second;
+  }
   return true;
 }
 
@@ -108,6 +112,9 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
   m["scatter_efficiency"] = p.scatter_efficiency;
   m["l2_gather_gbs"] = p.l2_gather_gbs;
   if (p.l2_gather_alg2_gbs > 0) m["l2_gather_alg2_gbs"] = p.l2_gather_alg2_gbs;
+  for (int i = 0; i < format_count; ++i) {
+    if (p.format_fixed_us[i] != 0.0) m[std::string("fixed_us.") + format_name(static_cast<format_id>(i))] = p.format_fixed_us[i];
+  }
 }
 
 int csr_vector_lanes(const row_stats& s) { return layout_ref::csr_vector_lanes(s.mean); }
@@ -305,7 +312,10 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
     const double stream_us = (e.bytes - scatter) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
     const double l2_rate = f == format_id::cusparse_csr_alg2 && p.l2_gather_alg2_gbs > 0 ? p.l2_gather_alg2_gbs : p.l2_gather_gbs;
     const double l2_us = l2_rate > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (l2_rate * 1e3) : 0.0;
-    e.predicted_us = c.launches * p.launch_us + pt.fixed_us + std::max({stream_us, serial_us, l2_us});
+    // The fitted fixed cost may be negative (the placeholder's own guess too high); no product is faster
+    // than one launch, the fastest measured SpMV.
+    e.predicted_us = std::max(p.launch_us, c.launches * p.launch_us + pt.fixed_us + p.format_fixed_us[static_cast<int>(f)] +
+                                               std::max({stream_us, serial_us, l2_us}));
     // Feasibility: padding blow-up, index range, free memory. cuSPARSE CSR is always feasible.
     if (f == format_id::sell_delta16 && (!in.columns_sorted || in.max_column_step > 65535)) {
       e.reason = !in.columns_sorted ? "rows with unsorted columns cannot be delta-encoded"
@@ -328,6 +338,37 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
     out.push_back(e);
   }
   return out;
+}
+
+std::array<int, format_count> fit_format_fixed_costs(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& p,
+                                                     int min_samples)
+{
+  std::array<std::vector<double>, format_count> residuals;
+  bandwidth_model_params base = p;
+  base.format_fixed_us.fill(0.0);
+  for (const auto& o : obs) {
+    if (!(o.measured_us > 0)) continue;
+    const int i = static_cast<int>(o.format);
+    const row_stats& s = o.input.stats;
+    const int vb = o.input.value_bytes;
+    const layout_traffic c = layout_traffic_of(o.format, s, vb, &o.input.device);
+    const double vectors = static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + static_cast<double>(s.rows) * vb;
+    const placeholder_terms pt = placeholder_terms_of(o.format, s, base, vb, c.moved_bytes + vectors);
+    const double fixed = c.launches * base.launch_us + pt.fixed_us;
+    const double predicted = predict_bandwidth_model(o.input, base, {o.format}).front().predicted_us;
+    if (predicted - fixed > base.launch_us) continue;  // not dominated by fixed costs
+    residuals[i].push_back(o.measured_us - predicted);
+  }
+  std::array<int, format_count> used{};
+  for (int i = 0; i < format_count; ++i) {
+    auto& r = residuals[i];
+    if (static_cast<int>(r.size()) < std::max(1, min_samples)) continue;
+    std::sort(r.begin(), r.end());
+    const std::size_t n = r.size();
+    p.format_fixed_us[i] = n % 2 ? r[n / 2] : 0.5 * (r[n / 2 - 1] + r[n / 2]);
+    used[i] = static_cast<int>(n);
+  }
+  return used;
 }
 
 double at_least_launches(format_id f, const row_stats& s, int value_bytes, const bandwidth_model_params& p, double predicted_us,

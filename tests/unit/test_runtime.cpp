@@ -468,6 +468,80 @@ TEST(PlaceholderModel, ParamsFromCacheMetrics)
   EXPECT_EQ(q.l2_gather_gbs, defaults.l2_gather_gbs);  // absent in an older file
   EXPECT_EQ(r.l2_gather_alg2_gbs, 4800.0);
   EXPECT_EQ(q.l2_gather_alg2_gbs, 0.0);  // absent: ALG2 uses l2_gather_gbs
+  // Per-format fixed costs: "fixed_us.<format>", 0 when absent, negative allowed, nonsense ignored.
+  p.format_fixed_us[static_cast<int>(aijp::format_id::cusparse_csr_alg2)] = 6.5;
+  p.format_fixed_us[static_cast<int>(aijp::format_id::cusparse_sell)] = -1.25;
+  m.clear();
+  aijp::params_to_metrics(p, m);
+  EXPECT_EQ(m.at("fixed_us.cusparse_csr_alg2"), 6.5);
+  EXPECT_EQ(m.count("fixed_us.sell"), 0u);  // zero: not written
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_EQ(r.format_fixed_us[static_cast<int>(aijp::format_id::cusparse_csr_alg2)], 6.5);
+  EXPECT_EQ(r.format_fixed_us[static_cast<int>(aijp::format_id::cusparse_sell)], -1.25);
+  EXPECT_EQ(q.format_fixed_us[static_cast<int>(aijp::format_id::cusparse_csr_alg2)], 0.0);
+  m["fixed_us.coo"] = std::numeric_limits<double>::quiet_NaN();
+  m["fixed_us.hyb"] = 1e9;
+  ASSERT_TRUE(aijp::params_from_metrics(m, q));
+  EXPECT_EQ(q.format_fixed_us[static_cast<int>(aijp::format_id::coo)], 0.0);
+  EXPECT_EQ(q.format_fixed_us[static_cast<int>(aijp::format_id::hyb)], 0.0);
+}
+
+// The warm-up's fit of the per-format fixed costs: the median residual over the samples whose traffic and
+// chain terms are below a launch; large matrices, and formats with too few small samples, do not move it.
+TEST(PlaceholderModel, FixedCostsFittedFromSmallSamples)
+{
+  aijp::bandwidth_model_params p;
+  p.l2_bytes = 50.0 * (1 << 20);
+  const auto input = [](aijp::size_type rows, int per_row) {
+    aijp::prediction_input in;
+    in.device = h100_like();
+    in.stats.rows = in.stats.cols = rows;
+    in.stats.nnz = rows * per_row;
+    in.stats.mean = per_row;
+    in.stats.mode_len = in.stats.max_len = in.stats.min_len = per_row;
+    in.stats.mode_count = rows;
+    in.stats.n_iter_natural = in.stats.n_iter_sorted = (rows + 31) / 32 * per_row;
+    in.x_sectors_per_nnz = 0.25;
+    return in;
+  };
+  const auto predicted = [&](aijp::format_id f, const aijp::prediction_input& in, const aijp::bandwidth_model_params& q) {
+    return aijp::predict_bandwidth_model(in, q, {f}).front().predicted_us;
+  };
+  std::vector<aijp::fixed_cost_observation> obs;
+  const aijp::format_id alg2 = aijp::format_id::cusparse_csr_alg2, sell = aijp::format_id::cusparse_sell;
+  const double offsets[] = {6.0, 6.5, 7.0, 6.2, 30.0, 6.8, 5.9};  // one disturbed sample: the median ignores it
+  int k = 0;
+  for (double o : offsets) {
+    const auto in = input(1000 + 500 * k++, 5);
+    obs.push_back({alg2, in, predicted(alg2, in, p) + o});
+    obs.push_back({sell, in, predicted(sell, in, p) - 1.0});
+  }
+  // A large matrix measured far above its prediction is not a fixed cost.
+  const auto big = input(8'000'000, 7);
+  obs.push_back({alg2, big, 2 * predicted(alg2, big, p)});
+  obs.push_back({alg2, big, 2 * predicted(alg2, big, p)});
+  // Too few small samples of COO: its fixed cost stays.
+  p.format_fixed_us[static_cast<int>(aijp::format_id::coo)] = 0.5;
+  obs.push_back({aijp::format_id::coo, input(2000, 4), 100.0});
+  const aijp::bandwidth_model_params before = p;
+  const auto used = aijp::fit_format_fixed_costs(obs, p);
+  EXPECT_EQ(used[static_cast<int>(alg2)], 7);
+  EXPECT_NEAR(p.format_fixed_us[static_cast<int>(alg2)], 6.5, 1e-9);
+  EXPECT_EQ(used[static_cast<int>(sell)], 7);
+  EXPECT_NEAR(p.format_fixed_us[static_cast<int>(sell)], -1.0, 1e-9);
+  EXPECT_EQ(used[static_cast<int>(aijp::format_id::coo)], 0);
+  EXPECT_EQ(p.format_fixed_us[static_cast<int>(aijp::format_id::coo)], 0.5);
+  // The prediction moves by exactly the fitted cost, and never below one launch.
+  const auto small = input(1000, 5);
+  EXPECT_NEAR(predicted(alg2, small, p) - predicted(alg2, small, before), 6.5, 1e-9);
+  p.format_fixed_us[static_cast<int>(sell)] = -100.0;
+  EXPECT_EQ(predicted(sell, small, p), p.launch_us);
+  // The prediction the fit subtracts does not include the format's old fixed cost: fitting twice is stable.
+  auto again = p;
+  again.format_fixed_us[static_cast<int>(sell)] = -1.0;
+  aijp::fit_format_fixed_costs(obs, again);
+  EXPECT_NEAR(again.format_fixed_us[static_cast<int>(alg2)], 6.5, 1e-9);
+  EXPECT_NEAR(again.format_fixed_us[static_cast<int>(sell)], -1.0, 1e-9);
 }
 
 TEST(PlaceholderModel, BandwidthFloorBeyondL2)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <aijpredict/models.hpp>
+#include <aijpredict/predict.hpp>
 
 #include <string>
 #include <vector>
@@ -29,5 +30,12 @@ sample_file read_samples(const std::string& path);
 /// must not exceed what real SpMVs measured the same way achieve (on an H100 an empty kernel timed back to
 /// back took 5.2 us while small SpMVs took 4.5 us, 2026-11-22).
 double fastest_spmv_us(const std::vector<sample>& samples);
+
+/// The placeholder's input for a sample's matrix on `device`: its statistics, value size and sampled locality.
+prediction_input prediction_input_of(const sample& s, const device_properties& device);
+
+/// aijp::fit_format_fixed_costs over measured samples (the warm-up's, or aijp_refit's --train).
+std::array<int, format_count> fit_format_fixed_costs(const std::vector<sample>& samples, const device_properties& device,
+                                                     bandwidth_model_params& p);
 
 }  // namespace aijp::model

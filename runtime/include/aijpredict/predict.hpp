@@ -9,6 +9,7 @@
 #include <aijpredict/formats.hpp>
 #include <aijpredict/stats.hpp>
 
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -59,12 +60,22 @@ struct bandwidth_model_params {
   /// power-law blocks (H100, bench/results/2026-11-23_h100_session4_csrvector_partition_online.txt).
   /// 0 (older cache files): l2_gather_gbs.
   double l2_gather_alg2_gbs = 0.0;
+  /// What each format costs beyond the terms above when fixed costs dominate (indexed by format_id, in
+  /// microseconds; may be negative): the median of measured minus predicted over the warm-up's samples whose
+  /// traffic and chain terms are below one launch (fit_format_fixed_costs). The launch time and the two
+  /// cuSPARSE CSR overheads are measured by calibrate_device with back-to-back batches, while every sample
+  /// and every product in a solve runs one product at a time; on the H100 warm-up's small matrices cuSPARSE
+  /// CSR measured 2.6 us above the placeholder, ALG2 6.7 us, COO and HYB ~2.2 us, csr_vector 1.3 us, and the
+  /// placeholder's 1.5 us for cuSPARSE SELL was 1.0 us too high
+  /// (bench/results/2026-11-23_h100_session4_alg2_warmup_samples.jsonl). 0 for cache files written before.
+  std::array<double, format_count> format_fixed_us{};
 };
 
 /// The device constants as the per-device cache stores them (cache_entry::device_metrics): fills `p` and returns
 /// true when the three required ones (stream_read_gbs, launch_overhead_us, cusparse_csr_overhead_us) are
 /// present and positive; the later optional ones (cuSPARSE CSR efficiency, ALG2's fixed cost and efficiency)
-/// keep their defaults when absent, ALG2's fixed cost then ALG1's. Shared by the runtime and aijp_refit.
+/// keep their defaults when absent, ALG2's fixed cost then ALG1's; the per-format fixed costs
+/// (format_fixed_us) are stored as "fixed_us.<format name>", 0 when absent. Shared by the runtime and aijp_refit.
 bool params_from_metrics(const std::map<std::string, double>& metrics, bandwidth_model_params& p);
 /// The inverse: writes every constant under the same keys.
 void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, double>& metrics);
@@ -147,6 +158,20 @@ double sorted_scatter_bytes(format_id f, const row_stats& s, int value_bytes, do
 /// is not modelled.
 double l2_traffic_bytes(format_id f, const row_stats& s, int value_bytes, double x_sectors_per_nnz, const sorted_locality& sorted,
                         const device_properties* device = nullptr);
+
+/// One measured SpMV, for fit_format_fixed_costs: the prediction input of its matrix and its time.
+struct fixed_cost_observation {
+  format_id format = format_id::cusparse_csr;
+  prediction_input input;
+  double measured_us = 0.0;
+};
+
+/// Fits p.format_fixed_us: for each format with at least `min_samples` observations whose variable part
+/// (streaming, chain and L2 terms) is at most one launch, the median of measured minus predicted (with that
+/// format's fixed cost set to 0) over them; the other formats keep their value. Returns, per format, the
+/// number of observations used (0: not fitted).
+std::array<int, format_count> fit_format_fixed_costs(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& p,
+                                                     int min_samples = 5);
 
 /// Estimates every format in `candidates` (feasibility first, then cost).
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
