@@ -12,7 +12,12 @@ For each system and matrix type the program is run on the GPU machine:
      two types' runs of the same round (runs a few seconds apart), which cancels drift slower than a round;
   2. a run with -log_view -log_view_gpu_time: PETSc then times the GPU work of every event with CUDA events;
      the SpMV time per product is MatMult's flops / its GPU flop rate / its count (GPU time only: launch and
-     host-side setup excluded). Setup is the time of the events that upload and convert the matrix:
+     host-side setup excluded). It includes what the first products pay once: the first cuSPARSE product of a
+     process (lazy module loading, ~5 ms) and its first cusparseSpMV_preprocess (20 ms on 56M nonzeros, H100:
+     bench/results/2026-11-23_h100_session5_cusparse_first_product.txt) land in aijcusparse's first product
+     and in aijpredict's (whose first -mat_aijpredict_defer_mults products run on cuSPARSE CSR), while
+     sellcuda converts at assembly; on lap27 128^3 aijpredict's per-product figure is 287-312 us where its
+     kernels' own median is 220 us (_session5_matmult_gpu_time.txt). Setup is the time of the events that upload and convert the matrix:
      AIJPredAnalyze + AIJPredValues (aijpredict), MatCUSPARSCopyTo (aijcusparse, inside the first MatMult),
      MatAssemblyEnd (sellcuda copies to the GPU at assembly, before the solve: not in its solve time).
   3. with --inprocess R, for the systems solved by aijp_ksp_solve (a matrix file or generator and KSP options):
