@@ -121,13 +121,17 @@ int main(int argc, char** argv)
     const double fastest = aijp::model::fastest_spmv_us(train.samples);
     if (fastest > 0 && fastest < params.launch_us) params.launch_us = fastest;
     // As the warm-up fits them: the placeholder's per-format fixed costs from the training samples.
-    const auto fixed_used = aijp::model::fit_format_fixed_costs(train.samples, dev, params);
+    const auto fitted = aijp::model::fit_format_corrections(train.samples, dev, params);
     std::printf("# device: %s (from %s)\n# train: %zu samples (%d bad lines) from %s\n# test: %zu samples (%d bad lines) from %s\n",
                 dev.to_string().c_str(), cache_file.c_str(), train.samples.size(), train.bad_lines, train_file.c_str(),
                 test.samples.size(), test.bad_lines, test_file.c_str());
     std::printf("# placeholder fixed costs beyond its launches (us, from the training samples dominated by them):");
     for (int f = 0; f < aijp::format_count; ++f) {
-      if (fixed_used[f] > 0) std::printf(" %s %+.2f (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_fixed_us[f], fixed_used[f]);
+      if (fitted.fixed[f] > 0) std::printf(" %s %+.2f (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_fixed_us[f], fitted.fixed[f]);
+    }
+    std::printf("\n# placeholder chain factors (from the training samples a chain dominates):");
+    for (int f = 0; f < aijp::format_count; ++f) {
+      if (fitted.chain[f] > 0) std::printf(" %s %.2f (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_chain_scale[f], fitted.chain[f]);
     }
     std::printf("\n");
 

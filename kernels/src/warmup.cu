@@ -201,16 +201,21 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
           bandwidth_model_params params;
           if (params_from_metrics(e.device_metrics, params)) {
             params.l2_bytes = dev.l2_bytes;
-            const auto used = model::fit_format_fixed_costs(samples, dev, params);
-            int fitted_formats = 0;
+            const auto used = model::fit_format_corrections(samples, dev, params);
+            int fixed = 0, chains = 0;
             for (int f = 0; f < format_count; ++f) {
-              if (used[f] > 0) {
-                e.device_metrics[std::string("fixed_us.") + format_name(static_cast<format_id>(f))] = params.format_fixed_us[f];
-                ++fitted_formats;
+              const std::string name = format_name(static_cast<format_id>(f));
+              if (used.fixed[f] > 0) {
+                e.device_metrics["fixed_us." + name] = params.format_fixed_us[f];
+                ++fixed;
+              }
+              if (used.chain[f] > 0) {
+                e.device_metrics["chain_scale." + name] = params.format_chain_scale[f];
+                ++chains;
               }
             }
-            e.provenance["fixed_us"] = "placeholder fixed costs of " + std::to_string(fitted_formats) +
-                                       " formats from the warm-up's small samples, " + cache::iso8601_utc_now();
+            e.provenance["fixed_us"] = "placeholder fixed costs of " + std::to_string(fixed) + " formats and chain factors of " +
+                                       std::to_string(chains) + " from the warm-up's samples, " + cache::iso8601_utc_now();
           }
           e.provenance["warmup"] = std::string(opts.full ? "full" : "quick") + " grid, " + std::to_string(samples.size()) +
                                    " samples, " + cache::iso8601_utc_now();

@@ -128,13 +128,12 @@ prediction_input prediction_input_of(const sample& s, const device_properties& d
   return in;
 }
 
-std::array<int, format_count> fit_format_fixed_costs(const std::vector<sample>& samples, const device_properties& device,
-                                                     bandwidth_model_params& p)
+format_fit fit_format_corrections(const std::vector<sample>& samples, const device_properties& device, bandwidth_model_params& p)
 {
   std::vector<fixed_cost_observation> obs;
   obs.reserve(samples.size());
   for (const auto& s : samples) obs.push_back({s.format, prediction_input_of(s, device), s.measured_us});
-  return aijp::fit_format_fixed_costs(obs, p);
+  return aijp::fit_format_corrections(obs, p);
 }
 
 }  // namespace aijp::model

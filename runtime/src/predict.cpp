@@ -97,6 +97,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   for (int i = 0; i < format_count; ++i) {
     const auto it = m.find(std::string("fixed_us.") + format_name(static_cast<format_id>(i)));
     if (it != m.end() && std::isfinite(it->second) && std::abs(it->second) <= 1e3) p.format_fixed_us[i] = it->second;
+    const auto ch = m.find(std::string("chain_scale.") + format_name(static_cast<format_id>(i)));
+    if (ch != m.end() && ch->second >= 0.25 && ch->second <= 4.0) p.format_chain_scale[i] = ch->second;
   }
   return true;
 }
@@ -114,6 +116,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
   if (p.l2_gather_alg2_gbs > 0) m["l2_gather_alg2_gbs"] = p.l2_gather_alg2_gbs;
   for (int i = 0; i < format_count; ++i) {
     if (p.format_fixed_us[i] != 0.0) m[std::string("fixed_us.") + format_name(static_cast<format_id>(i))] = p.format_fixed_us[i];
+    if (p.format_chain_scale[i] != 1.0) m[std::string("chain_scale.") + format_name(static_cast<format_id>(i))] = p.format_chain_scale[i];
   }
 }
 
@@ -287,35 +290,70 @@ double l2_traffic_bytes(format_id f, const row_stats& s, int vb, double x_sector
                      sorted_scatter_bytes(f, s, vb, x_sectors_per_nnz, sorted));
 }
 
-std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
-                                                     const std::vector<format_id>& candidates)
+namespace {
+// The placeholder's terms for one format, before the fitted per-format corrections.
+struct placeholder_parts {
+  layout_traffic traffic;
+  double bytes = 0;      // moved with x once and y, plus the sorted scatter
+  double fixed_us = 0;   // launches and library overhead
+  double stream_us = 0;  // DRAM streaming
+  double serial_us = 0;  // the longest dependent chain at the uncorrected latency per entry
+  double l2_us = 0;      // L2 traffic at the calibrated rate
+};
+
+placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwidth_model_params& p)
 {
   const row_stats& s = in.stats;
   const int vb = in.value_bytes;
   const double bw = p.stream_read_gbs * 1e3;  // bytes per microsecond
   // x is read at least once (at best), y written once: common to every layout.
   const double vectors = static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + static_cast<double>(s.rows) * vb;
+  placeholder_parts r;
+  const layout_traffic& c = r.traffic = layout_traffic_of(f, s, vb, &in.device);
+  const placeholder_terms pt = placeholder_terms_of(f, s, p, vb, c.moved_bytes + vectors);
+  const double scatter = sorted_scatter_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted);
+  r.bytes = c.moved_bytes + vectors + scatter;
+  r.fixed_us = c.launches * p.launch_us + pt.fixed_us;
+  const bool in_l2 = in.device.l2_bytes > 0 && c.moved_bytes < in.device.l2_bytes;
+  r.serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
+  // The scatter's visits miss the L2 in the share of the working set that does not fit in it.
+  const double beyond_l2 = in.device.l2_bytes > 0 ? std::max(0.0, 1.0 - in.device.l2_bytes / r.bytes) : 1.0;
+  r.stream_us = (r.bytes - scatter) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
+  const double l2_rate = f == format_id::cusparse_csr_alg2 && p.l2_gather_alg2_gbs > 0 ? p.l2_gather_alg2_gbs : p.l2_gather_gbs;
+  r.l2_us = l2_rate > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (l2_rate * 1e3) : 0.0;
+  return r;
+}
+
+// The prediction from the terms and the per-format corrections. The fitted fixed cost may be negative (the
+// placeholder's own guess too high); no product is faster than one launch, the fastest measured SpMV.
+double predicted_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
+{
+  const int i = static_cast<int>(f);
+  return std::max(p.launch_us, t.fixed_us + p.format_fixed_us[i] + std::max({t.stream_us, t.serial_us * p.format_chain_scale[i], t.l2_us}));
+}
+
+double median_of(std::vector<double>& v)
+{
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
+std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
+                                                     const std::vector<format_id>& candidates)
+{
+  const row_stats& s = in.stats;
   std::vector<format_estimate> out;
   out.reserve(candidates.size());
   for (format_id f : candidates) {
-    const layout_traffic c = layout_traffic_of(f, s, vb, &in.device);
-    const placeholder_terms pt = placeholder_terms_of(f, s, p, vb, c.moved_bytes + vectors);
+    const placeholder_parts t = parts_of(f, in, p);
+    const layout_traffic& c = t.traffic;
     format_estimate e;
     e.format = f;
     e.device_bytes = c.device_bytes;
-    const double scatter = sorted_scatter_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted);
-    e.bytes = c.moved_bytes + vectors + scatter;
-    const bool in_l2 = in.device.l2_bytes > 0 && c.moved_bytes < in.device.l2_bytes;
-    const double serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
-    // The scatter's visits miss the L2 in the share of the working set that does not fit in it.
-    const double beyond_l2 = in.device.l2_bytes > 0 ? std::max(0.0, 1.0 - in.device.l2_bytes / e.bytes) : 1.0;
-    const double stream_us = (e.bytes - scatter) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
-    const double l2_rate = f == format_id::cusparse_csr_alg2 && p.l2_gather_alg2_gbs > 0 ? p.l2_gather_alg2_gbs : p.l2_gather_gbs;
-    const double l2_us = l2_rate > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (l2_rate * 1e3) : 0.0;
-    // The fitted fixed cost may be negative (the placeholder's own guess too high); no product is faster
-    // than one launch, the fastest measured SpMV.
-    e.predicted_us = std::max(p.launch_us, c.launches * p.launch_us + pt.fixed_us + p.format_fixed_us[static_cast<int>(f)] +
-                                               std::max({stream_us, serial_us, l2_us}));
+    e.bytes = t.bytes;
+    e.predicted_us = predicted_of(f, t, p);
     // Feasibility: padding blow-up, index range, free memory. cuSPARSE CSR is always feasible.
     if (f == format_id::sell_delta16 && (!in.columns_sorted || in.max_column_step > 65535)) {
       e.reason = !in.columns_sorted ? "rows with unsorted columns cannot be delta-encoded"
@@ -340,34 +378,53 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
   return out;
 }
 
-std::array<int, format_count> fit_format_fixed_costs(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& p,
-                                                     int min_samples)
+format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& p, int min_samples)
 {
-  std::array<std::vector<double>, format_count> residuals;
-  bandwidth_model_params base = p;
-  base.format_fixed_us.fill(0.0);
-  for (const auto& o : obs) {
-    if (!(o.measured_us > 0)) continue;
-    const int i = static_cast<int>(o.format);
-    const row_stats& s = o.input.stats;
-    const int vb = o.input.value_bytes;
-    const layout_traffic c = layout_traffic_of(o.format, s, vb, &o.input.device);
-    const double vectors = static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + static_cast<double>(s.rows) * vb;
-    const placeholder_terms pt = placeholder_terms_of(o.format, s, base, vb, c.moved_bytes + vectors);
-    const double fixed = c.launches * base.launch_us + pt.fixed_us;
-    const double predicted = predict_bandwidth_model(o.input, base, {o.format}).front().predicted_us;
-    if (predicted - fixed > base.launch_us) continue;  // not dominated by fixed costs
-    residuals[i].push_back(o.measured_us - predicted);
+  std::vector<placeholder_parts> parts;
+  parts.reserve(obs.size());
+  for (const auto& o : obs) parts.push_back(parts_of(o.format, o.input, p));
+  format_fit used;
+  // Fixed costs from the samples the fixed costs dominate, with the given chain scales; the chain scales from
+  // the samples a chain dominates, net of those fixed costs; then the fixed costs again with the new scales
+  // (which move which samples count as dominated by fixed costs only at the margin).
+  const auto fit_fixed = [&] {
+    std::array<std::vector<double>, format_count> residuals;
+    for (std::size_t k = 0; k < obs.size(); ++k) {
+      const auto& o = obs[k];
+      const auto& t = parts[k];
+      const int i = static_cast<int>(o.format);
+      if (!(o.measured_us > 0)) continue;
+      const double variable = std::max({t.stream_us, t.serial_us * p.format_chain_scale[i], t.l2_us});
+      if (variable > p.launch_us) continue;  // not dominated by fixed costs
+      residuals[i].push_back(o.measured_us - (t.fixed_us + variable));
+    }
+    for (int i = 0; i < format_count; ++i) {
+      used.fixed[i] = 0;
+      if (static_cast<int>(residuals[i].size()) < std::max(1, min_samples)) continue;
+      used.fixed[i] = static_cast<int>(residuals[i].size());
+      p.format_fixed_us[i] = median_of(residuals[i]);
+    }
+  };
+  fit_fixed();
+  {
+    std::array<std::vector<double>, format_count> ratios;
+    for (std::size_t k = 0; k < obs.size(); ++k) {
+      const auto& o = obs[k];
+      const auto& t = parts[k];
+      const int i = static_cast<int>(o.format);
+      if (!(o.measured_us > 0) || !(t.serial_us > 0)) continue;
+      // A chain that clearly dominates: at least two launches long and twice the traffic terms.
+      if (t.serial_us < 2 * p.launch_us || t.serial_us < 2 * std::max(t.stream_us, t.l2_us)) continue;
+      ratios[i].push_back((o.measured_us - t.fixed_us - p.format_fixed_us[i]) / t.serial_us);
+    }
+    for (int i = 0; i < format_count; ++i) {
+      used.chain[i] = 0;
+      if (static_cast<int>(ratios[i].size()) < std::max(1, min_samples)) continue;
+      used.chain[i] = static_cast<int>(ratios[i].size());
+      p.format_chain_scale[i] = std::clamp(median_of(ratios[i]), 0.25, 4.0);
+    }
   }
-  std::array<int, format_count> used{};
-  for (int i = 0; i < format_count; ++i) {
-    auto& r = residuals[i];
-    if (static_cast<int>(r.size()) < std::max(1, min_samples)) continue;
-    std::sort(r.begin(), r.end());
-    const std::size_t n = r.size();
-    p.format_fixed_us[i] = n % 2 ? r[n / 2] : 0.5 * (r[n / 2 - 1] + r[n / 2]);
-    used[i] = static_cast<int>(n);
-  }
+  fit_fixed();
   return used;
 }
 

@@ -484,6 +484,66 @@ TEST(PlaceholderModel, ParamsFromCacheMetrics)
   ASSERT_TRUE(aijp::params_from_metrics(m, q));
   EXPECT_EQ(q.format_fixed_us[static_cast<int>(aijp::format_id::coo)], 0.0);
   EXPECT_EQ(q.format_fixed_us[static_cast<int>(aijp::format_id::hyb)], 0.0);
+  // Chain factors: "chain_scale.<format>", 1 when absent or outside [0.25, 4].
+  p.format_chain_scale[static_cast<int>(aijp::format_id::ell)] = 2.1;
+  m.clear();
+  aijp::params_to_metrics(p, m);
+  EXPECT_EQ(m.at("chain_scale.ell"), 2.1);
+  EXPECT_EQ(m.count("chain_scale.sell"), 0u);
+  m["chain_scale.jad"] = 9.0;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_EQ(r.format_chain_scale[static_cast<int>(aijp::format_id::ell)], 2.1);
+  EXPECT_EQ(r.format_chain_scale[static_cast<int>(aijp::format_id::jad)], 1.0);
+  EXPECT_EQ(defaults.format_chain_scale[static_cast<int>(aijp::format_id::ell)], 1.0);
+}
+
+// The chain factor: over the samples whose longest-row chain clearly dominates, measured minus fixed costs over
+// the chain; samples of other regimes do not move it, and the prediction's chain scales with it.
+TEST(PlaceholderModel, ChainFactorFittedFromChainBoundSamples)
+{
+  aijp::bandwidth_model_params p;
+  p.l2_bytes = 50.0 * (1 << 20);
+  const aijp::format_id ell = aijp::format_id::ell;
+  // A small matrix with one long row: ELL pads every row to it, but few rows keep the traffic small.
+  const auto chain_bound = [](aijp::size_type rows, int long_row) {
+    aijp::prediction_input in;
+    in.device = h100_like();
+    in.device.l2_bytes = 50 << 20;  // the layout fits in it: the chain runs at the L2 latency
+    in.stats.rows = in.stats.cols = rows;
+    in.stats.nnz = rows * 3 + long_row;
+    in.stats.mean = static_cast<double>(in.stats.nnz) / rows;
+    in.stats.mode_len = in.stats.min_len = 3;
+    in.stats.mode_count = rows - 1;
+    in.stats.max_len = long_row;
+    in.stats.n_iter_natural = in.stats.n_iter_sorted = (rows + 31) / 32 * 3 + long_row;
+    in.x_sectors_per_nnz = 0.25;
+    return in;
+  };
+  const auto predicted = [&](const aijp::prediction_input& in, const aijp::bandwidth_model_params& q) {
+    return aijp::predict_bandwidth_model(in, q, {ell}).front().predicted_us;
+  };
+  std::vector<aijp::fixed_cost_observation> obs;
+  const double factors[] = {2.0, 2.1, 1.9, 2.05, 6.0, 1.95};
+  int k = 0;
+  for (double f : factors) {
+    const auto in = chain_bound(64 + 16 * k, 500 + 100 * k);
+    ++k;
+    const double chain = in.stats.max_len * p.serial_entry_l2_ns * 1e-3;
+    ASSERT_GT(chain, 4 * p.launch_us);
+    ASSERT_NEAR(predicted(in, p), p.launch_us + chain, 1e-9);  // the chain is what the placeholder predicts
+    obs.push_back({ell, in, p.launch_us + f * chain});
+  }
+  const auto used = aijp::fit_format_corrections(obs, p);
+  EXPECT_EQ(used.chain[static_cast<int>(ell)], 6);
+  EXPECT_NEAR(p.format_chain_scale[static_cast<int>(ell)], 2.025, 1e-9);  // median of the six factors
+  EXPECT_EQ(used.fixed[static_cast<int>(ell)], 0);                       // no sample dominated by fixed costs
+  EXPECT_EQ(p.format_fixed_us[static_cast<int>(ell)], 0.0);
+  const auto in = chain_bound(100, 1000);
+  aijp::bandwidth_model_params neutral;
+  neutral.l2_bytes = p.l2_bytes;
+  EXPECT_NEAR(predicted(in, p) - p.launch_us, 2.025 * (predicted(in, neutral) - neutral.launch_us), 1e-9);
+  EXPECT_EQ(aijp::fit_format_corrections({}, p).chain[static_cast<int>(ell)], 0);  // nothing to fit: kept
+  EXPECT_NEAR(p.format_chain_scale[static_cast<int>(ell)], 2.025, 1e-9);
 }
 
 // The warm-up's fit of the per-format fixed costs: the median residual over the samples whose traffic and
@@ -524,7 +584,7 @@ TEST(PlaceholderModel, FixedCostsFittedFromSmallSamples)
   p.format_fixed_us[static_cast<int>(aijp::format_id::coo)] = 0.5;
   obs.push_back({aijp::format_id::coo, input(2000, 4), 100.0});
   const aijp::bandwidth_model_params before = p;
-  const auto used = aijp::fit_format_fixed_costs(obs, p);
+  const auto used = aijp::fit_format_corrections(obs, p).fixed;
   EXPECT_EQ(used[static_cast<int>(alg2)], 7);
   EXPECT_NEAR(p.format_fixed_us[static_cast<int>(alg2)], 6.5, 1e-9);
   EXPECT_EQ(used[static_cast<int>(sell)], 7);
@@ -539,7 +599,7 @@ TEST(PlaceholderModel, FixedCostsFittedFromSmallSamples)
   // The prediction the fit subtracts does not include the format's old fixed cost: fitting twice is stable.
   auto again = p;
   again.format_fixed_us[static_cast<int>(sell)] = -1.0;
-  aijp::fit_format_fixed_costs(obs, again);
+  aijp::fit_format_corrections(obs, again);
   EXPECT_NEAR(again.format_fixed_us[static_cast<int>(alg2)], 6.5, 1e-9);
   EXPECT_NEAR(again.format_fixed_us[static_cast<int>(sell)], -1.0, 1e-9);
 }

@@ -34,8 +34,7 @@ double fastest_spmv_us(const std::vector<sample>& samples);
 /// The placeholder's input for a sample's matrix on `device`: its statistics, value size and sampled locality.
 prediction_input prediction_input_of(const sample& s, const device_properties& device);
 
-/// aijp::fit_format_fixed_costs over measured samples (the warm-up's, or aijp_refit's --train).
-std::array<int, format_count> fit_format_fixed_costs(const std::vector<sample>& samples, const device_properties& device,
-                                                     bandwidth_model_params& p);
+/// aijp::fit_format_corrections over measured samples (the warm-up's, or aijp_refit's --train).
+format_fit fit_format_corrections(const std::vector<sample>& samples, const device_properties& device, bandwidth_model_params& p);
 
 }  // namespace aijp::model

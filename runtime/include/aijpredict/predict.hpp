@@ -16,6 +16,14 @@
 
 namespace aijp {
 
+/// An array with one value per format.
+constexpr std::array<double, format_count> per_format(double v)
+{
+  std::array<double, format_count> a{};
+  for (int i = 0; i < format_count; ++i) a[i] = v;
+  return a;
+}
+
 /// Device constants the placeholder model reads. Measured on the device (kernels/ calibrate) and kept in
 /// the per-device cache; the defaults are the H100 numbers of DESIGN.md section 7 (2026-11-22).
 struct bandwidth_model_params {
@@ -62,20 +70,27 @@ struct bandwidth_model_params {
   double l2_gather_alg2_gbs = 0.0;
   /// What each format costs beyond the terms above when fixed costs dominate (indexed by format_id, in
   /// microseconds; may be negative): the median of measured minus predicted over the warm-up's samples whose
-  /// traffic and chain terms are below one launch (fit_format_fixed_costs). The launch time and the two
+  /// traffic and chain terms are below one launch (fit_format_corrections). The launch time and the two
   /// cuSPARSE CSR overheads are measured by calibrate_device with back-to-back batches, while every sample
   /// and every product in a solve runs one product at a time; on the H100 warm-up's small matrices cuSPARSE
   /// CSR measured 2.6 us above the placeholder, ALG2 6.7 us, COO and HYB ~2.2 us, csr_vector 1.3 us, and the
   /// placeholder's 1.5 us for cuSPARSE SELL was 1.0 us too high
   /// (bench/results/2026-11-23_h100_session4_alg2_warmup_samples.jsonl). 0 for cache files written before.
   std::array<double, format_count> format_fixed_us{};
+  /// Per-format factor on the serial chain's latency per entry (indexed by format_id; 1 for cache files
+  /// written before it): the median of (measured - fixed costs) / chain over the warm-up's samples a chain
+  /// clearly dominates (fit_format_corrections). The 90 / 270 ns per entry above are one format's; on the
+  /// H100 held-out set the thread-per-row layouts of small matrices with long rows measured 1.2x (jad,
+  /// sell_delta16) to 2x (ell) the chain of the same entries (bench/results/2026-11-23_h100_session5_accuracy.csv).
+  std::array<double, format_count> format_chain_scale = per_format(1.0);
 };
 
 /// The device constants as the per-device cache stores them (cache_entry::device_metrics): fills `p` and returns
 /// true when the three required ones (stream_read_gbs, launch_overhead_us, cusparse_csr_overhead_us) are
 /// present and positive; the later optional ones (cuSPARSE CSR efficiency, ALG2's fixed cost and efficiency)
 /// keep their defaults when absent, ALG2's fixed cost then ALG1's; the per-format fixed costs
-/// (format_fixed_us) are stored as "fixed_us.<format name>", 0 when absent. Shared by the runtime and aijp_refit.
+/// (format_fixed_us) are stored as "fixed_us.<format name>", 0 when absent, the chain factors as
+/// "chain_scale.<format name>", 1 when absent. Shared by the runtime and aijp_refit.
 bool params_from_metrics(const std::map<std::string, double>& metrics, bandwidth_model_params& p);
 /// The inverse: writes every constant under the same keys.
 void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, double>& metrics);
@@ -159,19 +174,26 @@ double sorted_scatter_bytes(format_id f, const row_stats& s, int value_bytes, do
 double l2_traffic_bytes(format_id f, const row_stats& s, int value_bytes, double x_sectors_per_nnz, const sorted_locality& sorted,
                         const device_properties* device = nullptr);
 
-/// One measured SpMV, for fit_format_fixed_costs: the prediction input of its matrix and its time.
+/// One measured SpMV, for fit_format_corrections: the prediction input of its matrix and its time.
 struct fixed_cost_observation {
   format_id format = format_id::cusparse_csr;
   prediction_input input;
   double measured_us = 0.0;
 };
 
-/// Fits p.format_fixed_us: for each format with at least `min_samples` observations whose variable part
-/// (streaming, chain and L2 terms) is at most one launch, the median of measured minus predicted (with that
-/// format's fixed cost set to 0) over them; the other formats keep their value. Returns, per format, the
-/// number of observations used (0: not fitted).
-std::array<int, format_count> fit_format_fixed_costs(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& p,
-                                                     int min_samples = 5);
+/// Observations used per format by fit_format_corrections (0: that correction was not fitted).
+struct format_fit {
+  std::array<int, format_count> fixed{};
+  std::array<int, format_count> chain{};
+};
+
+/// Fits the placeholder's per-format corrections from measured products. p.format_fixed_us: for each format
+/// with at least `min_samples` observations whose variable part (streaming, chain and L2 terms) is at most one
+/// launch, the median of measured minus predicted without it. p.format_chain_scale: for each format with at
+/// least `min_samples` observations whose chain clearly dominates (two launches long, twice the traffic
+/// terms), the median of (measured - fixed costs) / chain, clamped to [0.25, 4]; then the fixed costs again.
+/// Formats without enough observations keep their values.
+format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& p, int min_samples = 5);
 
 /// Estimates every format in `candidates` (feasibility first, then cost).
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
