@@ -387,6 +387,7 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   if (!opts.use_cache) {
     calibrate_();
     params_source_ = "calibrated now (cache disabled)";
+    default_corrections_(make_fingerprint(device_));
     load_default_model_(opts, make_fingerprint(device_));
     return;
   }
@@ -398,12 +399,17 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   if (loaded.status == cache::load_status::ok && params_from_entry(*loaded.entry, params_)) {
     params_.l2_bytes = device_.l2_bytes;
     params_source_ = "cache file " + loaded.path.string();
+    const bandwidth_model_params neutral;
+    if (params_.format_fixed_us == neutral.format_fixed_us && params_.format_chain_scale == neutral.format_chain_scale) {
+      default_corrections_(fp);  // written by a calibration alone (or before the warm-up fitted them)
+    }
   } else {
     if (loaded.status != cache::load_status::ok && loaded.status != cache::load_status::missing) {
       warnings_.push_back(loaded.message);
     }
     calibrate_();
     params_source_ = "calibrated now";
+    default_corrections_(fp);
     if (loaded.status != cache::load_status::ok && loaded.status != cache::load_status::missing) {
       params_source_ += " (existing cache file not used)";  // never overwrite a file we could not read
     } else {
@@ -446,14 +452,43 @@ void context::calibrate_()
   AIJP_CUDA_CHECK(cudaStreamDestroy(s));
 }
 
+namespace {
+std::filesystem::path defaults_dir()
+{
+  const char* env = std::getenv("AIJPREDICT_DEFAULTS_DIR");
+  return env && *env ? std::filesystem::path(env) : std::filesystem::path(AIJP_DEFAULTS_DIR);
+}
+}  // namespace
+
+// Calibrated now, no warm-up on this GPU yet: the placeholder's per-format fixed costs and chain factors
+// (fitted by a warm-up, not by calibrate_device) come from the shipped default of the nearest GPU. Without
+// them the placeholder misses the per-format costs of one product issued at a time (H100, empty cache:
+// cusparse_sell 59 % mean error, ell 24 %, against 15 % and 7 % with them; bench/results/
+// 2026-11-23_h100_session5_fresh_cache_accuracy.txt). The fixed costs are times, but launch-sized ones
+// that a GPU of the same generation shares; the chain factors are ratios.
+void context::default_corrections_(const cache::device_fingerprint& fp)
+{
+  const auto def = cache::nearest_default(defaults_dir(), fp);
+  if (!def) return;
+  bandwidth_model_params d;
+  if (!params_from_metrics(def->entry->device_metrics, d)) return;
+  if (d.format_fixed_us == bandwidth_model_params{}.format_fixed_us &&
+      d.format_chain_scale == bandwidth_model_params{}.format_chain_scale) {
+    return;  // an older default without them
+  }
+  params_.format_fixed_us = d.format_fixed_us;
+  params_.format_chain_scale = d.format_chain_scale;
+  params_source_ += "; per-format fixed costs and chain factors from the shipped default " + def->path.string() + " (" +
+                    def->entry->device.name + ")";
+}
+
 // No coefficients fitted on this GPU: take the shipped default of the nearest GPU (cache/defaults), with its
 // times scaled by the ratio of the two GPUs' measured streaming bandwidths (an approximation: launch
 // overheads do not scale with bandwidth; the warm-up replaces it with a real fit).
 void context::load_default_model_(const context_options& opts, const cache::device_fingerprint& fp)
 {
   if (opts.model == "placeholder") return;
-  const char* env = std::getenv("AIJPREDICT_DEFAULTS_DIR");
-  const std::filesystem::path dir = env && *env ? env : AIJP_DEFAULTS_DIR;
+  const std::filesystem::path dir = defaults_dir();
   const auto def = cache::nearest_default(dir, fp);
   if (!def) {
     model_source_ = "placeholder bandwidth model (no " + opts.model + " coefficients for this GPU and no shipped default in " +

@@ -134,6 +134,53 @@ TEST_F(GpuOnline, LegacyDefaultStream)
   EXPECT_GT(m.report().measured_samples, 0);
 }
 
+// A GPU without a warm-up of its own: the calibrated constants get the per-format fixed costs and chain
+// factors of the nearest shipped default (cache/defaults), fitted there by a warm-up; an empty defaults
+// directory leaves them neutral. The cache file the calibration writes then carries them.
+TEST_F(GpuOnline, CalibratedContextTakesTheShippedDefaultsCorrections)
+{
+  const aijp::bandwidth_model_params neutral;
+  aijp::context_options o;
+  o.use_cache = false;
+  {
+    const aijp::context ctx(o);
+    EXPECT_NE(ctx.params_source().find("from the shipped default"), std::string::npos) << ctx.params_source();
+    EXPECT_NE(ctx.model_params().format_fixed_us, neutral.format_fixed_us);
+    EXPECT_NE(ctx.model_params().format_chain_scale, neutral.format_chain_scale);
+  }
+  const auto tmp = std::filesystem::temp_directory_path() / ("aijp_defaults_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(tmp / "defaults");
+  std::filesystem::create_directories(tmp / "cache");
+  const char* old = std::getenv("AIJPREDICT_DEFAULTS_DIR");
+  const std::string saved = old ? old : "";
+  {
+    const aijp::context with_cache([&] {
+      aijp::context_options c;
+      c.cache_dir = (tmp / "cache").string();
+      return c;
+    }());
+    EXPECT_NE(with_cache.model_params().format_fixed_us, neutral.format_fixed_us);
+  }
+  // The file it wrote now carries the corrections: a second context reads them back.
+  {
+    aijp::context_options c;
+    c.cache_dir = (tmp / "cache").string();
+    const aijp::context again(c);
+    EXPECT_NE(again.params_source().find("cache file"), std::string::npos) << again.params_source();
+    EXPECT_NE(again.model_params().format_chain_scale, neutral.format_chain_scale);
+  }
+  ASSERT_EQ(::setenv("AIJPREDICT_DEFAULTS_DIR", (tmp / "defaults").c_str(), 1), 0);
+  {
+    const aijp::context none(o);
+    EXPECT_EQ(none.params_source().find("shipped default"), std::string::npos) << none.params_source();
+    EXPECT_EQ(none.model_params().format_fixed_us, neutral.format_fixed_us);
+    EXPECT_EQ(none.model_params().format_chain_scale, neutral.format_chain_scale);
+  }
+  if (old) ::setenv("AIJPREDICT_DEFAULTS_DIR", saved.c_str(), 1);
+  else ::unsetenv("AIJPREDICT_DEFAULTS_DIR");
+  std::filesystem::remove_all(tmp);
+}
+
 TEST_F(GpuOnline, OffWithoutOnlineContextAndPausedByTimeSpmv)
 {
   aijp::context_options o;

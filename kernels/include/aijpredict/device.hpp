@@ -109,6 +109,7 @@ class context {
   void load_online_(const context_options& opts, const cache::load_result& loaded);
 
   void calibrate_();
+  void default_corrections_(const cache::device_fingerprint& fp);
   void load_default_model_(const context_options& opts, const cache::device_fingerprint& fp);
 };
 
