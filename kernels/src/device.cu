@@ -462,10 +462,11 @@ std::filesystem::path defaults_dir()
 
 // Calibrated now, no warm-up on this GPU yet: the placeholder's per-format fixed costs and chain factors
 // (fitted by a warm-up, not by calibrate_device) come from the shipped default of the nearest GPU. Without
-// them the placeholder misses the per-format costs of one product issued at a time (H100, empty cache:
-// cusparse_sell 59 % mean error, ell 24 %, against 15 % and 7 % with them; bench/results/
-// 2026-11-23_h100_session5_fresh_cache_accuracy.txt). The fixed costs are times, but launch-sized ones
-// that a GPU of the same generation shares; the chain factors are ratios.
+// them the placeholder misses the per-format costs of one product issued at a time (H100, empty cache
+// directory: cusparse_sell 59 % mean error, ell 24 %, ALG2 22 %; with them 15 %, 7 %, 8 %, and selection
+// regret 1.011 instead of 1.012: bench/results/2026-11-23_h100_session5_fresh_cache{,_defaults}_accuracy.txt).
+// The fixed costs are times, but launch-sized ones that a GPU of the same generation shares; the chain
+// factors are ratios.
 void context::default_corrections_(const cache::device_fingerprint& fp)
 {
   const auto def = cache::nearest_default(defaults_dir(), fp);
