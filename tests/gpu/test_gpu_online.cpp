@@ -58,6 +58,37 @@ class GpuOnline : public ::testing::Test {
     o.online = true;
     return std::make_unique<aijp::context>(o);
   }
+  // Single-format plans that may explore after 4 samples, observed every 4.
+  static aijp::plan_options quick_exploration()
+  {
+    aijp::plan_options po = single();
+    po.online_policy.explore_after = 4;
+    po.online_policy.observe_every = 4;
+    return po;
+  }
+  // An online context whose corrections say cuSPARSE CSR measures `csr_factor` times its prediction and every
+  // other feasible format 100 times its own (5 observations each, in the size class of this matrix's layout).
+  std::unique_ptr<aijp::context> skewed_context(double csr_factor, const aijp::plan_options& po)
+  {
+    auto ctx = online_context();
+    std::vector<aijp::format_estimate> est;
+    {
+      aijp::gpu_matrix<double> probe(*ctx, a_.view(), po, s_);
+      est = probe.report().estimates;
+    }
+    const double l2 = static_cast<double>(ctx->device().l2_bytes);
+    for (const auto& e : est) {
+      const auto cls = aijp::online::classify(e.bytes, l2);
+      for (int k = 0; k < 5; ++k) {
+        if (e.format == format_id::cusparse_csr) {
+          ctx->online_corrections()->observe(e.format, cls, 1.0, csr_factor);
+        } else if (e.feasible) {
+          ctx->online_corrections()->observe(e.format, cls, 1.0, 100.0);
+        }
+      }
+    }
+    return ctx;
+  }
   // Single-format plans: a row-partitioned plan is measured but not learned from (docs/models.md).
   static aijp::plan_options single()
   {
@@ -344,26 +375,8 @@ TEST_F(GpuOnline, RunningCusparseMissingItsOwnPredictionTriesAlg2)
   // other format, ALG2 included, is predicted slower than that measured time (here: made to look 100x
   // slower than the model says, cuSPARSE CSR 100x faster). The runner-up rule cannot fire; ALG2, which
   // needs no conversion, is still tried once, and nothing else is.
-  auto ctx = online_context();
-  aijp::plan_options po = single();
-  po.online_policy.explore_after = 4;
-  po.online_policy.observe_every = 4;
-  std::vector<aijp::format_estimate> est;
-  {
-    aijp::gpu_matrix<double> probe(*ctx, a_.view(), po, s_);
-    est = probe.report().estimates;
-  }
-  const double l2 = static_cast<double>(ctx->device().l2_bytes);
-  for (const auto& e : est) {
-    const auto cls = aijp::online::classify(e.bytes, l2);
-    for (int k = 0; k < 5; ++k) {
-      if (e.format == format_id::cusparse_csr) {
-        ctx->online_corrections()->observe(e.format, cls, 100.0, 1.0);
-      } else if (e.feasible) {
-        ctx->online_corrections()->observe(e.format, cls, 1.0, 100.0);
-      }
-    }
-  }
+  const aijp::plan_options po = quick_exploration();
+  const auto ctx = skewed_context(0.01, po);
   aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
   const auto& r = m.report();
   ASSERT_EQ(m.format(), format_id::cusparse_csr) << r.to_string();
@@ -387,26 +400,8 @@ TEST_F(GpuOnline, RunningCusparseWithinItsOwnPredictionDoesNotTryAlg2)
 {
   // The counterpart: the same slow predictions of every other format, but cuSPARSE CSR predicted 4x
   // slower than the model says, so its measured time stays within its prediction: no exploration at all.
-  auto ctx = online_context();
-  aijp::plan_options po = single();
-  po.online_policy.explore_after = 4;
-  po.online_policy.observe_every = 4;
-  std::vector<aijp::format_estimate> est;
-  {
-    aijp::gpu_matrix<double> probe(*ctx, a_.view(), po, s_);
-    est = probe.report().estimates;
-  }
-  const double l2 = static_cast<double>(ctx->device().l2_bytes);
-  for (const auto& e : est) {
-    const auto cls = aijp::online::classify(e.bytes, l2);
-    for (int k = 0; k < 5; ++k) {
-      if (e.format == format_id::cusparse_csr) {
-        ctx->online_corrections()->observe(e.format, cls, 1.0, 4.0);
-      } else if (e.feasible) {
-        ctx->online_corrections()->observe(e.format, cls, 1.0, 100.0);
-      }
-    }
-  }
+  const aijp::plan_options po = quick_exploration();
+  const auto ctx = skewed_context(4.0, po);
   aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
   const auto& r = m.report();
   ASSERT_EQ(m.format(), format_id::cusparse_csr) << r.to_string();
