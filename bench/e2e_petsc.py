@@ -11,13 +11,15 @@ For each system and matrix type the program is run on the GPU machine:
      ratio of the medians the report gives the paired ratio: the median over the rounds of the ratio of the
      two types' runs of the same round (runs a few seconds apart), which cancels drift slower than a round;
   2. a run with -log_view -log_view_gpu_time: PETSc then times the GPU work of every event with CUDA events;
-     the SpMV time per product is MatMult's flops / its GPU flop rate / its count (GPU time only: launch and
+     the SpMV time per product ('SpMV us') is MatMult's flops / its GPU flop rate / its count (GPU time only: launch and
      host-side setup excluded). It includes what the first products pay once: the first cuSPARSE product of a
      process (lazy module loading, ~5 ms) and its first cusparseSpMV_preprocess (20 ms on 56M nonzeros, H100:
      bench/results/2026-11-23_h100_session5_cusparse_first_product.txt) land in aijcusparse's first product
      and in aijpredict's (whose first -mat_aijpredict_defer_mults products run on cuSPARSE CSR), while
      sellcuda converts at assembly; on lap27 128^3 aijpredict's per-product figure is 287-312 us where its
-     kernels' own median is 220 us (_session5_matmult_gpu_time.txt). Setup is the time of the events that upload and convert the matrix:
+     kernels' own median is 220 us (_session5_matmult_gpu_time.txt). For aijpredict the report also gives that
+     own median ('plan us': the products its online refinement timed with CUDA events around its kernels,
+     printed by -mat_aijpredict_view at MatDestroy; median over the timing runs). Setup is the time of the events that upload and convert the matrix:
      AIJPredAnalyze + AIJPredValues (aijpredict), MatCUSPARSCopyTo (aijcusparse, inside the first MatMult),
      MatAssemblyEnd (sellcuda copies to the GPU at assembly, before the solve: not in its solve time).
   3. with --inprocess R, for the systems solved by aijp_ksp_solve (a matrix file or generator and KSP options):
@@ -174,6 +176,15 @@ def evaluate(kind, plains, gpu):
     fmt = re.findall(r"choice: ([^\n;]+)", plain)
     if fmt:
         r["choice"] = fmt[-1].strip()
+    # aijpredict's own measure of its running plan (-mat_aijpredict_view at MatDestroy: the median of the
+    # products its online refinement timed with CUDA events around its kernels only), median over the runs.
+    own = []
+    for out in plains:
+        m = re.findall(r"running \S+: measured ([0-9.]+) us \(median of \d+ timed products\)", out)
+        if m:
+            own.append(float(m[-1]))
+    if own:
+        r["plan_us"] = median(own)
     if gpu is None:
         return r
     ev = parse_log(gpu)
@@ -344,7 +355,7 @@ def main():
             results.append(row)
             with open(os.path.join(a.out, "e2e.json"), "w") as f:  # partial results survive an interrupted run
                 json.dump({"device": dev, "partial": True, "results": results}, f, indent=1)
-    lines = [head, "%-22s %-12s %7s %9s %11s %10s %10s %15s %8s %8s %8s  %s" % ("system", "type", "its", "mults", "SpMV us", "setup ms", "solve s", "solve range s", "SpMV x", "solve x", "paired x", "choice")]
+    lines = [head, "%-22s %-12s %7s %9s %11s %9s %10s %10s %15s %8s %8s %8s  %s" % ("system", "type", "its", "mults", "SpMV us", "plan us", "setup ms", "solve s", "solve range s", "SpMV x", "solve x", "paired x", "choice")]
     spmv_ratios, solve_ratios, paired_ratios = [], [], []
     for row in results:
         if "skipped" in row:
@@ -370,9 +381,10 @@ def main():
             r["solve_ratio_vs_aijcusparse"] = tx
             r["paired_solve_ratio_vs_aijcusparse"] = px
             rs = r.get("solve_runs_s") or []
-            lines.append("%-22s %-12s %7s %9s %11s %10s %10s %15s %8s %8s %8s  %s" % (
+            lines.append("%-22s %-12s %7s %9s %11s %9s %10s %10s %15s %8s %8s %8s  %s" % (
                 row["system"], r["type"], r.get("iterations"), r.get("mults"),
-                "%.2f" % r["spmv_us"] if r.get("spmv_us") else "-", "%.3f" % (1e3 * r["setup_s"]) if r.get("setup_s") is not None else "-",
+                "%.2f" % r["spmv_us"] if r.get("spmv_us") else "-", "%.2f" % r["plan_us"] if r.get("plan_us") else "",
+                "%.3f" % (1e3 * r["setup_s"]) if r.get("setup_s") is not None else "-",
                 "%.4f" % r["solve_s"] if r.get("solve_s") else "-", "%.4f-%.4f" % (rs[0], rs[-1]) if rs else "-",
                 "%.3f" % sx if sx else "-", "%.3f" % tx if tx else "-", "%.3f" % px if px else "-", r.get("choice", "")[:60]))
     if spmv_ratios:
