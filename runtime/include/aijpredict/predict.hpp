@@ -70,9 +70,10 @@ struct bandwidth_model_params {
   double l2_gather_alg2_gbs = 0.0;
   /// What each format costs beyond the terms above when fixed costs dominate (indexed by format_id, in
   /// microseconds; may be negative): the median of measured minus predicted over the warm-up's samples whose
-  /// traffic and chain terms are below one launch (fit_format_corrections). The launch time and the two
-  /// cuSPARSE CSR overheads are measured by calibrate_device with back-to-back batches, while every sample
-  /// and every product in a solve runs one product at a time; on the H100 warm-up's small matrices cuSPARSE
+  /// traffic and chain terms are below one launch (fit_format_corrections). calibrate_device takes the launch
+  /// time and the two cuSPARSE CSR overheads as the fastest of 9 rounds on a 1024-row identity, while the
+  /// samples are medians of batches on real matrices, and our formats' own fixed costs were not measured at
+  /// all; on the H100 warm-up's small matrices cuSPARSE
   /// CSR measured 2.6 us above the placeholder, ALG2 6.7 us, COO and HYB ~2.2 us, csr_vector 1.3 us, and the
   /// placeholder's 1.5 us for cuSPARSE SELL was 1.0 us too high
   /// (bench/results/2026-11-23_h100_session4_alg2_warmup_samples.jsonl). 0 for cache files written before.
