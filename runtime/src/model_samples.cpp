@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <unistd.h>
 
 namespace aijp::model {
@@ -91,11 +93,38 @@ void append_sample(const std::string& path, const sample& s)
   AIJP_ENSURE(ok, error, "write to " + path + " failed");
 }
 
+namespace {
+// The text of an xz-compressed sample file (bench/results keeps older sample files compressed), through the
+// xz tool; throws aijp::bad_input when it cannot be read.
+std::string read_xz(const std::string& path)
+{
+  std::string quoted = "'";
+  for (char c : path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  FILE* p = ::popen(("xz -dc -- " + quoted + " 2>/dev/null").c_str(), "r");
+  AIJP_ENSURE(p != nullptr, bad_input, "cannot run xz to read " + path);
+  std::string text;
+  char buf[1 << 16];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) text.append(buf, n);
+  const int rc = ::pclose(p);
+  AIJP_ENSURE(rc == 0, bad_input, "cannot decompress " + path + " (is xz installed, and is it an .xz file?)");
+  return text;
+}
+}  // namespace
+
 sample_file read_samples(const std::string& path)
 {
   sample_file out;
-  std::ifstream in(path);
-  if (!in) return out;
+  const bool xz = path.size() > 3 && path.compare(path.size() - 3, 3, ".xz") == 0;
+  if (xz && !std::filesystem::exists(path)) return out;
+  std::istringstream text(xz ? read_xz(path) : std::string());
+  std::ifstream file;
+  if (!xz) {
+    file.open(path);
+    if (!file) return out;
+  }
+  std::istream& in = xz ? static_cast<std::istream&>(text) : file;
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;

@@ -8,6 +8,7 @@
 #include <aijpredict/error.hpp>
 #include <aijpredict/formats.hpp>
 #include <aijpredict/generators.hpp>
+#include <aijpredict/model_samples.hpp>
 #include <aijpredict/models.hpp>
 #include <aijpredict/predict.hpp>
 #include <aijpredict/stats.hpp>
@@ -16,9 +17,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -688,3 +694,45 @@ TEST(Models, MakeModelRejectsUnknownNames)
 }
 
 }  // namespace
+
+// Sample files: appended line by line, read back whole; an xz-compressed file (bench/results keeps older sample
+// files so) reads the same; a missing file gives no samples, a file that is not xz an error naming it.
+TEST(Models, SampleFilesPlainAndXz)
+{
+  const auto dir = std::filesystem::temp_directory_path() / ("aijp_samples_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string plain = (dir / "s.jsonl").string();
+  aijp::model::sample s;
+  s.format = aijp::format_id::ell;
+  s.matrix = "m's \"name\"";
+  s.measured_us = 12.5;
+  s.features.stats.rows = s.features.stats.cols = 100;
+  s.features.stats.nnz = 700;
+  for (int i = 0; i < 3; ++i) {
+    s.measured_us += 1;
+    aijp::model::append_sample(plain, s);
+  }
+  {
+    std::ofstream(plain, std::ios::app) << "{\"cut short";  // an interrupted write
+  }
+  const auto a = aijp::model::read_samples(plain);
+  ASSERT_EQ(a.samples.size(), 3u);
+  EXPECT_EQ(a.bad_lines, 1);
+  EXPECT_EQ(a.samples[2].measured_us, 15.5);
+  EXPECT_EQ(a.samples[0].matrix, s.matrix);
+  if (std::system(("xz -k -- '" + plain + "'").c_str()) != 0) GTEST_SKIP() << "no xz tool";
+  const auto b = aijp::model::read_samples(plain + ".xz");
+  ASSERT_EQ(b.samples.size(), 3u);
+  EXPECT_EQ(b.bad_lines, 1);
+  EXPECT_EQ(b.samples[1].measured_us, a.samples[1].measured_us);
+  EXPECT_EQ(b.samples[1].format, aijp::format_id::ell);
+  EXPECT_TRUE(aijp::model::read_samples((dir / "missing.jsonl.xz").string()).samples.empty());
+  std::ofstream(dir / "bad.jsonl.xz") << "not xz";
+  try {
+    aijp::model::read_samples((dir / "bad.jsonl.xz").string());
+    FAIL() << "no exception";
+  } catch (const aijp::bad_input& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl.xz"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
+}

@@ -60,7 +60,7 @@ struct bandwidth_model_params {
   /// random columns (one sector per nonzero) is bound by this rate, not by DRAM. Measured per device by
   /// calibrate_device (cuSPARSE CSR on a random-column matrix whose x fits in the L2). This default, for cache
   /// files written before it, is the median of the H100 warm-up's random-column samples (4.2-5.0 TB/s over
-  /// the formats, bench/results/2026-11-23_h100_run7_warmup_samples.jsonl). 0: no such bound.
+  /// the formats, bench/results/2026-11-23_h100_run7_warmup_samples.jsonl.xz). 0: no such bound.
   double l2_gather_gbs = 4700.0;
   /// The same for cuSPARSE CSR ALG2 (calibrate_device, same matrix). The two cuSPARSE kernels reach 4600
   /// and 4400 GB/s on the H100 warm-up's random-column samples; with one rate for both, the bound tied
@@ -76,7 +76,7 @@ struct bandwidth_model_params {
   /// all; on the H100 warm-up's small matrices cuSPARSE
   /// CSR measured 2.6 us above the placeholder, ALG2 6.7 us, COO and HYB ~2.2 us, csr_vector 1.3 us, and the
   /// placeholder's 1.5 us for cuSPARSE SELL was 1.0 us too high
-  /// (bench/results/2026-11-23_h100_session4_alg2_warmup_samples.jsonl). 0 for cache files written before.
+  /// (bench/results/2026-11-23_h100_session4_alg2_warmup_samples.jsonl.xz). 0 for cache files written before.
   std::array<double, format_count> format_fixed_us{};
   /// Per-format factor on the serial chain's latency per entry (indexed by format_id; 1 for cache files
   /// written before it): the median of (measured - fixed costs) / chain over the warm-up's samples a chain
@@ -168,7 +168,7 @@ double sorted_scatter_bytes(format_id f, const row_stats& s, int value_bytes, do
 /// order adds (sorted_scatter_bytes). The placeholder bounds a product below by these bytes at
 /// bandwidth_model_params::l2_gather_gbs: on matrices with random columns (one sector per nonzero, x in the
 /// L2) the formats measured 1.3-2.1x the DRAM-streaming prediction on an H100, all at 4.2-5.0 TB/s of this
-/// traffic (bench/results/2026-11-23_h100_run7_warmup_samples.jsonl). Where x does not fit in the L2 the
+/// traffic (bench/results/2026-11-23_h100_run7_warmup_samples.jsonl.xz). Where x does not fit in the L2 the
 /// gathers that miss it cost DRAM sectors too; the sampled feature cannot tell how far apart a column's
 /// visits are (a power-law matrix whose columns stay in a window of 32768 hits the L2 with 64 MB of x), so that
 /// is not modelled.
