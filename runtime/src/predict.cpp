@@ -120,6 +120,17 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
   }
 }
 
+double l1_bytes_per_sm(const device_properties* device)
+{
+  // The unified L1 / shared memory per SM (all of it L1 for kernels without shared memory): 256 KB on
+  // sm_90, 192 KB on sm_80, 128 KB on sm_70, sm_75, sm_86 and sm_89 (CUDA programming guide, compute
+  // capabilities). Unknown: the smallest.
+  if (device == nullptr) return 128.0 * 1024;
+  if (device->cc_major >= 9) return 256.0 * 1024;
+  if (device->cc_major == 8 && device->cc_minor == 0) return 192.0 * 1024;
+  return 128.0 * 1024;
+}
+
 int csr_vector_lanes(const row_stats& s) { return layout_ref::csr_vector_lanes(s.mean); }
 
 double csr_vector_typical_length(const row_stats& s)
@@ -156,12 +167,22 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       c.moved_bytes = nnz * entry + row_ptr;
       c.slot_work = nnz;
       break;
-    case format_id::csr_scalar:
-      // Each thread walks its own row: the warp's loads touch 32 rows, about one sector per entry.
-      c.moved_bytes = natural * 32.0 + row_ptr;
+    case format_id::csr_scalar: {
+      // Each thread walks its own row: a warp's load touches 32 rows, one sector each, and its next loads
+      // find the rest of those sectors in L1 as long as the resident threads' rows fit there. Beyond that
+      // each entry fetches its own value and index sectors (64 bytes). The share of entries that miss is the
+      // share of the resident rows' bytes beyond L1. H100: the 3D 7-point Laplacian (172 KB of resident
+      // rows in 256 KB) measured 306 us where one sector per entry said 660 us, and the 27-point stencil (663
+      // KB) 1046 us where it said 652 us (bench/results/2026-11-23_h100_session5_chain_accuracy.csv).
+      const double resident = device != nullptr && device->max_threads_per_sm > 0 ? device->max_threads_per_sm : 2048.0;
+      const double footprint = resident * s.mean * entry;
+      const double l1 = l1_bytes_per_sm(device);
+      const double miss = footprint > l1 ? (footprint - l1) / footprint : 0.0;
+      c.moved_bytes = nnz * (entry + miss * (64.0 - entry)) + row_ptr;
       c.serial_entries = s.max_len;
       c.slot_work = natural;
       break;
+    }
     case format_id::csr_vector: {
       const int lanes = csr_vector_lanes(s);
       const int slots = csr_vector_slots(s, device);
@@ -378,8 +399,13 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
   return out;
 }
 
-format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& p, int min_samples)
+format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& out, int min_samples)
 {
+  // The fit starts from neutral corrections, whatever `out` holds (a cache entry refitted offline gives the
+  // same values as the warm-up that fitted it), and writes only the corrections it could fit.
+  bandwidth_model_params p = out;
+  p.format_fixed_us.fill(0.0);
+  p.format_chain_scale.fill(1.0);
   std::vector<placeholder_parts> parts;
   parts.reserve(obs.size());
   for (const auto& o : obs) parts.push_back(parts_of(o.format, o.input, p));
@@ -425,6 +451,10 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     }
   }
   fit_fixed();
+  for (int i = 0; i < format_count; ++i) {
+    if (used.fixed[i] > 0) out.format_fixed_us[i] = p.format_fixed_us[i];
+    if (used.chain[i] > 0) out.format_chain_scale[i] = p.format_chain_scale[i];
+  }
   return used;
 }
 

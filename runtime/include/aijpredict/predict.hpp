@@ -112,6 +112,9 @@ struct layout_traffic {
 layout_traffic layout_traffic_of(format_id f, const row_stats& s, int value_bytes,
                                  const device_properties* device = nullptr);
 
+/// Unified L1 / shared memory per SM of `device` in bytes, from its compute capability (nullptr: 128 KB).
+double l1_bytes_per_sm(const device_properties* device);
+
 /// Lanes per row of our csr_vector kernel: the smallest power of two >= the mean row length, at most 32
 /// (the rule of the 2013 Kepler CRS study). kernels/src/formats/csr.cu uses the same rule.
 int csr_vector_lanes(const row_stats& s);
@@ -193,7 +196,8 @@ struct format_fit {
 /// launch, the median of measured minus predicted without it. p.format_chain_scale: for each format with at
 /// least `min_samples` observations whose chain clearly dominates (two launches long, twice the traffic
 /// terms), the median of (measured - fixed costs) / chain, clamped to [0.25, 4]; then the fixed costs again.
-/// Formats without enough observations keep their values.
+/// The fit starts from neutral corrections (refitting gives the same values); formats without enough
+/// observations keep their values.
 format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& p, int min_samples = 5);
 
 /// Estimates every format in `candidates` (feasibility first, then cost).
