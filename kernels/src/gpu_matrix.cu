@@ -772,33 +772,30 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   // a split that pays from one that does not (bench/results/2026-11-23_h100_partition_online.txt).
   // A single format that does not qualify against the runner-up is checked against cuSPARSE CSR in the
   // same way (at most two comparisons per analysis either way).
-  // cuSPARSE CSR's two algorithms are the exception: they share the CSR arrays and move the same bytes
-  // (switching costs one cusparseSpMV_preprocess, ~0.01 ms), and the model ranks them by two constants
-  // calibrated on a banded matrix, with no term for how ALG1 splits long rows. When one of them runs and
-  // measures slower than its own prediction by the margin, that ranking is untested on this matrix and the
-  // other is tried once whatever its prediction says: that prediction carries the class-wide correction,
-  // learned mostly from ALG1 on other matrices (x1.14 on the H200 4M-row circuit, where ALG1 measured
-  // 300.6 us against 233 us predicted and ALG2, predicted 289-297 us, ran 0.88x of ALG1 unexplored:
-  // bench/results/2026-11-23_h200_session4_alg2explore_partition_online.txt).
-  const auto own_miss = [&] {
-    const format_id to = report.estimates[on.runner_up].format;
-    const bool pair = (report.chosen == format_id::cusparse_csr && to == format_id::cusparse_csr_alg2) ||
-                      (report.chosen == format_id::cusparse_csr_alg2 && to == format_id::cusparse_csr);
-    return pair && !report.partitioned && on.running >= 0 &&
-           report.measured_us > report.estimates[on.running].predicted_us * (1 + on.policy.explore_margin);
+  // A format that misses its own prediction by the margin is compared too (online::explore_reason_for).
+  const auto reason = [&] {
+    online::explore_case c;
+    c.running = report.chosen;
+    c.running_predicted_us = on.running >= 0 ? report.estimates[on.running].predicted_us : 0.0;
+    c.measured_us = report.measured_us;
+    c.candidate = report.estimates[on.runner_up].format;
+    c.candidate_predicted_us = report.estimates[on.runner_up].predicted_us;
+    c.margin = on.policy.explore_margin;
+    c.partitioned = report.partitioned;
+    c.baseline_always = on.baseline_always;
+    return online::explore_reason_for(c);
   };
-  const auto beats_runner_up = [&] {
-    return report.measured_us > report.estimates[on.runner_up].predicted_us * (1 + on.policy.explore_margin);
-  };
-  const auto qualifies = [&] { return report.partitioned || on.baseline_always || beats_runner_up() || own_miss(); };
-  if (!qualifies()) {
+  auto why = reason();
+  if (why == online::explore_reason::none) {
     if (on.then_runner < 0) return;
     on.runner_up = on.then_runner;
     on.then_runner = -1;
-    if (report.chosen == report.estimates[on.runner_up].format || !qualifies()) return;
+    if (report.chosen == report.estimates[on.runner_up].format) return;
+    why = reason();
+    if (why == online::explore_reason::none) return;
   }
-  const bool after_split = on.baseline_always && !report.partitioned;
-  const bool by_own_miss = !report.partitioned && !after_split && !beats_runner_up();
+  const bool after_split = why == online::explore_reason::after_split;
+  const bool by_own_miss = why == online::explore_reason::own_miss;
   if (on.then_runner < 0) on.baseline_always = false;  // consumed by the last comparison
   const double runner_us = report.estimates[on.runner_up].predicted_us;
   exploration_record rec;

@@ -238,4 +238,17 @@ std::string corrections::to_string() const
   return os.str();
 }
 
+explore_reason explore_reason_for(const explore_case& c)
+{
+  if (c.partitioned) return explore_reason::split;
+  if (c.baseline_always) return explore_reason::after_split;
+  if (c.measured_us > c.candidate_predicted_us * (1 + c.margin)) return explore_reason::beats_candidate;
+  if (c.running_predicted_us > 0 && c.measured_us > c.running_predicted_us * (1 + c.margin)) {
+    const bool pair = (c.running == format_id::cusparse_csr && c.candidate == format_id::cusparse_csr_alg2) ||
+                      (c.running == format_id::cusparse_csr_alg2 && c.candidate == format_id::cusparse_csr);
+    if (pair || c.candidate_predicted_us < c.measured_us) return explore_reason::own_miss;
+  }
+  return explore_reason::none;
+}
+
 }  // namespace aijp::online

@@ -202,3 +202,44 @@ TEST(Online, PerMatrixCorrectionOverridesTheFormatsMix)
 }
 
 }  // namespace
+
+// Bounded exploration's decision (gpu_matrix's explore_or_finish): a split and a format kept over a split
+// are always compared; otherwise the running plan must measure above the candidate's prediction by the
+// margin, or above its own prediction by the margin with a candidate that is cuSPARSE CSR's other
+// algorithm or predicted below what the running format measured.
+TEST(OnlineExplore, ReasonsToCompare)
+{
+  using aijp::format_id;
+  using aijp::online::explore_reason;
+  aijp::online::explore_case c;
+  c.running = format_id::cusparse_csr;
+  c.running_predicted_us = 100;
+  c.measured_us = 105;
+  c.candidate = format_id::coo;
+  c.candidate_predicted_us = 100;
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::none);  // within both margins
+  c.candidate_predicted_us = 90;
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::beats_candidate);  // 105 > 99
+  // Missed its own prediction (113 > 110), the candidate predicted below that (108): the case the
+  // candidate's margin alone does not catch (113 < 108 * 1.1).
+  c.measured_us = 113;
+  c.candidate_predicted_us = 108;
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::own_miss);
+  c.candidate_predicted_us = 115;  // predicted slower than the running format measures: not tried
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::none);
+  c.candidate = format_id::cusparse_csr_alg2;  // the other cuSPARSE algorithm: tried whatever its prediction
+  c.candidate_predicted_us = 300;
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::own_miss);
+  c.running = format_id::cusparse_csr_alg2;
+  c.candidate = format_id::cusparse_csr;
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::own_miss);
+  c.measured_us = 109;  // within its own prediction's margin
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::none);
+  c.running_predicted_us = 0;  // unknown: no own-miss
+  c.measured_us = 200;
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::none);
+  c.baseline_always = true;
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::after_split);
+  c.partitioned = true;
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::split);
+}

@@ -143,6 +143,38 @@ struct policy {
   bool explore = true;
 };
 
+/// Why bounded exploration compares a candidate with the running plan (gpu_matrix's explore_or_finish).
+enum class explore_reason {
+  none,             ///< not compared
+  split,            ///< the running plan is a split: always compared with the single format it was predicted to beat
+  after_split,      ///< a single format kept over a split: always compared with the baseline
+  beats_candidate,  ///< the running plan measured above the candidate's prediction by the margin
+  own_miss,         ///< the running format measured above its own prediction by the margin, and the candidate is
+                    ///< cuSPARSE CSR's other algorithm or predicted below what the running format measured
+};
+
+/// The numbers the decision reads: the running plan's measured median, the predictions of the analysis.
+struct explore_case {
+  format_id running = format_id::cusparse_csr;
+  double running_predicted_us = 0;  ///< 0: unknown (a split)
+  double measured_us = 0;
+  format_id candidate = format_id::cusparse_csr;
+  double candidate_predicted_us = 0;
+  double margin = 0.10;
+  bool partitioned = false;
+  bool baseline_always = false;  ///< the running single format was kept over a split
+};
+
+/// The reason to compare `c.candidate` with the running plan, or explore_reason::none.
+/// A format measured above its own prediction was ranked on a wrong number. cuSPARSE CSR's two algorithms
+/// share the CSR arrays and the model has no term that ranks them on such a matrix, so the other is tried
+/// whatever its prediction says (its prediction carries the class-wide correction, learned mostly from
+/// ALG1 on other matrices: on the H200 4M-row circuit ALG2 was predicted 289-297 us, measured 264 us, ALG1
+/// 300.6 us). Any other candidate is tried when predicted below what the running format measured (on tiny
+/// matrices with a few long rows cuSPARSE CSR ran 12 % above its prediction while COO, predicted 8 % slower,
+/// measured 9 % faster: hangGlider_2, adder_dcop_05, H100).
+explore_reason explore_reason_for(const explore_case& c);
+
 /// Median of `v` (mean of the middle two for an even size; 0 for an empty vector).
 double median(std::vector<double> v);
 
