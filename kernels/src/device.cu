@@ -399,10 +399,7 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   if (loaded.status == cache::load_status::ok && params_from_entry(*loaded.entry, params_)) {
     params_.l2_bytes = device_.l2_bytes;
     params_source_ = "cache file " + loaded.path.string();
-    const bandwidth_model_params neutral;
-    if (params_.format_fixed_us == neutral.format_fixed_us && params_.format_chain_scale == neutral.format_chain_scale) {
-      default_corrections_(fp);  // written by a calibration alone (or before the warm-up fitted them)
-    }
+    if (!has_format_corrections(params_)) default_corrections_(fp);  // written by a calibration alone (or before the warm-up fitted them)
   } else {
     if (loaded.status != cache::load_status::ok && loaded.status != cache::load_status::missing) {
       warnings_.push_back(loaded.message);
@@ -473,10 +470,7 @@ void context::default_corrections_(const cache::device_fingerprint& fp)
   if (!def) return;
   bandwidth_model_params d;
   if (!params_from_metrics(def->entry->device_metrics, d)) return;
-  if (d.format_fixed_us == bandwidth_model_params{}.format_fixed_us &&
-      d.format_chain_scale == bandwidth_model_params{}.format_chain_scale) {
-    return;  // an older default without them
-  }
+  if (!has_format_corrections(d)) return;  // an older default without them
   params_.format_fixed_us = d.format_fixed_us;
   params_.format_chain_scale = d.format_chain_scale;
   params_source_ += "; per-format fixed costs and chain factors from the shipped default " + def->path.string() + " (" +

@@ -204,13 +204,12 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
             const auto used = model::fit_format_corrections(samples, dev, params);
             int fixed = 0, chains = 0;
             for (int f = 0; f < format_count; ++f) {
-              const std::string name = format_name(static_cast<format_id>(f));
               if (used.fixed[f] > 0) {
-                e.device_metrics["fixed_us." + name] = params.format_fixed_us[f];
+                e.device_metrics[fixed_cost_key(static_cast<format_id>(f))] = params.format_fixed_us[f];
                 ++fixed;
               }
               if (used.chain[f] > 0) {
-                e.device_metrics["chain_scale." + name] = params.format_chain_scale[f];
+                e.device_metrics[chain_scale_key(static_cast<format_id>(f))] = params.format_chain_scale[f];
                 ++chains;
               }
             }

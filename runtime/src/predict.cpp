@@ -1,6 +1,7 @@
 #include <aijpredict/predict.hpp>
 
 #include <aijpredict/layout_ref_csr.hpp>
+#include <aijpredict/online.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -95,9 +96,9 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   optional("l2_gather_gbs", p.l2_gather_gbs, 1e6);
   optional("l2_gather_alg2_gbs", p.l2_gather_alg2_gbs, 1e6);
   for (int i = 0; i < format_count; ++i) {
-    const auto it = m.find(std::string("fixed_us.") + format_name(static_cast<format_id>(i)));
+    const auto it = m.find(fixed_cost_key(static_cast<format_id>(i)));
     if (it != m.end() && std::isfinite(it->second) && std::abs(it->second) <= 1e3) p.format_fixed_us[i] = it->second;
-    const auto ch = m.find(std::string("chain_scale.") + format_name(static_cast<format_id>(i)));
+    const auto ch = m.find(chain_scale_key(static_cast<format_id>(i)));
     if (ch != m.end() && ch->second >= 0.25 && ch->second <= 4.0) p.format_chain_scale[i] = ch->second;
   }
   return true;
@@ -115,9 +116,18 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
   m["l2_gather_gbs"] = p.l2_gather_gbs;
   if (p.l2_gather_alg2_gbs > 0) m["l2_gather_alg2_gbs"] = p.l2_gather_alg2_gbs;
   for (int i = 0; i < format_count; ++i) {
-    if (p.format_fixed_us[i] != 0.0) m[std::string("fixed_us.") + format_name(static_cast<format_id>(i))] = p.format_fixed_us[i];
-    if (p.format_chain_scale[i] != 1.0) m[std::string("chain_scale.") + format_name(static_cast<format_id>(i))] = p.format_chain_scale[i];
+    if (p.format_fixed_us[i] != 0.0) m[fixed_cost_key(static_cast<format_id>(i))] = p.format_fixed_us[i];
+    if (p.format_chain_scale[i] != 1.0) m[chain_scale_key(static_cast<format_id>(i))] = p.format_chain_scale[i];
   }
+}
+
+std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + format_name(f); }
+std::string chain_scale_key(format_id f) { return std::string("chain_scale.") + format_name(f); }
+
+bool has_format_corrections(const bandwidth_model_params& p)
+{
+  const bandwidth_model_params neutral;
+  return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale;
 }
 
 double l1_bytes_per_sm(const device_properties* device)
@@ -352,13 +362,6 @@ double predicted_of(format_id f, const placeholder_parts& t, const bandwidth_mod
   const int i = static_cast<int>(f);
   return std::max(p.launch_us, t.fixed_us + p.format_fixed_us[i] + std::max({t.stream_us, t.serial_us * p.format_chain_scale[i], t.l2_us}));
 }
-
-double median_of(std::vector<double>& v)
-{
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 }  // namespace
 
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
@@ -428,7 +431,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       used.fixed[i] = 0;
       if (static_cast<int>(residuals[i].size()) < std::max(1, min_samples)) continue;
       used.fixed[i] = static_cast<int>(residuals[i].size());
-      p.format_fixed_us[i] = median_of(residuals[i]);
+      p.format_fixed_us[i] = online::median(std::move(residuals[i]));
     }
   };
   fit_fixed();
@@ -447,7 +450,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       used.chain[i] = 0;
       if (static_cast<int>(ratios[i].size()) < std::max(1, min_samples)) continue;
       used.chain[i] = static_cast<int>(ratios[i].size());
-      p.format_chain_scale[i] = std::clamp(median_of(ratios[i]), 0.25, 4.0);
+      p.format_chain_scale[i] = std::clamp(online::median(std::move(ratios[i])), 0.25, 4.0);
     }
   }
   fit_fixed();

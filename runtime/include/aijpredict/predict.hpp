@@ -86,6 +86,13 @@ struct bandwidth_model_params {
   std::array<double, format_count> format_chain_scale = per_format(1.0);
 };
 
+/// Cache keys of a format's fitted corrections in cache_entry::device_metrics: "fixed_us.<format name>" and
+/// "chain_scale.<format name>".
+std::string fixed_cost_key(format_id f);
+std::string chain_scale_key(format_id f);
+/// Whether `p` carries fitted per-format corrections (any fixed cost or chain factor off its neutral value).
+bool has_format_corrections(const bandwidth_model_params& p);
+
 /// The device constants as the per-device cache stores them (cache_entry::device_metrics): fills `p` and returns
 /// true when the three required ones (stream_read_gbs, launch_overhead_us, cusparse_csr_overhead_us) are
 /// present and positive; the later optional ones (cuSPARSE CSR efficiency, ALG2's fixed cost and efficiency)
