@@ -46,6 +46,8 @@ const char* usage =
     "  --threads-per-block N    maximum threads per block (default 1024)\n"
     "  --csv FILE               one row per test sample: measured and each model's prediction\n"
     "  --json FILE              the summary as JSON\n"
+    "  --explain FILE           one row per test sample: the placeholder's terms (fixed, stream, chain, l2, us),\n"
+    "                           its prediction, the measured time and the row statistics behind them\n"
     "  --baseline-margin F      margin of the runtime's rule in the regret table (default 0.03)\n"
     "  --write-cache DIR        write the cache entry with the refitted coefficients to DIR/<device>.json\n"
     "  --help                   this text\n";
@@ -55,7 +57,7 @@ const char* usage =
 int main(int argc, char** argv)
 {
   double baseline_margin = aijp::default_baseline_margin;
-  std::string cache_file, train_file, test_file, csv, json, write_dir, model_list;
+  std::string cache_file, train_file, test_file, csv, json, write_dir, model_list, explain;
   int threads_per_sm = 2048, threads_per_block = 1024;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -77,6 +79,8 @@ int main(int argc, char** argv)
       threads_per_block = std::atoi(argv[++i]);
     } else if (a == "--csv" && has_value) {
       csv = argv[++i];
+    } else if (a == "--explain" && has_value) {
+      explain = argv[++i];
     } else if (a == "--json" && has_value) {
       json = argv[++i];
     } else if (a == "--baseline-margin" && has_value) {
@@ -131,7 +135,11 @@ int main(int argc, char** argv)
     }
     std::printf("\n# placeholder chain factors (from the training samples a chain dominates):");
     for (int f = 0; f < aijp::format_count; ++f) {
-      if (fitted.chain[f] > 0) std::printf(" %s %.2f (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_chain_scale[f], fitted.chain[f]);
+      if (fitted.chain[f] > 0) {
+        std::printf(" %s %.2f", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_chain_scale[f]);
+        if (fitted.lanes[f] > 0) std::printf(" (+%.2f at 32 lanes)", params.format_chain_lanes[f]);
+        std::printf(" (%d)", fitted.chain[f]);
+      }
     }
     std::printf("\n");
 
@@ -154,10 +162,25 @@ int main(int argc, char** argv)
     }
 
     std::vector<aijp::bench::accuracy_row> rows;
+    std::FILE* ex = nullptr;
+    if (!explain.empty()) {
+      ex = std::fopen(explain.c_str(), "w");
+      if (ex == nullptr) die("cannot write " + explain);
+      std::fprintf(ex, "matrix,format,measured_us,predicted_us,fixed_us,stream_us,chain_us,l2_us,rows,nnz,mean,mode_len,max_len,stddev,"
+                       "n_iter_natural,n_iter_sorted,x_sectors_per_nnz\n");
+    }
     for (const auto& s : test.samples) {
       aijp::bench::accuracy_row r{s.matrix, s.format, s.measured_us, {}};
       const aijp::prediction_input pin = aijp::model::prediction_input_of(s, dev);
       for (const auto& e : aijp::predict_bandwidth_model(pin, params, {s.format})) r.predicted["placeholder"] = e.predicted_us;
+      if (ex != nullptr) {
+        const auto b = aijp::explain_bandwidth_model(s.format, pin, params);
+        const auto& st = s.features.stats;
+        std::fprintf(ex, "\"%s\",%s,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g\n", s.matrix.c_str(),
+                     aijp::format_name(s.format), s.measured_us, b.predicted_us, b.fixed_us, b.stream_us, b.chain_us, b.l2_us,
+                     (long long)st.rows, (long long)st.nnz, st.mean, (long long)st.mode_len, (long long)st.max_len, st.stddev,
+                     (long long)st.n_iter_natural, (long long)st.n_iter_sorted, s.features.x_sectors_per_nnz);
+      }
       for (const auto& m : models) {
         if (const auto p = m->predict_us(s.format, s.features, dev)) {
           r.predicted[m->name()] = aijp::at_least_launches(s.format, s.features.stats, s.features.value_bytes, params, *p, &dev);
@@ -165,6 +188,7 @@ int main(int argc, char** argv)
       }
       rows.push_back(std::move(r));
     }
+    if (ex != nullptr && std::fclose(ex) != 0) die("error writing " + explain);
     std::vector<std::string> shown{"placeholder"};
     for (const auto& m : models) shown.push_back(m->name());
     aijp::bench::print_accuracy_summary(rows, shown, dev.name, json, baseline_margin);

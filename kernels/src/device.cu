@@ -473,6 +473,7 @@ void context::default_corrections_(const cache::device_fingerprint& fp)
   if (!has_format_corrections(d)) return;  // an older default without them
   params_.format_fixed_us = d.format_fixed_us;
   params_.format_chain_scale = d.format_chain_scale;
+  params_.format_chain_lanes = d.format_chain_lanes;
   params_source_ += "; per-format fixed costs and chain factors from the shipped default " + def->path.string() + " (" +
                     def->entry->device.name + ")";
 }

@@ -26,6 +26,7 @@ struct row_length_op {
 
 struct warp_summary {
   unsigned long long n_iter;
+  unsigned long long chain;  // chain_key of the longest row's group
   int max_len;
 };
 
@@ -36,10 +37,15 @@ __global__ void warp_max_kernel(size_type rows, const index_type* __restrict__ r
   const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int len = r < rows ? row_ptr[r + 1] - row_ptr[r] : 0;
   int m = len;
-  for (int off = 16; off > 0; off /= 2) m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+  unsigned long long sum = static_cast<unsigned long long>(len);
+  for (int off = 16; off > 0; off /= 2) {
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+    sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  }
   if ((threadIdx.x & 31) == 0 && m > 0) {
     atomicAdd(&out->n_iter, static_cast<unsigned long long>(m));
     atomicMax(&out->max_len, m);
+    atomicMax(&out->chain, chain_key(m, sum));
   }
 }
 
@@ -47,7 +53,7 @@ __global__ void warp_max_kernel(size_type rows, const index_type* __restrict__ r
 // every warp covers 32 consecutive rows of a 32-aligned group (the strip starts at a multiple of 32), which
 // makes the per-warp maxima the N_iter groups of Eq. 1. Counters in shared memory, one global write each.
 struct device_strip {
-  unsigned long long nnz, sum_sq, empty_rows, n_iter;
+  unsigned long long nnz, sum_sq, empty_rows, n_iter, chain;
   int min_len, max_len;
   unsigned long long bin_rows[strip_bins];
   unsigned long long bin_nnz[strip_bins];
@@ -64,14 +70,14 @@ __global__ void __launch_bounds__(strip_block)
     s.bin_nnz[b] = 0;
   }
   if (threadIdx.x == 0) {
-    s.nnz = s.sum_sq = s.empty_rows = s.n_iter = 0;
+    s.nnz = s.sum_sq = s.empty_rows = s.n_iter = s.chain = 0;
     s.min_len = INT_MAX;
     s.max_len = 0;
   }
   __syncthreads();
   const size_type begin = static_cast<size_type>(blockIdx.x) * rows_per_strip;
   const size_type end = min(rows, begin + rows_per_strip);
-  unsigned long long nnz = 0, sum_sq = 0, empty = 0, n_iter = 0;
+  unsigned long long nnz = 0, sum_sq = 0, empty = 0, n_iter = 0, chain = 0;
   int lo = INT_MAX, hi = 0;
   // Every thread runs the same number of iterations so the whole warp reaches the shuffles.
   for (size_type base = begin; base < end; base += blockDim.x) {
@@ -79,8 +85,15 @@ __global__ void __launch_bounds__(strip_block)
     const bool live = r < end;
     const int len = live ? row_ptr[r + 1] - row_ptr[r] : 0;
     int m = len;
-    for (int off = 16; off > 0; off /= 2) m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
-    if ((threadIdx.x & 31) == 0) n_iter += m;
+    unsigned long long warp_nnz = static_cast<unsigned long long>(len);
+    for (int off = 16; off > 0; off /= 2) {
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+      warp_nnz += __shfl_xor_sync(0xffffffffu, warp_nnz, off);
+    }
+    if ((threadIdx.x & 31) == 0) {
+      n_iter += m;
+      if (m > 0) chain = max(chain, chain_key(m, warp_nnz));
+    }
     // Rows of one length in a warp (a stencil: all 32) add to their bin once, through the lowest such lane,
     // instead of 32 conflicting shared-memory atomics; the long-row bins hold several lengths and add per lane.
     const int bin = strip_bin_of(len);
@@ -108,6 +121,7 @@ __global__ void __launch_bounds__(strip_block)
   atomicAdd(&s.sum_sq, sum_sq);
   atomicAdd(&s.empty_rows, empty);
   atomicAdd(&s.n_iter, n_iter);
+  atomicMax(&s.chain, chain);
   atomicMin(&s.min_len, lo);
   atomicMax(&s.max_len, hi);
   __syncthreads();
@@ -121,6 +135,7 @@ __global__ void __launch_bounds__(strip_block)
     o->sum_sq = s.sum_sq;
     o->empty_rows = s.empty_rows;
     o->n_iter = s.n_iter;
+    o->chain = s.chain;
     o->min_len = s.min_len;
     o->max_len = s.max_len;
   }
@@ -151,6 +166,7 @@ std::vector<strip_summary> compute_strip_summaries_device(size_type rows, const 
     o.nnz = static_cast<size_type>(g.nnz);
     o.empty_rows = static_cast<size_type>(g.empty_rows);
     o.n_iter_natural = static_cast<size_type>(g.n_iter);
+    o.chain_warp_nnz = chain_key_nnz(g.chain);
     o.sum_sq = static_cast<double>(g.sum_sq);
     o.min_len = g.min_len;
     o.max_len = g.max_len;
@@ -189,7 +205,7 @@ row_stats compute_row_stats_device(size_type rows, size_type cols, const index_t
   AIJP_CUDA_CHECK(cudaMemcpyAsync(h_hist.data(), d_hist.data(), bins * sizeof(int), cudaMemcpyDeviceToHost, stream));
   AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<size_type> hist(h_hist.begin(), h_hist.end());
-  return stats_from_histogram(rows, cols, hist.data(), bins, static_cast<size_type>(h_sum.n_iter));
+  return stats_from_histogram(rows, cols, hist.data(), bins, static_cast<size_type>(h_sum.n_iter), chain_key_nnz(h_sum.chain));
 }
 
 }  // namespace aijp

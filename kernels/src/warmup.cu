@@ -210,6 +210,12 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
               }
               if (used.chain[f] > 0) {
                 e.device_metrics[chain_scale_key(static_cast<format_id>(f))] = params.format_chain_scale[f];
+                // A refit without a lanes slope clears an older one (the key is absent: 0).
+                if (params.format_chain_lanes[f] != 0.0) {
+                  e.device_metrics[chain_lanes_key(static_cast<format_id>(f))] = params.format_chain_lanes[f];
+                } else {
+                  e.device_metrics.erase(chain_lanes_key(static_cast<format_id>(f)));
+                }
                 ++chains;
               }
             }

@@ -43,6 +43,7 @@ std::vector<strip_summary> compute_strip_summaries(const csr_view<Value>& a, siz
     s.rows = std::min(rows_per_strip, a.rows - b);
     s.min_len = std::numeric_limits<index_type>::max();
     index_type warp_max = 0;
+    unsigned long long warp_nnz = 0, chain = 0;
     size_type sum_sq = 0;  // exact, as on the device (at most nnz^2 < 2^62)
     for (size_type r = b; r < b + s.rows; ++r) {
       const index_type len = a.row_ptr[r + 1] - a.row_ptr[r];
@@ -56,11 +57,15 @@ std::vector<strip_summary> compute_strip_summaries(const csr_view<Value>& a, siz
       ++s.bin_rows[bin];
       s.bin_nnz[bin] += len;
       warp_max = std::max(warp_max, len);
+      warp_nnz += static_cast<unsigned long long>(len);
       if ((r - b) % stats_warp_size == stats_warp_size - 1 || r + 1 == b + s.rows) {
         s.n_iter_natural += warp_max;
+        if (warp_max > 0) chain = std::max(chain, chain_key(warp_max, warp_nnz));
         warp_max = 0;
+        warp_nnz = 0;
       }
     }
+    s.chain_warp_nnz = chain_key_nnz(chain);
     s.sum_sq = static_cast<double>(sum_sq);
     out.push_back(s);
   }
@@ -125,6 +130,9 @@ void strip_accumulator::add(const strip_summary& s)
   s_.n_iter_natural += s.n_iter_natural;
   s_.sum_sq += s.sum_sq;
   s_.min_len = std::min(s_.min_len, s.min_len);
+  if (s.max_len > s_.max_len || (s.max_len == s_.max_len && s.chain_warp_nnz > s_.chain_warp_nnz)) {
+    s_.chain_warp_nnz = s.chain_warp_nnz;
+  }
   s_.max_len = std::max(s_.max_len, s.max_len);
   // Only the strip's occupied bins (between its shortest and longest row): most strips span few.
   for (int b = strip_bin_of(s.min_len), last = strip_bin_of(s.max_len); b <= last; ++b) {
@@ -140,6 +148,7 @@ row_stats strip_accumulator::stats(size_type cols) const
   r.cols = cols;
   r.nnz = s_.nnz;
   r.n_iter_natural = s_.n_iter_natural;
+  r.chain_warp_nnz = s_.chain_warp_nnz;
   if (s_.rows == 0) return r;
   const double rows = static_cast<double>(s_.rows);
   r.mean = static_cast<double>(s_.nnz) / rows;

@@ -100,6 +100,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (it != m.end() && std::isfinite(it->second) && std::abs(it->second) <= 1e3) p.format_fixed_us[i] = it->second;
     const auto ch = m.find(chain_scale_key(static_cast<format_id>(i)));
     if (ch != m.end() && ch->second >= 0.25 && ch->second <= 4.0) p.format_chain_scale[i] = ch->second;
+    const auto ln = m.find(chain_lanes_key(static_cast<format_id>(i)));
+    if (ln != m.end() && ln->second >= 0.0 && ln->second <= 4.0) p.format_chain_lanes[i] = ln->second;
   }
   return true;
 }
@@ -115,19 +117,38 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
   m["scatter_efficiency"] = p.scatter_efficiency;
   m["l2_gather_gbs"] = p.l2_gather_gbs;
   if (p.l2_gather_alg2_gbs > 0) m["l2_gather_alg2_gbs"] = p.l2_gather_alg2_gbs;
+  // Neutral per-format values are stored as absent keys (and a stale key of an earlier fit is removed).
+  const auto put = [&m](const std::string& key, double v, double neutral) {
+    if (v != neutral) {
+      m[key] = v;
+    } else {
+      m.erase(key);
+    }
+  };
   for (int i = 0; i < format_count; ++i) {
-    if (p.format_fixed_us[i] != 0.0) m[fixed_cost_key(static_cast<format_id>(i))] = p.format_fixed_us[i];
-    if (p.format_chain_scale[i] != 1.0) m[chain_scale_key(static_cast<format_id>(i))] = p.format_chain_scale[i];
+    const auto f = static_cast<format_id>(i);
+    put(fixed_cost_key(f), p.format_fixed_us[i], 0.0);
+    put(chain_scale_key(f), p.format_chain_scale[i], 1.0);
+    put(chain_lanes_key(f), p.format_chain_lanes[i], 0.0);
   }
 }
 
 std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + format_name(f); }
 std::string chain_scale_key(format_id f) { return std::string("chain_scale.") + format_name(f); }
+std::string chain_lanes_key(format_id f) { return std::string("chain_lanes.") + format_name(f); }
+
+double chain_factor(const bandwidth_model_params& p, format_id f, double lanes)
+{
+  const int i = static_cast<int>(f);
+  const double u = std::clamp((lanes - 1.0) / (stats_warp_size - 1.0), 0.0, 1.0);
+  return p.format_chain_scale[i] * (1.0 + p.format_chain_lanes[i] * u);
+}
 
 bool has_format_corrections(const bandwidth_model_params& p)
 {
   const bandwidth_model_params neutral;
-  return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale;
+  return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale ||
+         p.format_chain_lanes != neutral.format_chain_lanes;
 }
 
 double l1_bytes_per_sm(const device_properties* device)
@@ -329,6 +350,7 @@ struct placeholder_parts {
   double fixed_us = 0;   // launches and library overhead
   double stream_us = 0;  // DRAM streaming
   double serial_us = 0;  // the longest dependent chain at the uncorrected latency per entry
+  double lanes = 1;      // lanes that walk it together (chain_lanes)
   double l2_us = 0;      // L2 traffic at the calibrated rate
 };
 
@@ -347,6 +369,7 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   r.fixed_us = c.launches * p.launch_us + pt.fixed_us;
   const bool in_l2 = in.device.l2_bytes > 0 && c.moved_bytes < in.device.l2_bytes;
   r.serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
+  r.lanes = chain_lanes(s);
   // The scatter's visits miss the L2 in the share of the working set that does not fit in it.
   const double beyond_l2 = in.device.l2_bytes > 0 ? std::max(0.0, 1.0 - in.device.l2_bytes / r.bytes) : 1.0;
   r.stream_us = (r.bytes - scatter) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
@@ -360,9 +383,22 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
 double predicted_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
 {
   const int i = static_cast<int>(f);
-  return std::max(p.launch_us, t.fixed_us + p.format_fixed_us[i] + std::max({t.stream_us, t.serial_us * p.format_chain_scale[i], t.l2_us}));
+  return std::max(p.launch_us, t.fixed_us + p.format_fixed_us[i] + std::max({t.stream_us, t.serial_us * chain_factor(p, f, t.lanes), t.l2_us}));
 }
 }  // namespace
+
+placeholder_breakdown explain_bandwidth_model(format_id f, const prediction_input& in, const bandwidth_model_params& p)
+{
+  const placeholder_parts t = parts_of(f, in, p);
+  const int i = static_cast<int>(f);
+  placeholder_breakdown b;
+  b.fixed_us = t.fixed_us + p.format_fixed_us[i];
+  b.stream_us = t.stream_us;
+  b.chain_us = t.serial_us * chain_factor(p, f, t.lanes);
+  b.l2_us = t.l2_us;
+  b.predicted_us = predicted_of(f, t, p);
+  return b;
+}
 
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
                                                      const std::vector<format_id>& candidates)
@@ -409,6 +445,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   bandwidth_model_params p = out;
   p.format_fixed_us.fill(0.0);
   p.format_chain_scale.fill(1.0);
+  p.format_chain_lanes.fill(0.0);
   std::vector<placeholder_parts> parts;
   parts.reserve(obs.size());
   for (const auto& o : obs) parts.push_back(parts_of(o.format, o.input, p));
@@ -423,7 +460,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       const auto& t = parts[k];
       const int i = static_cast<int>(o.format);
       if (!(o.measured_us > 0)) continue;
-      const double variable = std::max({t.stream_us, t.serial_us * p.format_chain_scale[i], t.l2_us});
+      const double variable = std::max({t.stream_us, t.serial_us * chain_factor(p, o.format, t.lanes), t.l2_us});
       if (variable > p.launch_us) continue;  // not dominated by fixed costs
       residuals[i].push_back(o.measured_us - (t.fixed_us + variable));
     }
@@ -436,7 +473,8 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   };
   fit_fixed();
   {
-    std::array<std::vector<double>, format_count> ratios;
+    // Per format: (lanes position u in [0, 1], measured chain / uncorrected chain) of the chain-dominated samples.
+    std::array<std::vector<std::pair<double, double>>, format_count> ratios;
     for (std::size_t k = 0; k < obs.size(); ++k) {
       const auto& o = obs[k];
       const auto& t = parts[k];
@@ -444,19 +482,47 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       if (!(o.measured_us > 0) || !(t.serial_us > 0)) continue;
       // A chain that clearly dominates: at least two launches long and twice the traffic terms.
       if (t.serial_us < 2 * p.launch_us || t.serial_us < 2 * std::max(t.stream_us, t.l2_us)) continue;
-      ratios[i].push_back((o.measured_us - t.fixed_us - p.format_fixed_us[i]) / t.serial_us);
+      const double u = std::clamp((t.lanes - 1.0) / (stats_warp_size - 1.0), 0.0, 1.0);
+      ratios[i].emplace_back(u, (o.measured_us - t.fixed_us - p.format_fixed_us[i]) / t.serial_us);
     }
+    constexpr double few_lanes = 15.0 / 31.0;  // one to 16 lanes
+    constexpr std::size_t per_group = 3;
     for (int i = 0; i < format_count; ++i) {
-      used.chain[i] = 0;
+      used.chain[i] = used.lanes[i] = 0;
       if (static_cast<int>(ratios[i].size()) < std::max(1, min_samples)) continue;
       used.chain[i] = static_cast<int>(ratios[i].size());
-      p.format_chain_scale[i] = std::clamp(online::median(std::move(ratios[i])), 0.25, 4.0);
+      std::vector<double> u_lo, r_lo, u_hi, r_hi, all;
+      for (const auto& [u, r] : ratios[i]) {
+        (u <= few_lanes ? u_lo : u_hi).push_back(u);
+        (u <= few_lanes ? r_lo : r_hi).push_back(r);
+        all.push_back(r);
+      }
+      double scale = online::median(std::move(all));
+      double slope = 0.0;
+      if (u_lo.size() >= per_group && u_hi.size() >= per_group) {
+        const double ul = online::median(std::move(u_lo)), uh = online::median(std::move(u_hi));
+        const double rl = online::median(std::move(r_lo)), rh = online::median(std::move(r_hi));
+        if (uh > ul && rh > rl) {
+          const double b = (rh - rl) / (uh - ul);
+          const double a = rl - b * ul;
+          if (a > 0) {
+            scale = a;
+            slope = std::min(b / a, 4.0);
+            used.lanes[i] = used.chain[i];
+          }
+        }
+      }
+      p.format_chain_scale[i] = std::clamp(scale, 0.25, 4.0);
+      p.format_chain_lanes[i] = slope;
     }
   }
   fit_fixed();
   for (int i = 0; i < format_count; ++i) {
     if (used.fixed[i] > 0) out.format_fixed_us[i] = p.format_fixed_us[i];
-    if (used.chain[i] > 0) out.format_chain_scale[i] = p.format_chain_scale[i];
+    if (used.chain[i] > 0) {
+      out.format_chain_scale[i] = p.format_chain_scale[i];
+      out.format_chain_lanes[i] = p.format_chain_lanes[i];
+    }
   }
   return used;
 }

@@ -10,12 +10,13 @@
 namespace aijp {
 
 row_stats stats_from_histogram(size_type rows, size_type cols, const size_type* hist, size_type hist_size,
-                               size_type n_iter_natural)
+                               size_type n_iter_natural, size_type chain_warp_nnz)
 {
   row_stats s;
   s.rows = rows;
   s.cols = cols;
   s.n_iter_natural = n_iter_natural;
+  s.chain_warp_nnz = chain_warp_nnz;
   if (rows == 0) return s;
   AIJP_ENSURE(hist_size > 0, error, "row-length histogram is empty for a matrix with rows");
 
@@ -75,20 +76,32 @@ row_stats compute_row_stats(const csr_view<Value>& a)
   }
   std::vector<size_type> hist(static_cast<size_t>(max_len) + 1, 0);
   size_type n_iter = 0;
+  unsigned long long chain = 0;
   for (size_type w = 0; w < a.rows; w += stats_warp_size) {
     index_type warp_max = 0;
+    unsigned long long warp_nnz = 0;
     for (size_type r = w; r < std::min<size_type>(w + stats_warp_size, a.rows); ++r) {
       const index_type len = a.row_ptr[r + 1] - a.row_ptr[r];
       ++hist[len];
       warp_max = std::max(warp_max, len);
+      warp_nnz += static_cast<unsigned long long>(len);
     }
     n_iter += warp_max;
+    if (warp_max > 0) chain = std::max(chain, chain_key(warp_max, warp_nnz));
   }
-  return stats_from_histogram(a.rows, a.cols, hist.data(), static_cast<size_type>(hist.size()), n_iter);
+  return stats_from_histogram(a.rows, a.cols, hist.data(), static_cast<size_type>(hist.size()), n_iter,
+                              chain_key_nnz(chain));
 }
 
 template row_stats compute_row_stats<double>(const csr_view<double>&);
 template row_stats compute_row_stats<float>(const csr_view<float>&);
+
+double chain_lanes(const row_stats& s)
+{
+  if (s.max_len <= 0 || s.chain_warp_nnz == 0) return 1.0;
+  return std::clamp(static_cast<double>(s.chain_warp_nnz) / static_cast<double>(s.max_len), 1.0,
+                    static_cast<double>(stats_warp_size));
+}
 
 std::string row_stats::to_string() const
 {
@@ -97,7 +110,7 @@ std::string row_stats::to_string() const
      << ", min " << min_len << ", max " << max_len << ", max-min " << spread() << ", mode " << mode_len << " ("
      << mode_count << " rows), empty rows " << empty_rows << ", N_iter natural " << n_iter_natural
      << ", N_iter sorted " << n_iter_sorted << ", N_p " << n_p << ", HYB K " << hyb_ell_width << " (COO nnz "
-     << hyb_coo_nnz << ")";
+     << hyb_coo_nnz << "), longest row's group " << chain_warp_nnz << " nnz";
   return os.str();
 }
 

@@ -60,6 +60,7 @@ void expect_same_stats(const aijp::row_stats& d, const aijp::row_stats& h, const
   EXPECT_EQ(d.mode_count, h.mode_count) << what;
   EXPECT_EQ(d.empty_rows, h.empty_rows) << what;
   EXPECT_EQ(d.n_iter_natural, h.n_iter_natural) << what;
+  EXPECT_EQ(d.chain_warp_nnz, h.chain_warp_nnz) << what;
   EXPECT_EQ(d.n_iter_sorted, h.n_iter_sorted) << what;
   EXPECT_EQ(d.n_p, h.n_p) << what;
   EXPECT_EQ(d.hyb_ell_width, h.hyb_ell_width) << what;

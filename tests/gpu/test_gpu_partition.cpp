@@ -101,6 +101,7 @@ TEST_F(GpuPartitionTest, DeviceStripSummariesMatchHost)
         EXPECT_EQ(d[k].nnz, h[k].nnz);
         EXPECT_EQ(d[k].empty_rows, h[k].empty_rows);
         EXPECT_EQ(d[k].n_iter_natural, h[k].n_iter_natural);
+        EXPECT_EQ(d[k].chain_warp_nnz, h[k].chain_warp_nnz);
         EXPECT_EQ(d[k].sum_sq, h[k].sum_sq);
         EXPECT_EQ(d[k].min_len, h[k].min_len);
         EXPECT_EQ(d[k].max_len, h[k].max_len);

@@ -87,6 +87,7 @@ void check_merges(const aijp::csr_matrix<double>& a, aijp::size_type strip_rows,
       EXPECT_EQ(got.max_len, want.max_len) << what;
       EXPECT_EQ(got.empty_rows, want.empty_rows) << what;
       EXPECT_EQ(got.n_iter_natural, want.n_iter_natural) << what;
+      EXPECT_EQ(got.chain_warp_nnz, want.chain_warp_nnz) << what;
       EXPECT_EQ(got.n_p, want.n_p) << what;
       EXPECT_DOUBLE_EQ(got.mean, want.mean) << what;
       EXPECT_NEAR(got.stddev, want.stddev, 1e-9 * (1 + want.stddev)) << what;

@@ -49,6 +49,8 @@ TEST(RowStats, HandComputedSmallMatrix)
   EXPECT_EQ(s.empty_rows, 1);
   EXPECT_EQ(s.n_iter_natural, 3);
   EXPECT_EQ(s.n_iter_sorted, 3);
+  EXPECT_EQ(s.chain_warp_nnz, 9);  // one group of 5 rows
+  EXPECT_DOUBLE_EQ(aijp::chain_lanes(s), 3.0);
   EXPECT_EQ(s.n_p, 2 * 9 - 4);
   EXPECT_EQ(s.hyb_ell_width, 0);  // fewer than 4096 rows: everything goes to COO
   EXPECT_EQ(s.hyb_coo_nnz, 9);
@@ -64,6 +66,28 @@ TEST(RowStats, IterationCountsNaturalVersusSorted)
   EXPECT_EQ(s.n_iter_natural, 20);  // both warps contain a row of 10
   EXPECT_EQ(s.n_iter_sorted, 11);   // sorted: 32 rows of 10, then 32 rows of 1
   EXPECT_EQ(s.mode_len, 1);         // tie 32/32 goes to the shorter length
+  // Both groups hold a row of 10: the chain is the fuller one (31 rows of 10 and one of 1).
+  EXPECT_EQ(s.chain_warp_nnz, 311);
+  EXPECT_NEAR(aijp::chain_lanes(s), 31.1, 1e-12);
+}
+
+TEST(RowStats, ChainLanesOfOneLongRowAndOfABlockOfThem)
+{
+  // One row of 1000 among short rows: its group runs one lane for most of the chain.
+  std::vector<int> len(256, 4);
+  len[100] = 1000;
+  auto s = aijp::compute_row_stats(with_lengths(len, 2048).view());
+  EXPECT_EQ(s.chain_warp_nnz, 1000 + 31 * 4);
+  EXPECT_NEAR(aijp::chain_lanes(s), 1.124, 1e-12);
+  // 20 rows of 1000 together (a circuit's dense rows at the top): 20 lanes.
+  for (int r = 0; r < 20; ++r) len[r] = 1000;
+  s = aijp::compute_row_stats(with_lengths(len, 2048).view());
+  EXPECT_EQ(s.chain_warp_nnz, 20 * 1000 + 12 * 4);
+  EXPECT_NEAR(aijp::chain_lanes(s), 20.048, 1e-12);
+  // Unknown (older samples) or empty: one lane.
+  s.chain_warp_nnz = 0;
+  EXPECT_EQ(aijp::chain_lanes(s), 1.0);
+  EXPECT_EQ(aijp::chain_lanes(aijp::row_stats{}), 1.0);
 }
 
 TEST(RowStats, BellGarlandHybWidth)

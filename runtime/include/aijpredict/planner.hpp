@@ -58,6 +58,7 @@ struct strip_summary {
   double sum_sq = 0;             ///< sum of squared row lengths
   index_type min_len = 0;
   index_type max_len = 0;
+  size_type chain_warp_nnz = 0;  ///< row_stats::chain_warp_nnz of the strip (exact under merging with max_len)
   std::array<size_type, strip_bins> bin_rows{};  ///< rows per length bin
   std::array<size_type, strip_bins> bin_nnz{};   ///< nonzeros of those rows
   /// Sampled locality of the strip's x gathers (distinct 32-byte sectors of x per nonzero over sampled

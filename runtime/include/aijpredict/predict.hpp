@@ -84,12 +84,27 @@ struct bandwidth_model_params {
   /// H100 held-out set the thread-per-row layouts of small matrices with long rows measured 1.2x (jad,
   /// sell_delta16) to 2x (ell) the chain of the same entries (bench/results/2026-11-23_h100_session5_accuracy.csv).
   std::array<double, format_count> format_chain_scale = per_format(1.0);
+  /// Per-format growth of the chain's latency per entry with the lanes that walk it together (indexed by
+  /// format_id; 0 for cache files written before it): the chain term is multiplied by
+  /// 1 + format_chain_lanes x (chain_lanes - 1) / 31, so 0 is one lane's latency for any number of lanes and
+  /// 1 doubles it with a full group of 32. A lane's loads of its own row need their own sectors: the 32-row
+  /// group of the longest row issues as many sectors per step as it has rows still running. On the H100
+  /// held-out set jad took 85 ns per entry behind one long row (hangGlider_2, adder_dcop_05) and 125-134 ns
+  /// behind blocks of them (mbeacxc, bcsstk13), csr_scalar 60 and 94 ns; from DRAM csr_scalar 106 ns behind
+  /// the power-law matrix's one dense row and 192 ns behind the circuit's 20
+  /// (bench/results/2026-11-23_h100_session5_l1_fresh_cache_accuracy_samples.jsonl.xz).
+  std::array<double, format_count> format_chain_lanes = per_format(0.0);
 };
+
+/// The chain term's factor for `lanes` lanes (chain_lanes): format_chain_scale x (1 + format_chain_lanes x
+/// (lanes - 1) / 31).
+double chain_factor(const bandwidth_model_params& p, format_id f, double lanes);
 
 /// Cache keys of a format's fitted corrections in cache_entry::device_metrics: "fixed_us.<format name>" and
 /// "chain_scale.<format name>".
 std::string fixed_cost_key(format_id f);
 std::string chain_scale_key(format_id f);
+std::string chain_lanes_key(format_id f);  ///< "chain_lanes.<format name>"
 /// Whether `p` carries fitted per-format corrections (any fixed cost or chain factor off its neutral value).
 bool has_format_corrections(const bandwidth_model_params& p);
 
@@ -196,16 +211,31 @@ struct fixed_cost_observation {
 struct format_fit {
   std::array<int, format_count> fixed{};
   std::array<int, format_count> chain{};
+  std::array<int, format_count> lanes{};  ///< observations behind format_chain_lanes (0: not fitted)
 };
 
 /// Fits the placeholder's per-format corrections from measured products. p.format_fixed_us: for each format
 /// with at least `min_samples` observations whose variable part (streaming, chain and L2 terms) is at most one
 /// launch, the median of measured minus predicted without it. p.format_chain_scale: for each format with at
 /// least `min_samples` observations whose chain clearly dominates (two launches long, twice the traffic
-/// terms), the median of (measured - fixed costs) / chain, clamped to [0.25, 4]; then the fixed costs again.
+/// terms), the median of (measured - fixed costs) / chain, clamped to [0.25, 4]; where at least 3 of them
+/// have chains walked by one to 16 lanes and 3 by more (chain_lanes), the line through the two groups'
+/// medians instead: its value at one lane is the chain factor and its relative slope (clamped to [0, 4]) is
+/// p.format_chain_lanes; then the fixed costs again.
 /// The fit starts from neutral corrections (refitting gives the same values); formats without enough
 /// observations keep their values.
 format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& p, int min_samples = 5);
+
+/// The placeholder's terms for one format (microseconds), for diagnostics (aijp_refit --explain): its
+/// prediction is max(launch, fixed + max(stream, chain, l2)).
+struct placeholder_breakdown {
+  double fixed_us = 0;    ///< launches, library overhead and the fitted per-format fixed cost
+  double stream_us = 0;   ///< DRAM streaming of the layout's bytes (and the sorted scatter)
+  double chain_us = 0;    ///< the longest dependent chain, times the fitted chain factor
+  double l2_us = 0;       ///< L2 traffic at the calibrated gather rate
+  double predicted_us = 0;
+};
+placeholder_breakdown explain_bandwidth_model(format_id f, const prediction_input& in, const bandwidth_model_params& p);
 
 /// Estimates every format in `candidates` (feasibility first, then cost).
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,

@@ -37,6 +37,11 @@ struct row_stats {
   /// >= K nonzeros; the ELL part holds min(b_r, K) per row, the COO part the rest.
   index_type hyb_ell_width = 0;
   size_type hyb_coo_nnz = 0;
+  /// Nonzeros of the group of 32 consecutive rows (natural order, as N_iter) that holds the longest row;
+  /// among groups whose longest row ties, the largest. Divided by max_len it is the number of lanes that
+  /// walk the thread-per-row layouts' longest chain together (chain_lanes): one long row alone, or a
+  /// block of them. 0 = unknown (samples written before it was computed).
+  size_type chain_warp_nnz = 0;
 
   index_type spread() const { return max_len - min_len; } ///< max - min
   std::string to_string() const;
@@ -59,6 +64,18 @@ row_stats compute_row_stats(const csr_view<Value>& a);
 /// Shared by the host reference and the device path (the device computes the histogram, the host finishes
 /// the O(max_len) tail), so both give bit-identical results.
 row_stats stats_from_histogram(size_type rows, size_type cols, const size_type* hist, size_type hist_size,
-                               size_type n_iter_natural);
+                               size_type n_iter_natural, size_type chain_warp_nnz = 0);
+
+/// Average number of rows of the longest row's group of 32 that are still running over its max_len steps:
+/// chain_warp_nnz / max_len, in [1, 32]; 1 when unknown or empty.
+double chain_lanes(const row_stats& s);
+
+/// Ordering key of a 32-row group for row_stats::chain_warp_nnz: the longest row first, then the group's
+/// nonzeros (saturated at 2^32 - 1). The device reduces it with one 64-bit atomicMax.
+constexpr unsigned long long chain_key(index_type warp_max, unsigned long long warp_nnz)
+{
+  return (static_cast<unsigned long long>(warp_max) << 32) | (warp_nnz < 0xffffffffull ? warp_nnz : 0xffffffffull);
+}
+constexpr size_type chain_key_nnz(unsigned long long key) { return static_cast<size_type>(key & 0xffffffffull); }
 
 }  // namespace aijp
