@@ -46,6 +46,8 @@ __global__ void draw_lengths(device_generator_spec::lengths dist, size_type rows
   } else if (dist == device_generator_spec::lengths::pareto) {
     // Heavy-tailed (power-law graphs, circuits): scale x_m = mean (a - 1) / a gives the mean before clamping.
     l = mean * (param - 1.0) / param * pow(1.0 - unit(h1), -1.0 / param);
+  } else if (dist == device_generator_spec::lengths::block) {
+    l = static_cast<double>(r) < param ? static_cast<double>(max_len) : mean;
   }
   long long n = llrint(l);
   n = n < 0 ? 0 : (n > max_len ? max_len : n);
@@ -80,10 +82,19 @@ unsigned grid(size_type n) { return static_cast<unsigned>((n + 255) / 256); }
 std::string device_generator_spec::to_string() const
 {
   std::ostringstream os;
-  os << (dist == lengths::constant ? "constant" : dist == lengths::normal ? "normal" : dist == lengths::uniform ? "uniform" : "pareto")
-     << ":rows=" << rows
-     << ",cols=" << cols << ",mean=" << mean;
-  if (dist != lengths::constant) os << (dist == lengths::normal ? ",sigma=" : dist == lengths::uniform ? ",width=" : ",exponent=") << param;
+  os << (dist == lengths::constant  ? "constant"
+         : dist == lengths::normal  ? "normal"
+         : dist == lengths::uniform ? "uniform"
+         : dist == lengths::pareto  ? "pareto"
+                                    : "block")
+     << ":rows=" << rows << ",cols=" << cols << ",mean=" << mean;
+  if (dist != lengths::constant) {
+    os << (dist == lengths::normal    ? ",sigma="
+           : dist == lengths::uniform ? ",width="
+           : dist == lengths::pareto  ? ",exponent="
+                                      : ",long_rows=")
+       << param;
+  }
   os << ",window=" << window << ",seed=" << seed;
   return os.str();
 }
@@ -144,6 +155,8 @@ device_csr_matrix<Value> generate_on_device(const device_generator_spec& spec, c
   AIJP_ENSURE(spec.window >= 1, bad_input, "generator: window must be at least 1: " + spec.to_string());
   AIJP_ENSURE(spec.dist != device_generator_spec::lengths::pareto || spec.param > 1, bad_input,
               "generator: the pareto exponent must exceed 1: " + spec.to_string());
+  AIJP_ENSURE(spec.dist != device_generator_spec::lengths::block || (spec.param >= 1 && spec.param <= spec.rows), bad_input,
+              "generator: a block needs 1 to rows long rows: " + spec.to_string());
   const size_type max_len = std::min(spec.window, spec.cols);
   detail::device_buffer<index_type> len(spec.rows + 1);
   draw_lengths<<<grid(spec.rows + 1), 256, 0, stream>>>(spec.dist, spec.rows, max_len, spec.mean, spec.param, spec.seed,

@@ -75,6 +75,14 @@ std::vector<warmup_point> warmup_grid(const device_properties& d, bool full)
     // costs milliseconds, not seconds, per product.
     add(L::pareto, rows, 8, 2.1, std::min<aijp::size_type>(rows, 32768), F::other);
   }
+  // Blocks of long rows on top of short ones, in the L2: the chain's latency per entry grows with the lanes
+  // that walk it together (one long row: 85 ns per entry for jad on an H100, a block: 130 ns), which the
+  // other families do not separate (their longest rows are alone, or every row is long).
+  if (full) {
+    for (double k : {1.0, 2.0, 8.0, 20.0, 32.0}) {
+      for (aijp::size_type len : {400, 1600}) add(L::block, 16000, 8, k, len, F::other);
+    }
+  }
   for (aijp::size_type rows : full ? std::vector<aijp::size_type>{2000000, 8000000} : std::vector<aijp::size_type>{2000000}) {
     add(L::constant, rows, 7, 0, 16, F::other);    // 7-point-stencil-like band
     add(L::constant, rows / 4, 27, 0, 64, F::other);  // 27-point-like

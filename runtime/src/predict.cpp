@@ -351,6 +351,7 @@ struct placeholder_parts {
   double stream_us = 0;  // DRAM streaming
   double serial_us = 0;  // the longest dependent chain at the uncorrected latency per entry
   double lanes = 1;      // lanes that walk it together (chain_lanes)
+  bool in_l2 = false;    // the layout's bytes fit in the L2 (the chain at the L2 latency)
   double l2_us = 0;      // L2 traffic at the calibrated rate
 };
 
@@ -370,6 +371,7 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   const bool in_l2 = in.device.l2_bytes > 0 && c.moved_bytes < in.device.l2_bytes;
   r.serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
   r.lanes = chain_lanes(s);
+  r.in_l2 = in_l2;
   // The scatter's visits miss the L2 in the share of the working set that does not fit in it.
   const double beyond_l2 = in.device.l2_bytes > 0 ? std::max(0.0, 1.0 - in.device.l2_bytes / r.bytes) : 1.0;
   r.stream_us = (r.bytes - scatter) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
@@ -473,8 +475,13 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   };
   fit_fixed();
   {
-    // Per format: (lanes position u in [0, 1], measured chain / uncorrected chain) of the chain-dominated samples.
-    std::array<std::vector<std::pair<double, double>>, format_count> ratios;
+    // Per format: (lanes position u in [0, 1], measured chain / uncorrected chain, in L2) of the
+    // chain-dominated samples.
+    struct chain_ratio {
+      double u, r;
+      bool in_l2;
+    };
+    std::array<std::vector<chain_ratio>, format_count> ratios;
     for (std::size_t k = 0; k < obs.size(); ++k) {
       const auto& o = obs[k];
       const auto& t = parts[k];
@@ -483,7 +490,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       // A chain that clearly dominates: at least two launches long and twice the traffic terms.
       if (t.serial_us < 2 * p.launch_us || t.serial_us < 2 * std::max(t.stream_us, t.l2_us)) continue;
       const double u = std::clamp((t.lanes - 1.0) / (stats_warp_size - 1.0), 0.0, 1.0);
-      ratios[i].emplace_back(u, (o.measured_us - t.fixed_us - p.format_fixed_us[i]) / t.serial_us);
+      ratios[i].push_back({u, (o.measured_us - t.fixed_us - p.format_fixed_us[i]) / t.serial_us, t.in_l2});
     }
     constexpr double few_lanes = 15.0 / 31.0;  // one to 16 lanes
     constexpr std::size_t per_group = 3;
@@ -491,13 +498,15 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       used.chain[i] = used.lanes[i] = 0;
       if (static_cast<int>(ratios[i].size()) < std::max(1, min_samples)) continue;
       used.chain[i] = static_cast<int>(ratios[i].size());
-      std::vector<double> u_lo, r_lo, u_hi, r_hi, all;
-      for (const auto& [u, r] : ratios[i]) {
-        (u <= few_lanes ? u_lo : u_hi).push_back(u);
-        (u <= few_lanes ? r_lo : r_hi).push_back(r);
-        all.push_back(r);
+      // The slope from the chains in the L2 only: from DRAM the latency per entry depends on what misses (x
+      // beyond the L2 or not, a long row streaming alone or beside the bulk) more than on the lanes, and
+      // mixing the two regimes hid the lanes (H100 warm-up, 2026-11-23).
+      std::vector<double> u_lo, r_lo, u_hi, r_hi;
+      for (const auto& c : ratios[i]) {
+        if (!c.in_l2) continue;
+        (c.u <= few_lanes ? u_lo : u_hi).push_back(c.u);
+        (c.u <= few_lanes ? r_lo : r_hi).push_back(c.r);
       }
-      double scale = online::median(std::move(all));
       double slope = 0.0;
       if (u_lo.size() >= per_group && u_hi.size() >= per_group) {
         const double ul = online::median(std::move(u_lo)), uh = online::median(std::move(u_hi));
@@ -506,13 +515,15 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
           const double b = (rh - rl) / (uh - ul);
           const double a = rl - b * ul;
           if (a > 0) {
-            scale = a;
             slope = std::min(b / a, 4.0);
             used.lanes[i] = used.chain[i];
           }
         }
       }
-      p.format_chain_scale[i] = std::clamp(scale, 0.25, 4.0);
+      // The factor at one lane: the median over all chain samples of their ratio net of the lanes.
+      std::vector<double> at_one;
+      for (const auto& c : ratios[i]) at_one.push_back(c.r / (1.0 + slope * c.u));
+      p.format_chain_scale[i] = std::clamp(online::median(std::move(at_one)), 0.25, 4.0);
       p.format_chain_lanes[i] = slope;
     }
   }

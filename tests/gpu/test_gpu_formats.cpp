@@ -8,6 +8,7 @@
 #include "test_checks.hpp"
 #include "test_matrices.hpp"
 
+#include <aijpredict/device_generate.hpp>
 #include <aijpredict/generators.hpp>
 #include <aijpredict/layout_ref_csr.hpp>
 #include <aijpredict/stats.hpp>
@@ -194,6 +195,47 @@ TEST_F(GpuTest, DeviceStatisticsMatchHostOnSkewedMatrix)
   }
   aijp::gpu_matrix<double> m(shared_context(), a.view(), aijp::plan_options{}, nullptr);
   expect_same_stats(m.report().stats, aijp::compute_row_stats(a.view()), "skewed");
+}
+
+// The warm-up's device generator: a block of long rows on top of short ones has exactly the lengths asked
+// for, sorted distinct columns in range, and the device statistics (with the chain group's nonzeros) equal
+// the host reference's on a host copy.
+TEST_F(GpuTest, DeviceGeneratedBlockOfLongRows)
+{
+  aijp::device_generator_spec spec;
+  spec.dist = aijp::device_generator_spec::lengths::block;
+  spec.rows = spec.cols = 16000;
+  spec.mean = 8;
+  spec.param = 20;
+  spec.window = 1600;
+  const auto m = aijp::generate_on_device<double>(spec, nullptr);
+  const auto v = m.view();
+  ASSERT_EQ(v.rows, 16000);
+  std::vector<aijp::index_type> row_ptr(v.rows + 1);
+  ASSERT_EQ(cudaMemcpy(row_ptr.data(), v.row_ptr, row_ptr.size() * sizeof(aijp::index_type), cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<aijp::index_type> col(row_ptr.back());
+  ASSERT_EQ(cudaMemcpy(col.data(), v.col_idx, col.size() * sizeof(aijp::index_type), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (aijp::size_type r = 0; r < v.rows; ++r) {
+    ASSERT_EQ(row_ptr[r + 1] - row_ptr[r], r < 20 ? 1600 : 8) << "row " << r;
+    for (auto k = row_ptr[r]; k < row_ptr[r + 1]; ++k) {
+      ASSERT_GE(col[k], 0);
+      ASSERT_LT(col[k], v.cols);
+      if (k > row_ptr[r]) ASSERT_GT(col[k], col[k - 1]) << "row " << r;
+    }
+  }
+  aijp::csr_matrix<double> h;
+  h.rows = v.rows;
+  h.cols = v.cols;
+  h.row_ptr = row_ptr;
+  h.col_idx = col;
+  h.values.assign(col.size(), 1.0);
+  const auto want = aijp::compute_row_stats(h.view());
+  EXPECT_EQ(want.chain_warp_nnz, 20 * 1600 + 12 * 8);
+  expect_same_stats(aijp::compute_row_stats_device(v.rows, v.cols, v.row_ptr, nullptr), want, "block");
+  EXPECT_NE(spec.to_string().find("block:rows=16000"), std::string::npos) << spec.to_string();
+  aijp::device_generator_spec bad = spec;
+  bad.param = 0;
+  EXPECT_THROW(aijp::generate_on_device<double>(bad, nullptr), aijp::bad_input);
 }
 
 TEST_F(GpuTest, RejectsInvalidColumnIndexWithClearError)

@@ -13,12 +13,14 @@
 namespace aijp {
 
 struct device_generator_spec {
-  enum class lengths { constant, normal, uniform, pareto };
+  /// block: the first `param` rows (at least one) are `window` long (capped at cols), the others `mean`: a
+  /// block of long rows walked together by one 32-row group (row_stats::chain_warp_nnz).
+  enum class lengths { constant, normal, uniform, pareto, block };
   lengths dist = lengths::constant;
   size_type rows = 0;
   size_type cols = 0;
   double mean = 1.0;   ///< mean row length (constant: every row)
-  double param = 0.0;  ///< normal: standard deviation; uniform: half width; pareto: tail exponent (> 1)
+  double param = 0.0;  ///< normal: standard deviation; uniform: half width; pareto: tail exponent (> 1); block: long rows
   /// Row r's columns lie in a window of this many columns centred on r * cols / rows, spread evenly over it
   /// (one random column per equal segment, so sorted and distinct). window >= cols spreads them over the
   /// whole row (random x gathers); window = mean gives contiguous runs (banded, cache-friendly).
