@@ -210,22 +210,11 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
           if (params_from_metrics(e.device_metrics, params)) {
             params.l2_bytes = dev.l2_bytes;
             const auto used = model::fit_format_corrections(samples, dev, params);
+            params_to_metrics(params, e.device_metrics);  // as aijp_refit --write-cache
             int fixed = 0, chains = 0;
             for (int f = 0; f < format_count; ++f) {
-              if (used.fixed[f] > 0) {
-                e.device_metrics[fixed_cost_key(static_cast<format_id>(f))] = params.format_fixed_us[f];
-                ++fixed;
-              }
-              if (used.chain[f] > 0) {
-                e.device_metrics[chain_scale_key(static_cast<format_id>(f))] = params.format_chain_scale[f];
-                // A refit without a lanes slope clears an older one (the key is absent: 0).
-                if (params.format_chain_lanes[f] != 0.0) {
-                  e.device_metrics[chain_lanes_key(static_cast<format_id>(f))] = params.format_chain_lanes[f];
-                } else {
-                  e.device_metrics.erase(chain_lanes_key(static_cast<format_id>(f)));
-                }
-                ++chains;
-              }
+              fixed += used.fixed[f] > 0;
+              chains += used.chain[f] > 0;
             }
             e.provenance["fixed_us"] = "placeholder fixed costs of " + std::to_string(fixed) + " formats and chain factors of " +
                                        std::to_string(chains) + " from the warm-up's samples, " + cache::iso8601_utc_now();

@@ -137,11 +137,15 @@ std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + form
 std::string chain_scale_key(format_id f) { return std::string("chain_scale.") + format_name(f); }
 std::string chain_lanes_key(format_id f) { return std::string("chain_lanes.") + format_name(f); }
 
+namespace {
+// Where `lanes` (chain_lanes) lies between one lane (0) and a full group of 32 (1).
+double lanes_position(double lanes) { return std::clamp((lanes - 1.0) / (stats_warp_size - 1.0), 0.0, 1.0); }
+}  // namespace
+
 double chain_factor(const bandwidth_model_params& p, format_id f, double lanes)
 {
   const int i = static_cast<int>(f);
-  const double u = std::clamp((lanes - 1.0) / (stats_warp_size - 1.0), 0.0, 1.0);
-  return p.format_chain_scale[i] * (1.0 + p.format_chain_lanes[i] * u);
+  return p.format_chain_scale[i] * (1.0 + p.format_chain_lanes[i] * lanes_position(lanes));
 }
 
 bool has_format_corrections(const bandwidth_model_params& p)
@@ -489,8 +493,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       if (!(o.measured_us > 0) || !(t.serial_us > 0)) continue;
       // A chain that clearly dominates: at least two launches long and twice the traffic terms.
       if (t.serial_us < 2 * p.launch_us || t.serial_us < 2 * std::max(t.stream_us, t.l2_us)) continue;
-      const double u = std::clamp((t.lanes - 1.0) / (stats_warp_size - 1.0), 0.0, 1.0);
-      ratios[i].push_back({u, (o.measured_us - t.fixed_us - p.format_fixed_us[i]) / t.serial_us, t.in_l2});
+      ratios[i].push_back({lanes_position(t.lanes), (o.measured_us - t.fixed_us - p.format_fixed_us[i]) / t.serial_us, t.in_l2});
     }
     constexpr double few_lanes = 15.0 / 31.0;  // one to 16 lanes
     constexpr std::size_t per_group = 3;
