@@ -159,6 +159,7 @@ struct gpu_matrix<Value>::impl {
     std::unique_ptr<detail::format_impl<Value>> parked;  // the format kept while the runner-up is measured
     std::vector<double> parked_samples;
     int parked_count = 0;
+    std::vector<double> parked_window;          // the parked plan's products interleaved with the runner-up's
   } on;
 
   void convert_to(format_id choice, cudaStream_t stream);
@@ -695,6 +696,10 @@ void gpu_matrix<Value>::impl::harvest(bool wait)
   }
   bool fresh = false;
   for (const auto& smp : on.scratch) {
+    if (smp.tag == -on.epoch) {  // the parked plan, interleaved with this epoch's runner-up (apply)
+      if (on.parked) on.parked_window.push_back(smp.us);
+      continue;
+    }
     if (smp.tag != on.epoch) continue;  // a product of the format before the last change
     if (on.samples.size() == 64) on.samples.erase(on.samples.begin());
     on.samples.push_back(smp.us);
@@ -729,6 +734,9 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   if (on.parked) {
     exploration_record& rec = *report.exploration;
     rec.to_measured_us = report.measured_us;
+    const int to_count = on.sample_count;
+    rec.interleaved = static_cast<int>(on.parked_window.size());
+    if (rec.interleaved >= 3) rec.from_measured_us = online::median(on.parked_window);
     rec.finished = true;
     rec.kept_runner_up = rec.to_measured_us < rec.from_measured_us;
     on.may_explore = false;
@@ -739,16 +747,24 @@ void gpu_matrix<Value>::impl::explore_or_finish()
       report.chosen = rec.from;
       report.partitioned = rec.from_partition;
       report.plan = rec.from_partition ? rec.from_plan : std::string(format_name(rec.from));
-      const auto samples = std::move(on.parked_samples);
-      const int count = on.parked_count;
+      auto samples = std::move(on.parked_samples);
+      const int count = on.parked_count + static_cast<int>(on.parked_window.size());
+      samples.insert(samples.end(), on.parked_window.begin(), on.parked_window.end());
+      if (samples.size() > 64) samples.erase(samples.begin(), samples.end() - 64);
       begin_epoch(rec.from);
-      on.samples = samples;
+      on.samples = std::move(samples);
       on.sample_count = count;
       update_measured();
     }
+    on.parked_window.clear();
     const std::string from = rec.from_partition ? "the partition " + rec.from_plan : std::string(format_name(rec.from));
-    std::snprintf(line, sizeof(line), "explored %s: measured %.2f us vs %.2f us of %s: kept %s", format_name(rec.to),
-                  rec.to_measured_us, rec.from_measured_us, from.c_str(), report.plan.c_str());
+    char interleaved[128] = "";
+    if (rec.interleaved >= 3) {
+      std::snprintf(interleaved, sizeof(interleaved), " (interleaved, %d and %d timed products; it measured %.2f us before)",
+                    to_count, rec.interleaved, rec.from_before_us);
+    }
+    std::snprintf(line, sizeof(line), "explored %s: measured %.2f us vs %.2f us of %s%s: kept %s", format_name(rec.to),
+                  rec.to_measured_us, rec.from_measured_us, from.c_str(), interleaved, report.plan.c_str());
     report.refinement.push_back(line);
     report.decision += std::string("; online: ") + line;
     if (on.then_runner >= 0) {  // the second comparison (analysis, build_partition)
@@ -808,6 +824,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     return;
   }
   rec.from_measured_us = report.measured_us;
+  rec.from_before_us = report.measured_us;
   rec.to_predicted_us = runner_us;
   if (rec.from_partition) {
     std::snprintf(line, sizeof(line), "the partition %s measured %.2f us (%.2f us predicted for %s alone): comparing with it",
@@ -828,6 +845,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   report.refinement.push_back(line);
   on.parked_samples = on.samples;
   on.parked_count = on.sample_count;
+  on.parked_window.clear();
   on.parked = std::move(format);
   try {
     format = build(rec.to, on.stream);
@@ -942,6 +960,21 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
   on.stream = stream;
   if (on.timer->pending() > 0) impl_->harvest(false);  // may switch the format (exploration)
   const long k = on.calls++;
+  if (on.parked && on.policy.interleave_block > 1) {
+    // Exploring: runs of interleave_block products alternate between the runner-up (format) and the parked
+    // (running) plan; every product of a run but the first is timed, the parked plan's with the negated
+    // epoch (harvest). Both plans compute the same product.
+    const long b = on.policy.interleave_block;
+    const bool parked = (k / b) % 2 == 1;
+    auto& run = parked ? *on.parked : *impl_->format;
+    if (k % b != 0 && on.timer->begin(stream, parked ? -on.epoch : on.epoch)) {
+      run.apply(alpha, x, beta, y, stream);
+      on.timer->end(stream);
+    } else {
+      run.apply(alpha, x, beta, y, stream);
+    }
+    return;
+  }
   const bool sample = k < on.policy.sample_first || (on.policy.sample_every > 0 && k % on.policy.sample_every == 0);
   if (sample && on.timer->begin(stream, on.epoch)) {
     impl_->format->apply(alpha, x, beta, y, stream);

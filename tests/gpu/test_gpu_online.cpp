@@ -283,6 +283,59 @@ TEST_F(GpuOnline, ExploresTheRunnerUpOnceAndKeepsTheFaster)
   run(m, 2, s_);  // still correct after the switch (or the switch back)
 }
 
+// While the runner-up is measured, runs of products alternate between it and the parked running plan, both
+// timed (policy.interleave_block): every product stays right, the record holds both interleaved medians, and
+// with interleaving off the running plan's figure is the one measured before.
+TEST_F(GpuOnline, ExplorationInterleavesTheRunningPlanAndEveryProductIsRight)
+{
+  for (const int block : {4, 0}) {
+    SCOPED_TRACE("interleave_block " + std::to_string(block));
+    auto ctx = online_context();
+    aijp::plan_options po = single();
+    po.online_policy.explore_after = 4;
+    po.online_policy.observe_every = 4;
+    po.online_policy.interleave_block = block;
+    format_id first;
+    double bytes = 0;
+    {
+      aijp::gpu_matrix<double> probe(*ctx, a_.view(), po, s_);
+      first = probe.format();
+      for (const auto& e : probe.report().estimates) {
+        if (e.format == first) bytes = e.bytes;
+      }
+    }
+    // The analysis's choice looks 100x faster than it is: it misses the runner-up's prediction.
+    ctx->online_corrections()->observe(first, aijp::online::classify(bytes, static_cast<double>(ctx->device().l2_bytes)),
+                                       100.0, 1.0);
+    aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
+    ASSERT_EQ(m.format(), first);
+    for (int i = 0; i < 60; ++i) {
+      run(m, 1, s_);  // checks every product, whichever plan ran it
+      if (HasFatalFailure()) return;
+    }
+    m.online_sync();
+    const auto& r = m.report();
+    std::cout << r.to_string();
+    const auto line = std::find_if(r.refinement.begin(), r.refinement.end(), [](const std::string& l) { return l.rfind("explored ", 0) == 0; });
+    ASSERT_NE(line, r.refinement.end()) << r.to_string();
+    ASSERT_TRUE(r.exploration.has_value());
+    const auto& x = *r.exploration;
+    EXPECT_TRUE(x.finished);
+    EXPECT_GT(x.from_before_us, 0);
+    EXPECT_GT(x.to_measured_us, 0);
+    if (block > 1) {
+      EXPECT_GE(x.interleaved, 3) << r.to_string();
+      EXPECT_NE(line->find("interleaved"), std::string::npos) << *line;
+    } else {
+      EXPECT_EQ(x.interleaved, 0);
+      EXPECT_EQ(x.from_measured_us, x.from_before_us);
+      EXPECT_EQ(line->find("interleaved"), std::string::npos) << *line;
+    }
+    EXPECT_EQ(r.chosen, x.kept_runner_up ? x.to : x.from);
+    EXPECT_EQ(x.kept_runner_up, x.to_measured_us < x.from_measured_us);
+  }
+}
+
 TEST_F(GpuOnline, AfterTheRunnerUpCusparseIsComparedAndTheFastestKept)
 {
   auto ctx = online_context();

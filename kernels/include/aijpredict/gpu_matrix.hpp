@@ -77,7 +77,10 @@ struct exploration_record {
   format_id to = format_id::cusparse_csr;
   bool from_partition = false;   ///< the running plan was row-partitioned (`from_plan` names its blocks)
   std::string from_plan;         ///< the running plan, as plan_report::plan
-  double from_measured_us = 0;   ///< median of the running format before the exploration
+  double from_measured_us = 0;   ///< median of the running plan: of its products interleaved with the
+                                 ///< runner-up's when there are at least 3 (else its median before)
+  double from_before_us = 0;     ///< median of the running plan before the exploration began
+  int interleaved = 0;           ///< products of the running plan timed in alternation with the runner-up's
   double to_predicted_us = 0;    ///< the runner-up's corrected prediction that triggered it
   double to_measured_us = 0;     ///< median of the runner-up (0 while it is being measured)
   bool finished = false;

@@ -141,6 +141,14 @@ struct policy {
   int explore_after = 8;
   double explore_margin = 0.10;
   bool explore = true;
+  /// While the runner-up is measured, products alternate in runs of `interleave_block` between it and the
+  /// running plan (which stays built), and the products of each run but its first (which refills the L2
+  /// with that plan's arrays) are timed: the comparison is made on products milliseconds apart, as the
+  /// benchmark's interleaved rounds make it, so a disturbance of the machine during the exploration (a
+  /// clock dip, another process) slows both sides alike. Measured one after the other, cuSPARSE CSR read
+  /// 96.6 us in its window against 50.8 us in the head to head, and a losing split was kept
+  /// (bench/results/2026-11-23_h100_session6_final_partition_online.txt). 0: the runner-up alone.
+  int interleave_block = 4;
 };
 
 /// Why bounded exploration compares a candidate with the running plan (gpu_matrix's explore_or_finish).
