@@ -146,6 +146,8 @@ struct gpu_matrix<Value>::impl {
     online::matrix_key key = 0;                 // this pattern, for the per-matrix corrections
     long epoch = 0;                             // bumped at every format change; tags the timed pairs
     long calls = 0;                             // products since the epoch began
+    int timed = 0;                              // this epoch's timed products of the running plan (begun)
+    long explore_calls = 0;                     // products since the runner-up was built (interleaving)
     int running = -1;                           // estimate index of the running format
     int runner_up = -1;                         // estimate index exploration would try
     int then_runner = -1;                       // the second candidate, compared next: cuSPARSE CSR (ALG2 when it runs)
@@ -656,6 +658,7 @@ void gpu_matrix<Value>::impl::begin_epoch(format_id f)
 {
   ++on.epoch;
   on.calls = 0;
+  on.timed = 0;
   on.samples.clear();
   on.sample_count = 0;
   on.window.clear();
@@ -754,6 +757,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
       begin_epoch(rec.from);
       on.samples = std::move(samples);
       on.sample_count = count;
+      on.timed = count;
       update_measured();
     }
     on.parked_window.clear();
@@ -763,8 +767,8 @@ void gpu_matrix<Value>::impl::explore_or_finish()
       std::snprintf(interleaved, sizeof(interleaved), " (interleaved, %d and %d timed products; it measured %.2f us before)",
                     to_count, rec.interleaved, rec.from_before_us);
     }
-    std::snprintf(line, sizeof(line), "explored %s: measured %.2f us vs %.2f us of %s%s: kept %s", format_name(rec.to),
-                  rec.to_measured_us, rec.from_measured_us, from.c_str(), interleaved, report.plan.c_str());
+    std::snprintf(line, sizeof(line), "explored %s: measured %.2f us vs %.2f us of %s: kept %s%s", format_name(rec.to),
+                  rec.to_measured_us, rec.from_measured_us, from.c_str(), report.plan.c_str(), interleaved);
     report.refinement.push_back(line);
     report.decision += std::string("; online: ") + line;
     if (on.then_runner >= 0) {  // the second comparison (analysis, build_partition)
@@ -846,6 +850,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   on.parked_samples = on.samples;
   on.parked_count = on.sample_count;
   on.parked_window.clear();
+  on.explore_calls = 0;
   on.parked = std::move(format);
   try {
     format = build(rec.to, on.stream);
@@ -965,20 +970,25 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
     // (running) plan; every product of a run but the first is timed, the parked plan's with the negated
     // epoch (harvest). Both plans compute the same product.
     const long b = on.policy.interleave_block;
-    const bool parked = (k / b) % 2 == 1;
+    const long j = on.explore_calls++;
+    const bool parked = (j / b) % 2 == 1;
     auto& run = parked ? *on.parked : *impl_->format;
-    if (k % b != 0 && on.timer->begin(stream, parked ? -on.epoch : on.epoch)) {
+    if (j % b != 0 && on.timer->begin(stream, parked ? -on.epoch : on.epoch)) {
       run.apply(alpha, x, beta, y, stream);
       on.timer->end(stream);
+      if (!parked) ++on.timed;
     } else {
       run.apply(alpha, x, beta, y, stream);
     }
     return;
   }
-  const bool sample = k < on.policy.sample_first || (on.policy.sample_every > 0 && k % on.policy.sample_every == 0);
+  // The first sample_first products of a plan are timed (those of an exploration included), then one in
+  // sample_every.
+  const bool sample = on.timed < on.policy.sample_first || (on.policy.sample_every > 0 && k % on.policy.sample_every == 0);
   if (sample && on.timer->begin(stream, on.epoch)) {
     impl_->format->apply(alpha, x, beta, y, stream);
     on.timer->end(stream);
+    ++on.timed;
   } else {
     impl_->format->apply(alpha, x, beta, y, stream);
   }
