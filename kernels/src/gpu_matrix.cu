@@ -147,13 +147,13 @@ struct gpu_matrix<Value>::impl {
     long epoch = 0;                             // bumped at every format change; tags the timed pairs
     long calls = 0;                             // products since the epoch began
     int timed = 0;                              // this epoch's timed products of the running plan (begun)
-    long explore_calls = 0;                     // products since the runner-up was built (interleaving)
     int running = -1;                           // estimate index of the running format
     int runner_up = -1;                         // estimate index exploration would try
     int then_runner = -1;                       // the second candidate, compared next: cuSPARSE CSR (ALG2 when it runs)
     bool may_explore = false;
     bool baseline_always = false;  // a split's verification: compare cuSPARSE CSR (then_runner) unconditionally
-    std::vector<double> samples;                // this epoch's times (the last 64)
+    static constexpr std::size_t max_samples = 64;
+    std::vector<double> samples;                // this epoch's times (the last max_samples)
     int sample_count = 0;                       // this epoch's times read back
     std::vector<double> window;                 // since the last observation
     std::vector<detail::spmv_timer::sample> scratch;
@@ -704,7 +704,7 @@ void gpu_matrix<Value>::impl::harvest(bool wait)
       continue;
     }
     if (smp.tag != on.epoch) continue;  // a product of the format before the last change
-    if (on.samples.size() == 64) on.samples.erase(on.samples.begin());
+    if (on.samples.size() == online_state::max_samples) on.samples.erase(on.samples.begin());
     on.samples.push_back(smp.us);
     on.window.push_back(smp.us);
     ++on.sample_count;
@@ -753,7 +753,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
       auto samples = std::move(on.parked_samples);
       const int count = on.parked_count + static_cast<int>(on.parked_window.size());
       samples.insert(samples.end(), on.parked_window.begin(), on.parked_window.end());
-      if (samples.size() > 64) samples.erase(samples.begin(), samples.end() - 64);
+      if (samples.size() > online_state::max_samples) samples.erase(samples.begin(), samples.end() - online_state::max_samples);
       begin_epoch(rec.from);
       on.samples = std::move(samples);
       on.sample_count = count;
@@ -850,7 +850,6 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   on.parked_samples = on.samples;
   on.parked_count = on.sample_count;
   on.parked_window.clear();
-  on.explore_calls = 0;
   on.parked = std::move(format);
   try {
     format = build(rec.to, on.stream);
@@ -968,12 +967,12 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
   if (on.parked && on.policy.interleave_block > 1) {
     // Exploring: runs of interleave_block products alternate between the runner-up (format) and the parked
     // (running) plan; every product of a run but the first is timed, the parked plan's with the negated
-    // epoch (harvest). Both plans compute the same product.
+    // epoch (harvest). Both plans compute the same product. The runner-up's epoch began when it was built,
+    // so `k` counts the exploration's products.
     const long b = on.policy.interleave_block;
-    const long j = on.explore_calls++;
-    const bool parked = (j / b) % 2 == 1;
+    const bool parked = (k / b) % 2 == 1;
     auto& run = parked ? *on.parked : *impl_->format;
-    if (j % b != 0 && on.timer->begin(stream, parked ? -on.epoch : on.epoch)) {
+    if (k % b != 0 && on.timer->begin(stream, parked ? -on.epoch : on.epoch)) {
       run.apply(alpha, x, beta, y, stream);
       on.timer->end(stream);
       if (!parked) ++on.timed;

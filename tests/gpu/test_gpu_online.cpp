@@ -89,6 +89,23 @@ class GpuOnline : public ::testing::Test {
     }
     return ctx;
   }
+  // Finds what the analysis picks under `po`, then makes the model believe that format is 100x faster than
+  // it is: its measured time will exceed the runner-up's prediction, which triggers exploration.
+  format_id mispredict_choice(aijp::context& ctx, const aijp::plan_options& po)
+  {
+    format_id first;
+    double bytes = 0;
+    {
+      aijp::gpu_matrix<double> probe(ctx, a_.view(), po, s_);
+      first = probe.format();
+      for (const auto& e : probe.report().estimates) {
+        if (e.format == first) bytes = e.bytes;
+      }
+    }
+    const auto cls = aijp::online::classify(bytes, static_cast<double>(ctx.device().l2_bytes));
+    ctx.online_corrections()->observe(first, cls, 100.0, 1.0);
+    return first;
+  }
   // Single-format plans: a row-partitioned plan is measured but not learned from (docs/models.md).
   static aijp::plan_options single()
   {
@@ -241,19 +258,7 @@ TEST_F(GpuOnline, ExploresTheRunnerUpOnceAndKeepsTheFaster)
   aijp::plan_options po = single();
   po.online_policy.explore_after = 4;
   po.online_policy.observe_every = 4;
-  // Find what the analysis picks, then make the model believe that format is 100x faster than it is: its
-  // measured time will exceed the runner-up's prediction, which triggers exploration.
-  format_id first;
-  double bytes = 0;
-  {
-    aijp::gpu_matrix<double> probe(*ctx, a_.view(), po, s_);
-    first = probe.format();
-    for (const auto& e : probe.report().estimates) {
-      if (e.format == first) bytes = e.bytes;
-    }
-  }
-  const auto cls = aijp::online::classify(bytes, static_cast<double>(ctx->device().l2_bytes));
-  ctx->online_corrections()->observe(first, cls, 100.0, 1.0);
+  const format_id first = mispredict_choice(*ctx, po);
   aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
   ASSERT_EQ(m.format(), first);
   run(m, 60, s_);
@@ -295,18 +300,7 @@ TEST_F(GpuOnline, ExplorationInterleavesTheRunningPlanAndEveryProductIsRight)
     po.online_policy.explore_after = 4;
     po.online_policy.observe_every = 4;
     po.online_policy.interleave_block = block;
-    format_id first;
-    double bytes = 0;
-    {
-      aijp::gpu_matrix<double> probe(*ctx, a_.view(), po, s_);
-      first = probe.format();
-      for (const auto& e : probe.report().estimates) {
-        if (e.format == first) bytes = e.bytes;
-      }
-    }
-    // The analysis's choice looks 100x faster than it is: it misses the runner-up's prediction.
-    ctx->online_corrections()->observe(first, aijp::online::classify(bytes, static_cast<double>(ctx->device().l2_bytes)),
-                                       100.0, 1.0);
+    const format_id first = mispredict_choice(*ctx, po);
     aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
     ASSERT_EQ(m.format(), first);
     for (int i = 0; i < 60; ++i) {
