@@ -7,7 +7,8 @@ For each system and matrix type the program is run on the GPU machine:
      total KSPSolve (or SNESSolve) time (and the spread), iterations. Solves of small matrices are bound by
      launches and synchronisation, whose cost varied by 10-20 % between runs on the lent (virtual) machines,
      so one run per type decides nothing. Each run is bound to one CPU (--bind, default: the last CPU this
-     process may use on the GPU's NUMA node), which keeps the scheduler from moving the host-bound loop between cores. Next to the
+     process may use on the GPU's NUMA node), which keeps the scheduler from moving the host-bound loop between cores;
+     --bind auto:2 gives it the last two, as aijpredict's background analysis needs a second CPU for its thread. Next to the
      ratio of the medians the report gives the paired ratio: the median over the rounds of the ratio of the
      two types' runs of the same round (runs a few seconds apart), which cancels drift slower than a round;
   2. a run with -log_view -log_view_gpu_time: PETSc then times the GPU work of every event with CUDA events;
@@ -133,12 +134,12 @@ def parse_iterations(text):
     return sum(its) if its else None
 
 
-BIND = None  # the CPU every run is bound to (--bind), None: not bound
+BIND = None  # the CPUs every run is bound to (--bind, a set), None: not bound
 
 
 def run(argv, timeout, log):
     t0 = time.time()
-    pre = (lambda: os.sched_setaffinity(0, {BIND})) if BIND is not None else None
+    pre = (lambda: os.sched_setaffinity(0, BIND)) if BIND is not None else None
     try:
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, preexec_fn=pre)
         out, rc = p.stdout, p.returncode
@@ -309,7 +310,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="timing runs per type, interleaved; the median is reported (default %(default)s)")
     ap.add_argument("--reparse", metavar="LOG", help="rebuild the report from an earlier run's e2e_log.txt (no runs)")
     ap.add_argument("--inprocess", type=int, default=0, metavar="R", help="also compare aijpredict with aijcusparse inside one process (aijp_solve_ab, R rounds) on the systems solved by aijp_ksp_solve (default: off)")
-    ap.add_argument("--bind", default="auto", help="CPU to bind every run to: a number, 'auto' (the last CPU this process may use on the GPU's NUMA node, else the last it may use) or 'none' (default %(default)s)")
+    ap.add_argument("--bind", default="auto", help="CPUs to bind every run to: numbers (comma-separated), 'auto' (the last CPU this process may use on the GPU's NUMA node, else the last it may use), 'auto:N' (the last N of those) or 'none' (default %(default)s). aijpredict's background analysis (-mat_aijpredict_background) needs two CPUs; on one it analyses inside the product")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     lib = os.path.join(a.build, "petsc_plugin", "libaijpredict.so")
@@ -320,16 +321,22 @@ def main():
     gpu_local = gpu_local_cpus()
     if a.bind == "none" or not allowed:
         BIND = None
-    elif a.bind == "auto":
+    elif a.bind == "auto" or a.bind.startswith("auto:"):
+        try:
+            count = int(a.bind[5:]) if a.bind.startswith("auto:") else 1
+        except ValueError:
+            sys.exit("e2e_petsc.py: --bind auto:N takes a number of CPUs, not '%s'" % a.bind)
+        if count < 1:
+            sys.exit("e2e_petsc.py: --bind auto:N needs N >= 1")
         local = [c for c in gpu_local if c in allowed]
-        BIND = (local or allowed)[-1]
+        BIND = set((local or allowed)[-count:])
     else:
         try:
-            BIND = int(a.bind)
+            BIND = set(parse_cpulist(a.bind))
         except ValueError:
-            sys.exit("e2e_petsc.py: --bind takes a CPU number, 'auto' or 'none', not '%s'" % a.bind)
-        if BIND not in allowed:
-            sys.exit("e2e_petsc.py: --bind %d: this process may use CPUs %s only" % (BIND, ",".join(map(str, allowed))))
+            sys.exit("e2e_petsc.py: --bind takes CPU numbers, 'auto', 'auto:N' or 'none', not '%s'" % a.bind)
+        if not BIND or not BIND <= set(allowed):
+            sys.exit("e2e_petsc.py: --bind %s: this process may use CPUs %s only" % (a.bind, ",".join(map(str, allowed))))
     types = a.types.split(",")
     only = [s for s in a.only.split(",") if s]
     try:
@@ -337,7 +344,7 @@ def main():
     except OSError:
         dev = "unknown (no nvidia-smi)"
     head = "# date: %s; device: %s\n# command: %s\n# runs bound to CPU %s\n" % (
-        datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), dev, " ".join(sys.argv), "none" if BIND is None else "%d (GPU-local CPUs: %s)" % (BIND, ",".join(map(str, gpu_local)) or "unknown"))
+        datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), dev, " ".join(sys.argv), "none" if BIND is None else "%s (GPU-local CPUs: %s)" % (",".join(map(str, sorted(BIND))), ",".join(map(str, gpu_local)) or "unknown"))
     results = []
     sysl = [s for s in systems(a.build, a.matrices, a.quick) if not only or any(s[0].startswith(o) for o in only)]
     if a.reparse:

@@ -23,7 +23,12 @@
 #include <stdexcept>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
+
+#if defined(__linux__)
+  #include <sched.h>
+#endif
 
 #if defined(PETSC_USE_COMPLEX) || defined(PETSC_USE_64BIT_INDICES) || !(defined(PETSC_USE_REAL_DOUBLE) || defined(PETSC_USE_REAL_SINGLE))
   #define AIJP_PETSC_UNSUPPORTED_BUILD 1 /* complex scalars, 64-bit indices, or quad precision: CPU SeqAIJ path */
@@ -48,6 +53,7 @@ struct AIJPOptions {
   PetscBool   host_copy      = PETSC_FALSE; /* -mat_aijpredict_host_copy: without a GPU, emulate the device copy on the host */
   PetscBool   online         = PETSC_TRUE;  /* -mat_aijpredict_online: time sampled products, refine the model, explore the runner-up, then cuSPARSE CSR (ALG2 when it runs), once each */
   PetscBool   partition      = PETSC_TRUE;  /* -mat_aijpredict_partition: row-partitioned multi-format plans when they pay */
+  PetscBool   background     = PETSC_TRUE;  /* -mat_aijpredict_background: analyse and convert a reused matrix on a worker thread */
 };
 
 /* Where the products of one matrix run; decided at the first product. */
@@ -88,6 +94,8 @@ struct Mat_SeqAIJPredict {
   PetscInt         mults      = 0; /* products since the last pattern change */
   PetscInt         next_check = 0; /* product count at which a deferred analysis, conversion or plan is reconsidered */
   PetscBool        analysis_waits = PETSC_FALSE; /* the analysis was put off (said once with PetscInfo) */
+  PetscInt         step_begun     = 0;           /* product count when the background step running now began */
+  PetscBool        background_said = PETSC_FALSE; /* said once that one CPU rules out background steps */
 };
 
 PetscLogEvent         AIJP_EVENT_ANALYZE, AIJP_EVENT_CONVERT, AIJP_EVENT_SPMV;
@@ -97,7 +105,8 @@ bool          aijp_defer_context       = false; /* converting the blocks of an M
 
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
 /* One context per process and device: model parameters from the per-device cache (or calibrated once). */
-std::unique_ptr<aijp::context> aijp_context;
+/* Shared: a background analysis (gpu_matrix::start_background) keeps the context it started with. */
+std::shared_ptr<aijp::context> aijp_context;
 std::string                    aijp_context_key;
 bool                           aijp_warmup_done = false;
 
@@ -214,7 +223,7 @@ PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
     aijp_bcast_note.clear();
     if (aijp_context) PetscCall(AIJPSaveOnline()); /* corrections learned under the previous options */
     const auto t0 = std::chrono::steady_clock::now();
-    PetscCallCXX(aijp_context = std::make_unique<aijp::context>(opts));
+    PetscCallCXX(aijp_context = std::make_shared<aijp::context>(opts));
     aijp_context_key = key;
     PetscCall(PetscInfo(nullptr, "aijpredict: per-process context (device %d, %s %s; cache %s) made in %.3f ms\n", aijp_context->device().ordinal, aijp_context->device().name.c_str(), aijp_context->device().uuid.c_str(),
                         opts.cache_dir.empty() ? "default directory" : opts.cache_dir.c_str(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
@@ -233,7 +242,7 @@ PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
       PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: warm-up done in %.1f s (%zu samples), coefficients in %s\n", r.seconds, r.samples, r.cache_file.c_str()));
       aijp_warmup_done = true;
       opts.read_cache = nullptr; /* not every rank of the group warms up: read the new file alone */
-      PetscCallCXX(aijp_context = std::make_unique<aijp::context>(opts));
+      PetscCallCXX(aijp_context = std::make_shared<aijp::context>(opts));
     }
     PetscCall(PetscInfo(nullptr, "aijpredict: %s\n", aijp_context->model_source().c_str()));
   }
@@ -282,11 +291,14 @@ PetscErrorCode AIJPReport(Mat A, Mat_SeqAIJPredict *p)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+PetscErrorCode AIJPInstallStep(Mat, Mat_SeqAIJPredict *, bool);
+
 /* The report with what online refinement measured since the analysis (harvests the timing events: waits for
    the products already issued, so only for views and queries, never on the product path). */
-PetscErrorCode AIJPRefreshReport(Mat_SeqAIJPredict *p)
+PetscErrorCode AIJPRefreshReport(Mat A, Mat_SeqAIJPredict *p)
 {
   PetscFunctionBegin;
+  PetscCall(AIJPInstallStep(A, p, true)); /* a background step still running: what it decides */
   if (p->mode != AIJPMode::gpu || !p->gpu || !p->gpu->report().analyzed) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCallCXX(p->gpu->online_sync());
   PetscCallCXX(p->report = p->gpu->report().to_string());
@@ -324,26 +336,107 @@ PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* The CPUs this process may run on (its affinity mask; the hardware's count where that is unknown). */
+int AIJPCpusAvailable()
+{
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+#endif
+  return (int)std::max(1u, std::thread::hardware_concurrency());
+}
+
+/* Runs one step of the analysis of a reused matrix: on a worker thread with -mat_aijpredict_background (the
+   products meanwhile run the current plan; AIJPReuseStep installs the new one when it is done), else here.
+   *started: the step runs in the background; *changed: the plan changed now (synchronous steps only). */
+PetscErrorCode AIJPStep(Mat A, Mat_SeqAIJPredict *p, aijp::background_step step, const aijp::plan_options &opts, cudaStream_t stream, bool *started, bool *changed)
+{
+  aijp::context *ctx = nullptr;
+
+  PetscFunctionBegin;
+  *started = false;
+  *changed = false;
+  PetscCall(AIJPGetContext(p, &ctx));
+  PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+  /* A process bound to one CPU (an MPI rank per core) would share it with the worker thread: both wait for
+     their GPU work by spinning, so the products would lose the CPU for whole time slices. */
+  static const int cpus = AIJPCpusAvailable();
+  if (p->opt.background && cpus < 2 && !p->background_said) {
+    PetscCall(PetscInfo(A, "aijpredict: this process may run on one CPU only: the analysis runs inside the product that decides it (-mat_aijpredict_background needs a second CPU)\n"));
+    p->background_said = PETSC_TRUE;
+  }
+  if (p->opt.background && cpus >= 2) {
+    PetscCallCXX(*started = p->gpu->start_background(aijp_context, step, opts, stream));
+    if (*started) {
+      p->step_begun = p->mults;
+      PetscCall(PetscInfo(A, "aijpredict: %s started in the background at product %" PetscInt_FMT "\n", aijp::background_step_name(step), p->mults));
+    }
+  } else {
+    switch (step) {
+    case aijp::background_step::analyze:
+      PetscCallCXX(p->gpu->analyze(*ctx, opts, stream));
+      *changed = true;
+      break;
+    case aijp::background_step::convert_deferred:
+      PetscCallCXX(*changed = p->gpu->convert_deferred(opts.expected_mults, stream));
+      break;
+    case aijp::background_step::plan_when_reused:
+      PetscCallCXX(*changed = p->gpu->plan_when_reused(*ctx, opts, stream));
+      break;
+    }
+  }
+  PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+  if (*changed) PetscCall(AIJPReport(A, p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Installs a finished background step (poll: no wait) or, with wait, waits for it first. */
+PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
+{
+  cudaStream_t stream;
+  bool         installed = false, changed = false;
+
+  PetscFunctionBegin;
+  if (p->mode != AIJPMode::gpu || !p->gpu || !p->gpu->background_running()) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscGetCurrentCUDAStream(&stream));
+  if (wait) PetscCallCXX(installed = p->gpu->finish_background(stream, &changed));
+  else PetscCallCXX(installed = p->gpu->poll_background(stream, &changed));
+  if (!installed) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", p->gpu->report().background_ms, p->step_begun, p->mults, wait ? ", waited for" : "",
+                      changed ? "new plan installed" : "the plan stays"));
+  if (changed) PetscCall(AIJPReport(A, p));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* Called before each product: after defer_mults products the matrix has proved reused, so analyse it once
    the most it could save over the expected products pays for the analysis; a
    format whose conversion does not pay yet, or a row partition whose planning did not, is reconsidered
    whenever the product count doubles, expecting as many products again as so far (or
-   -mat_aijpredict_expected_mults, if larger). */
+   -mat_aijpredict_expected_mults, if larger). Each step runs in the background by default
+   (-mat_aijpredict_background): this function then only starts it and, at later products, installs it. */
 PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
 {
   cudaStream_t stream;
+  bool         started = false, changed = false;
 
   PetscFunctionBegin;
   p->mults++;
+  if (p->gpu->background_running()) {
+    PetscCall(AIJPInstallStep(A, p, false));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   const auto &rep = p->gpu->report();
   if (rep.analyzed && !rep.deferred && !rep.partition_pending) PetscFunctionReturn(PETSC_SUCCESS);
   if (!rep.analyzed && p->mults <= p->opt.defer_mults) PetscFunctionReturn(PETSC_SUCCESS);
   if (p->mults < p->next_check) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(PetscGetCurrentCUDAStream(&stream));
   const double expected = std::max<double>(p->opt.expected_mults, p->mults);
+  p->next_check         = 2 * p->mults;
+  aijp::plan_options opts;
+  PetscCall(AIJPPlanOptions(p, expected, &opts));
   if (!rep.analyzed) {
-    aijp::context     *ctx = nullptr;
-    aijp::plan_options opts;
+    aijp::context *ctx = nullptr;
     PetscCall(AIJPGetContext(p, &ctx));
     /* The analysis is amortized too: no format saves more per product than cuSPARSE CSR's predicted time
        above one kernel launch, so until that bound over the expected products reaches the analysis and
@@ -352,38 +445,17 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
     if (bound < AIJP_ANALYSIS_COST_US) {
       if (!p->analysis_waits) PetscCall(PetscInfo(A, "aijpredict: analysis waits: a format saves at most %.1f us per product over %.0f products, the analysis costs ~%.0f us\n", bound / expected, expected, AIJP_ANALYSIS_COST_US));
       p->analysis_waits = PETSC_TRUE;
-      p->next_check     = 2 * p->mults;
       PetscFunctionReturn(PETSC_SUCCESS);
     }
-    PetscCall(AIJPPlanOptions(p, expected, &opts));
-    PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-    PetscCallCXX(p->gpu->analyze(*ctx, opts, stream));
-    PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-    PetscCall(AIJPReport(A, p));
-  } else {
-    bool converted = false;
-    if (rep.deferred) {
-      PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-      PetscCallCXX(converted = p->gpu->convert_deferred(expected, stream));
-      PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-      if (converted) PetscCall(AIJPReport(A, p));
-    }
-    if (!rep.partition_pending) {
-      p->next_check = 2 * p->mults;
-      PetscFunctionReturn(PETSC_SUCCESS);
-    }
-    /* The analysis skipped planning a row partition that its use so far could not pay for. */
-    aijp::context     *ctx = nullptr;
-    aijp::plan_options opts;
-    bool               changed = false;
-    PetscCall(AIJPGetContext(p, &ctx));
-    PetscCall(AIJPPlanOptions(p, expected, &opts));
-    PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-    PetscCallCXX(changed = p->gpu->plan_when_reused(*ctx, opts, stream));
-    PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-    if (changed) PetscCall(AIJPReport(A, p));
+    PetscCall(AIJPStep(A, p, aijp::background_step::analyze, opts, stream, &started, &changed));
+    PetscFunctionReturn(PETSC_SUCCESS);
   }
-  p->next_check = 2 * p->mults;
+  if (rep.deferred) {
+    PetscCall(AIJPStep(A, p, aijp::background_step::convert_deferred, opts, stream, &started, &changed));
+    if (started) PetscFunctionReturn(PETSC_SUCCESS); /* the partition is reconsidered when the count doubles again */
+  }
+  /* The analysis skipped planning a row partition that its use so far could not pay for. */
+  if (rep.partition_pending) PetscCall(AIJPStep(A, p, aijp::background_step::plan_when_reused, opts, stream, &started, &changed));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 #endif
@@ -800,9 +872,11 @@ PetscErrorCode MatDestroy_SeqAIJPredict(Mat A)
   destroy = p ? p->destroy : A->ops->destroy;
   if (p) {
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
-    /* -mat_aijpredict_view: what the products measured against the prediction, once the matrix is done. */
+    /* -mat_aijpredict_view: what the products measured against the prediction, once the matrix is done (a
+       background step still running is waited for, so that the report says what it decided). */
+    if (p->opt.view) PetscCall(AIJPInstallStep(A, p, true));
     if (p->opt.view && p->mode == AIJPMode::gpu && p->gpu && p->gpu->report().analyzed) {
-      PetscCall(AIJPRefreshReport(p));
+      PetscCall(AIJPRefreshReport(A, p));
       PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: at MatDestroy after %" PetscInt_FMT " products:\n%s", p->mults, p->report.c_str()));
     } else if (p->opt.view && p->mode == AIJPMode::gpu && p->gpu) {
       PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: %" PetscInt_FMT " x %" PetscInt_FMT " matrix destroyed after %" PetscInt_FMT " products, all on cuSPARSE CSR: not analysed (%s)\n", (PetscInt)p->gpu->rows(), (PetscInt)p->gpu->cols(), p->mults,
@@ -880,7 +954,7 @@ PetscErrorCode MatView_SeqAIJPredict(Mat A, PetscViewer viewer)
   PetscCall(AIJPDescribe(A, &what));
   PetscCall(PetscViewerASCIIPrintf(viewer, "aijpredict: %s\n", what.c_str()));
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
-  if (format == PETSC_VIEWER_ASCII_INFO_DETAIL) PetscCall(AIJPRefreshReport(p));
+  if (format == PETSC_VIEWER_ASCII_INFO_DETAIL) PetscCall(AIJPRefreshReport(A, p));
 #endif
   if (format == PETSC_VIEWER_ASCII_INFO_DETAIL && p->mode == AIJPMode::gpu && !p->report.empty()) {
     PetscCall(PetscViewerASCIIPushTab(viewer));
@@ -908,7 +982,7 @@ PetscErrorCode MatAIJPredictGetReport_SeqAIJPredict(Mat A, const char **report)
 
   PetscFunctionBegin;
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
-  PetscCall(AIJPRefreshReport(p));
+  PetscCall(AIJPRefreshReport(A, p));
 #endif
   *report = p->mode == AIJPMode::gpu ? (p->report.empty() ? nullptr : p->report.c_str()) : (p->mode == AIJPMode::undecided ? nullptr : p->cpu_reason.c_str());
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -945,6 +1019,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_view", "Print the row statistics, each format's predicted time and the choice, and at MatDestroy the measured time and the model's error", "MatCreateSeqAIJPredict", o->view, &o->view, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_online", "Time sampled products with CUDA events (never waiting for them), correct the model's predictions per format with what was measured (saved in the cache at PetscFinalize), and try the runner-up format, then cuSPARSE CSR (its ALG2 when cuSPARSE CSR runs), once each when the chosen one measures slower than the candidate's prediction", "MatCreateSeqAIJPredict", o->online, &o->online, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_partition", "Plan row-partitioned multi-format layouts (dynamic programming over row strips) and use one when its predicted time beats the best single format", "MatCreateSeqAIJPredict", o->partition, &o->partition, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_background", "Analyse and convert a reused matrix on a worker thread, on its own CUDA stream, while the products keep running the current format (cuSPARSE CSR before the first analysis); the new format is installed at the first product after it is ready (false: inside the product that decides it)", "MatCreateSeqAIJPredict", o->background, &o->background, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", o->use_gpu, &o->use_gpu, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_copy", "Without a GPU, keep the copy the GPU would hold on the host, refreshed by the same state checks, and multiply with it (tests that no operation leaves a stale copy)", "MatCreateSeqAIJPredict", o->host_copy, &o->host_copy, nullptr));
   /* Reject bad values now, with the option's name, rather than at the first MatMult. */
@@ -1073,6 +1148,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
 .  -mat_aijpredict_online <bool>    - time sampled products, refine the model, try the runner-up, then cuSPARSE CSR (ALG2 when it runs), once (default true)
 .  -mat_aijpredict_partition <bool> - row-partitioned multi-format plans when they pay (default true)
+.  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default true)
 .  -mat_aijpredict_host_copy        - without a GPU, multiply with a host copy refreshed like the device copy (testing)
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice
 

@@ -34,7 +34,11 @@ class cusparse_csr final : public format_impl<Value> {
 
 }  // namespace
 
-cusparse_handle::cusparse_handle() { AIJP_CUSPARSE_CHECK(cusparseCreate(&handle_)); }
+cusparseHandle_t cusparse_handle::get() const
+{
+  if (!handle_) AIJP_CUSPARSE_CHECK(cusparseCreate(&handle_));
+  return handle_;
+}
 cusparse_handle::~cusparse_handle()
 {
   if (handle_) cusparseDestroy(handle_);

@@ -44,17 +44,19 @@ class format_impl {
   virtual size_type device_bytes() const = 0;
 };
 
-/// RAII cuSPARSE handle.
+/// RAII cuSPARSE handle, created at its first use: a plan built on a background thread
+/// (gpu_matrix::start_background) creates its own handle there, not on the thread that starts it. Not
+/// synchronised: one thread uses a handle at a time.
 class cusparse_handle {
  public:
-  cusparse_handle();
+  cusparse_handle() = default;
   ~cusparse_handle();
   cusparse_handle(const cusparse_handle&) = delete;
   cusparse_handle& operator=(const cusparse_handle&) = delete;
-  cusparseHandle_t get() const { return handle_; }
+  cusparseHandle_t get() const;
 
  private:
-  cusparseHandle_t handle_ = nullptr;
+  mutable cusparseHandle_t handle_ = nullptr;
 };
 
 /// cuSPARSE generic SpMV on the CSR copy (ALG1; aijcusparse's kernel). Keeps a pointer to `a`.

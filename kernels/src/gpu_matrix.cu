@@ -8,11 +8,14 @@
 #include "vector_ops.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 namespace aijp {
 
@@ -128,8 +131,12 @@ std::vector<format_estimate> estimate_block(const context& ctx, const prediction
 
 template <typename Value>
 struct gpu_matrix<Value>::impl {
-  detail::cusparse_handle handle;
-  detail::device_csr<Value> csr;
+  explicit impl(std::shared_ptr<detail::device_csr<Value>> c) : csr_owner(std::move(c)), csr(*csr_owner) {}
+  detail::cusparse_handle handle;  // created at first use, on the thread that builds the plan
+  // The device CSR copy, shared with a plan being built in the background (start_background): its formats
+  // keep pointers into it, so it stays where it is when the new plan is installed.
+  std::shared_ptr<detail::device_csr<Value>> csr_owner;
+  detail::device_csr<Value>& csr;
   std::unique_ptr<detail::format_impl<Value>> format;
   std::unique_ptr<detail::cusparse_transpose<Value>> transpose;
   plan_report report;
@@ -163,6 +170,24 @@ struct gpu_matrix<Value>::impl {
     int parked_count = 0;
     std::vector<double> parked_window;          // the parked plan's products interleaved with the runner-up's
   } on;
+
+  // The public steps (gpu_matrix::analyze, convert_deferred, plan_when_reused), on this plan: the running
+  // one, or a copy being built on a background thread.
+  void analyze(const context& ctx, const plan_options& opts, cudaStream_t stream);
+  bool convert_deferred(double expected_mults, cudaStream_t stream);
+  bool plan_when_reused(const context& ctx, const plan_options& opts, cudaStream_t stream);
+  // Whether convert_deferred / plan_when_reused would act (their first tests, without side effects).
+  bool deferred_pays(double expected_mults) const
+  {
+    return report.deferred && report.saving_us * expected_mults >= report.conversion_estimate_us;
+  }
+  bool may_plan_when_reused(const plan_options& opts) const;
+  // A plan for a background step: the same device CSR, the report, the decision state and the online
+  // settings; no layout, timer or parked plan (the step builds what it needs).
+  std::unique_ptr<impl> copy_for_background() const;
+  bool background = false;       // this plan is a copy being built by a background step
+  bool step_running = false;     // a background step on this (running) plan has not been installed yet
+  std::uint64_t values_version = 0;  // update_values calls so far
 
   void convert_to(format_id choice, cudaStream_t stream);
   double corrected_now(int i) const
@@ -216,7 +241,7 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, c
 template <typename Value>
 gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, memory_space space,
                               const plan_options& opts, cudaStream_t stream)
-    : impl_(std::make_unique<impl>())
+    : impl_(std::make_unique<impl>(std::make_shared<detail::device_csr<Value>>()))
 {
   constexpr auto index_max = std::numeric_limits<index_type>::max();
   AIJP_ENSURE(host.rows >= 0 && host.cols >= 0 && host.nnz >= 0, bad_input, "negative matrix dimensions");
@@ -277,7 +302,7 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
                     std::to_string(host.cols) + ")");
   }
   if (opts.analyze) {
-    analyze(ctx, opts, stream);
+    m.analyze(ctx, opts, stream);
   } else {
     m.format = m.build(format_id::cusparse_csr, stream);
     rep.chosen = format_id::cusparse_csr;
@@ -289,7 +314,14 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
 template <typename Value>
 void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cudaStream_t stream)
 {
-  auto& m = *impl_;
+  finish_background(stream);
+  impl_->analyze(ctx, opts, stream);
+}
+
+template <typename Value>
+void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& opts, cudaStream_t stream)
+{
+  auto& m = *this;
   plan_report& rep = m.report;
   const auto& a = m.csr;
   const column_summary& cs = m.columns;
@@ -732,6 +764,7 @@ void gpu_matrix<Value>::impl::observe_window(bool allow_explore)
 template <typename Value>
 void gpu_matrix<Value>::impl::explore_or_finish()
 {
+  if (step_running) return;  // a background step is building the next plan: explore that one
   if (!on.may_explore || on.sample_count < std::max(1, on.policy.explore_after)) return;
   char line[512];
   if (on.parked) {
@@ -872,36 +905,43 @@ void gpu_matrix<Value>::impl::explore_or_finish()
 template <typename Value>
 bool gpu_matrix<Value>::convert_deferred(double expected_mults, cudaStream_t stream)
 {
-  plan_report& rep = impl_->report;
+  finish_background(stream);
+  return impl_->convert_deferred(expected_mults, stream);
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::impl::convert_deferred(double expected_mults, cudaStream_t stream)
+{
+  plan_report& rep = report;
   if (!rep.deferred || rep.saving_us * expected_mults < rep.conversion_estimate_us) return false;
   const format_id f = *rep.deferred;
   rep.deferred.reset();
-  if (auto d = std::move(impl_->deferred_plan)) {
-    impl_->deferred_plan.reset();
+  if (auto d = std::move(deferred_plan)) {
+    deferred_plan.reset();
     rep.decision += "; partition built after the matrix proved reused";
-    if (impl_->build_partition(d->plan, d->in, d->params, stream, true)) return true;
+    if (build_partition(d->plan, d->in, d->params, stream, true)) return true;
     rep.decision += ": cuSPARSE CSR";
-    impl_->convert_to(format_id::cusparse_csr, stream);
+    convert_to(format_id::cusparse_csr, stream);
     return true;
   }
   rep.decision += std::string("; converted to ") + format_name(f) + " after the matrix proved reused";
-  impl_->convert_to(f, stream);
+  convert_to(f, stream);
   return true;
 }
 
 template <typename Value>
 bool gpu_matrix<Value>::plan_when_reused(const context& ctx, const plan_options& opts, cudaStream_t stream)
 {
-  auto& m = *impl_;
+  finish_background(stream);
+  return impl_->plan_when_reused(ctx, opts, stream);
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::impl::plan_when_reused(const context& ctx, const plan_options& opts, cudaStream_t stream)
+{
+  auto& m = *this;
   plan_report& rep = m.report;
-  if (!rep.partition_pending || !m.plan_input || m.on.parked) return false;
-  // The single format the analysis chose (running, or deferred while cuSPARSE CSR runs).
-  const format_id single = rep.deferred ? *rep.deferred : rep.chosen;
-  int best = -1;
-  for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
-    if (rep.estimates[i].format == single) best = i;
-  }
-  if (best < 0 || !(split_saving_bound_us(rep.estimates[best].predicted_us, opts) >= opts.planning_cost_us)) return false;
+  if (!may_plan_when_reused(opts)) return false;
   const prediction_input in = *m.plan_input;
   const auto t0 = clock_type::now();
   // What try_partition rewrites, kept for when no split is taken: the running (or deferred) single format
@@ -923,7 +963,9 @@ bool gpu_matrix<Value>::plan_when_reused(const context& ctx, const plan_options&
   rep.saving_us = saving_us;
   rep.conversion_estimate_us = conversion_estimate_us;
   rep.exploration = std::move(explored);
-  if (!m.format) m.convert_to(rep.chosen, stream);  // the split's sub-CSR copies did not fit: the layout was freed
+  // The split's sub-CSR copies did not fit: the layout was freed (a background copy has none: the running
+  // plan stays).
+  if (!m.format && !m.background) m.convert_to(rep.chosen, stream);
   const partition_plan& p = rep.proposed;
   const bool beats = p.split() && p.predicted_us < (1 - opts.partition_margin) * p.single_us;
   char line[200];
@@ -935,6 +977,188 @@ bool gpu_matrix<Value>::plan_when_reused(const context& ctx, const plan_options&
 }
 
 template <typename Value>
+bool gpu_matrix<Value>::impl::may_plan_when_reused(const plan_options& opts) const
+{
+  const plan_report& rep = report;
+  if (!rep.partition_pending || !plan_input || on.parked) return false;
+  // The single format the analysis chose (running, or deferred while cuSPARSE CSR runs).
+  const format_id single = rep.deferred ? *rep.deferred : rep.chosen;
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
+    if (rep.estimates[i].format == single) best = i;
+  }
+  return best >= 0 && split_saving_bound_us(rep.estimates[best].predicted_us, opts) >= opts.planning_cost_us;
+}
+
+template <typename Value>
+std::unique_ptr<typename gpu_matrix<Value>::impl> gpu_matrix<Value>::impl::copy_for_background() const
+{
+  auto c = std::make_unique<impl>(csr_owner);
+  c->background = true;
+  c->report = report;
+  c->columns = columns;
+  c->plan_input = plan_input;
+  c->deferred_plan = deferred_plan;
+  c->values_version = values_version;
+  c->on.corr = on.corr;
+  c->on.policy = on.policy;
+  c->on.timing = on.timing;
+  c->on.raw_us = on.raw_us;
+  c->on.cls = on.cls;
+  c->on.key = on.key;
+  c->on.epoch = on.epoch;
+  c->on.running = on.running;
+  c->on.runner_up = on.runner_up;
+  c->on.then_runner = on.then_runner;
+  c->on.may_explore = on.may_explore;
+  c->on.baseline_always = on.baseline_always;
+  return c;
+}
+
+const char* background_step_name(background_step s)
+{
+  switch (s) {
+    case background_step::analyze: return "analysis";
+    case background_step::convert_deferred: return "deferred conversion";
+    case background_step::plan_when_reused: return "partition planning";
+  }
+  return "step";
+}
+
+// A step of the analysis on a worker thread (start_background): `plan` is built on the worker's stream,
+// which first waits for what the products' stream held at the start (`ready`).
+template <typename Value>
+struct gpu_matrix<Value>::background_job {
+  background_step step = background_step::analyze;
+  std::unique_ptr<impl> plan;
+  std::shared_ptr<const context> ctx;
+  plan_options opts;
+  cudaEvent_t ready = nullptr;
+  std::thread worker;
+  std::atomic<bool> done{false};
+  // Written by the worker before `done` is set, read after it is seen set.
+  bool changed = false;
+  std::exception_ptr error;
+  double wall_ms = 0;
+
+  ~background_job()
+  {
+    if (worker.joinable()) worker.join();
+    if (ready) (void)cudaEventDestroy(ready);
+  }
+
+  void run(int device)
+  {
+    const auto t0 = clock_type::now();
+    cudaStream_t s = nullptr;
+    try {
+      AIJP_CUDA_CHECK(cudaSetDevice(device));
+      int least = 0, greatest = 0;
+      AIJP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      AIJP_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
+      AIJP_CUDA_CHECK(cudaStreamWaitEvent(s, ready, 0));
+      switch (step) {
+        case background_step::analyze:
+          plan->analyze(*ctx, opts, s);
+          changed = true;
+          break;
+        case background_step::convert_deferred: changed = plan->convert_deferred(opts.expected_mults, s); break;
+        case background_step::plan_when_reused: changed = plan->plan_when_reused(*ctx, opts, s); break;
+      }
+      AIJP_CUDA_CHECK(cudaStreamSynchronize(s));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (s) (void)cudaStreamDestroy(s);
+    wall_ms = ms_since(t0);
+    done.store(true, std::memory_order_release);
+  }
+};
+
+template <typename Value>
+bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, background_step step, const plan_options& opts,
+                                         cudaStream_t stream)
+{
+  AIJP_ENSURE(ctx != nullptr, bad_input, "start_background needs a context");
+  auto& m = *impl_;
+  if (job_ || m.on.parked) return false;
+  if (step == background_step::convert_deferred && !m.deferred_pays(opts.expected_mults)) return false;
+  if (step == background_step::plan_when_reused && !m.may_plan_when_reused(opts)) return false;
+  auto job = std::make_unique<background_job>();
+  job->step = step;
+  job->ctx = std::move(ctx);
+  job->opts = opts;
+  job->plan = m.copy_for_background();
+  int device = 0;
+  AIJP_CUDA_CHECK(cudaGetDevice(&device));
+  AIJP_CUDA_CHECK(cudaEventCreateWithFlags(&job->ready, cudaEventDisableTiming));
+  AIJP_CUDA_CHECK(cudaEventRecord(job->ready, stream));
+  background_job* j = job.get();
+  job->worker = std::thread([j, device] { j->run(device); });
+  job_ = std::move(job);
+  m.step_running = true;
+  return true;
+}
+
+template <typename Value>
+void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
+{
+  std::unique_ptr<background_job> job = std::move(job_);
+  job->worker.join();
+  impl& running = *impl_;
+  running.step_running = false;
+  if (changed) *changed = false;
+  if (job->error) std::rethrow_exception(job->error);
+  impl& built = *job->plan;
+  if (!job->changed) {
+    // Nothing converted: the running plan stays, with what the step decided (a plan_when_reused that took no
+    // split: the planner's proposal and the decision line; it is not planned again).
+    plan_report& rep = running.report;
+    rep.decision = built.report.decision;
+    rep.proposed = built.report.proposed;
+    rep.partition_pending = built.report.partition_pending;
+    rep.background_ms = job->wall_ms;
+    rep.background_what = background_step_name(job->step);
+    running.plan_input = built.plan_input;
+    return;
+  }
+  // Values written by update_values while the step ran may be missing from the new layout.
+  if (built.values_version != running.values_version && built.format) built.format->refresh_values(built.csr, stream);
+  built.values_version = running.values_version;
+  built.background = false;
+  built.on.timing = running.on.timing;
+  if (built.on.corr && !built.on.timer) built.on.timer = std::make_unique<detail::spmv_timer>();
+  built.report.refinement = running.report.refinement;  // what online refinement did before the step
+  built.report.background_ms = job->wall_ms;
+  built.report.background_what = background_step_name(job->step);
+  // The running plan's layout is freed now: cudaFree waits for the products already queued on it.
+  impl_ = std::move(job->plan);
+  if (changed) *changed = true;
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::poll_background(cudaStream_t stream, bool* changed)
+{
+  if (!job_ || !job_->done.load(std::memory_order_acquire)) return false;
+  install_background(stream, changed);
+  return true;
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::finish_background(cudaStream_t stream, bool* changed)
+{
+  if (!job_) return false;
+  install_background(stream, changed);
+  return true;
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::background_running() const
+{
+  return job_ != nullptr;
+}
+
+template <typename Value>
 gpu_matrix<Value>::~gpu_matrix() = default;
 
 template <typename Value>
@@ -943,6 +1167,7 @@ void gpu_matrix<Value>::update_values(const Value* host_values, cudaStream_t str
   auto& a = impl_->csr;
   if (a.nnz == 0) return;
   AIJP_CUDA_CHECK(cudaMemcpyAsync(a.values.data(), host_values, a.nnz * sizeof(Value), cudaMemcpyHostToDevice, stream));
+  ++impl_->values_version;
   impl_->format->refresh_values(a, stream);
   if (impl_->on.parked) impl_->on.parked->refresh_values(a, stream);
 }
@@ -1114,6 +1339,11 @@ std::string plan_report::to_string() const
   os << "  choice: " << decision << "\n";
   if (partitioned) os << "  plan: " << plan << "\n";
   os << line;
+  if (background_ms > 0) {
+    std::snprintf(line, sizeof(line), "  %s ran in the background in %.3f ms, while the products ran the previous plan\n",
+                  background_what.c_str(), background_ms);
+    os << line;
+  }
   if (measured_samples > 0) {
     std::snprintf(line, sizeof(line), "  running %s: measured %.2f us (median of %d timed products), predicted %.2f us, model error %.1f %%\n",
                   plan.c_str(), measured_us, measured_samples, predicted_us, 100 * model_error);

@@ -220,7 +220,9 @@ TEST_F(GpuTest, DeviceGeneratedBlockOfLongRows)
     for (auto k = row_ptr[r]; k < row_ptr[r + 1]; ++k) {
       ASSERT_GE(col[k], 0);
       ASSERT_LT(col[k], v.cols);
-      if (k > row_ptr[r]) ASSERT_GT(col[k], col[k - 1]) << "row " << r;
+      if (k > row_ptr[r]) {
+        ASSERT_GT(col[k], col[k - 1]) << "row " << r;
+      }
     }
   }
   aijp::csr_matrix<double> h;

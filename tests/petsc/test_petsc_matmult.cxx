@@ -498,6 +498,27 @@ TEST(PetscAIJPredict, SamePatternRefreshesValuesOnlyNewPatternRebuilds)
   for (Mat* m : {&A, &B}) MatDestroy(m);
 }
 
+TEST(PetscAIJPredict, ReusedMatrixIsAnalysedInTheBackgroundAndStaysRight)
+{
+  if (!have_gpu()) GTEST_SKIP() << "the background steps run on the GPU path only (the same test runs on the device)";
+  // Enough expected products for the analysis and any conversion to pay at once (product 11).
+  ASSERT_PETSC(PetscOptionsSetValue(nullptr, "-mat_aijpredict_expected_mults", "1e6"));
+  Mat A = laplacian_with_empty_rows(MATSEQAIJ, 300), B = laplacian_with_empty_rows(MATSEQAIJPREDICT, 300);
+  ASSERT_PETSC(PetscOptionsClearValue(nullptr, "-mat_aijpredict_expected_mults"));
+  // Every product before, while and after the step runs; values change (MatScale) while it may still run.
+  for (int k = 0; k < 12; ++k) compare_products(A, B, VECSEQCUDA, "round " + std::to_string(k));
+  ASSERT_PETSC(MatScale(A, -1.5));
+  ASSERT_PETSC(MatScale(B, -1.5));
+  for (int k = 12; k < 16; ++k) compare_products(A, B, VECSEQCUDA, "scaled, round " + std::to_string(k));
+  const char* report = nullptr;
+  ASSERT_PETSC(MatAIJPredictGetReport(B, &report)); // waits for a step still running
+  ASSERT_NE(report, nullptr);
+  EXPECT_NE(std::string(report).find("in the background"), std::string::npos) << report;
+  compare_products(A, B, VECSEQCUDA, "after the report");
+  compare_products(A, B, VECSEQ, "after the report [host vectors]");
+  for (Mat* m : {&A, &B}) MatDestroy(m);
+}
+
 TEST(PetscAIJPredict, BindToCPUAndBack)
 {
   Mat A = laplacian_with_empty_rows(MATSEQAIJ, 20), B = laplacian_with_empty_rows(MATSEQAIJPREDICT, 20);

@@ -18,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -102,6 +103,10 @@ struct plan_report {
   double upload_ms = 0.0;      ///< host -> device copy of the CSR arrays
   double analysis_ms = 0.0;    ///< statistics + prediction
   double conversion_ms = 0.0;  ///< building the chosen layout
+  /// Wall time of the last step that ran in the background (gpu_matrix::start_background), from its start
+  /// to its end on the worker thread; the products ran the previous plan meanwhile. 0: none did.
+  double background_ms = 0.0;
+  std::string background_what;  ///< which step that was (background_step_name)
   bool analyzed = false;       ///< statistics and predictions exist (false: uploaded only, cuSPARSE CSR)
   std::optional<format_id> deferred;  ///< predicted faster but not yet paid for (amortization)
   double saving_us = 0.0;             ///< predicted saving per SpMV of `deferred` over cuSPARSE CSR
@@ -129,6 +134,14 @@ struct plan_report {
   std::string to_string() const;
 };
 
+/// A step of the analysis that gpu_matrix::start_background can run on a worker thread.
+enum class background_step {
+  analyze,           ///< gpu_matrix::analyze
+  convert_deferred,  ///< gpu_matrix::convert_deferred (plan_options::expected_mults is the expected count)
+  plan_when_reused,  ///< gpu_matrix::plan_when_reused
+};
+const char* background_step_name(background_step s);
+
 template <typename Value>
 class gpu_matrix {
  public:
@@ -153,6 +166,30 @@ class gpu_matrix {
   /// taken and pays for its conversion; otherwise the running format stays. Returns whether the plan changed.
   /// `opts` as for the analysis (candidates, margin, planner, online policy).
   bool plan_when_reused(const context& ctx, const plan_options& opts, cudaStream_t stream);
+
+  /// Background analysis: runs `step` (analyze, convert_deferred or plan_when_reused, with `opts`) on a
+  /// worker thread, on its own CUDA stream (non-blocking, the device's lowest priority) and its own cuSPARSE
+  /// handle, building the new plan beside the running one; the products keep running the current plan
+  /// (cuSPARSE CSR before the first analysis) until poll_background or finish_background installs the new
+  /// one. So the statistics' read-backs, the prediction and the conversion neither drain `stream` nor hold
+  /// up the thread issuing the products; only their GPU work shares the device. `stream` is the products'
+  /// stream: the step's device work starts after what `stream` holds now (values copied there before are the
+  /// ones converted); values changed by update_values while it runs are refreshed at the install. The job
+  /// keeps `ctx` alive. Returns false and starts nothing while a step is running or an exploration is in
+  /// progress, and for convert_deferred / plan_when_reused when their cheap test says the step would not
+  /// convert or plan (as their synchronous forms decide). Exploration waits while a step runs.
+  bool start_background(std::shared_ptr<const context> ctx, background_step step, const plan_options& opts,
+                        cudaStream_t stream);
+  /// Without waiting: when the step started by start_background has finished, installs its plan (the
+  /// running plan is freed; values changed meanwhile are refreshed on `stream`) and returns true, with
+  /// `*changed` (if not null) telling whether the plan changed (a convert_deferred or plan_when_reused that
+  /// found nothing to do leaves the plan and updates the report's decision). Returns false while it runs,
+  /// or when none was started. Rethrows an error the step raised (the running plan stays).
+  bool poll_background(cudaStream_t stream, bool* changed = nullptr);
+  /// Waits for the step started by start_background, if any, and installs it as poll_background does.
+  bool finish_background(cudaStream_t stream, bool* changed = nullptr);
+  /// A step started by start_background has not been installed yet.
+  bool background_running() const;
 
   /// Same sparsity pattern, new values (host array of nnz entries in the CSR order given at construction).
   void update_values(const Value* host_values, cudaStream_t stream);
@@ -184,7 +221,10 @@ class gpu_matrix {
 
  private:
   struct impl;
+  struct background_job;
   std::unique_ptr<impl> impl_;
+  std::unique_ptr<background_job> job_;  // destroyed first: joins the worker before the plan it shares goes
+  void install_background(cudaStream_t stream, bool* changed);
 };
 
 extern template class gpu_matrix<double>;
