@@ -403,7 +403,7 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
   if (wait) PetscCallCXX(installed = p->gpu->finish_background(stream, &changed));
   else PetscCallCXX(installed = p->gpu->poll_background(stream, &changed));
   if (!installed) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", p->gpu->report().background_ms, p->step_begun, p->mults, wait ? ", waited for" : "",
+  PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms, installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", p->gpu->report().background_ms, p->gpu->report().install_ms, p->step_begun, p->mults, wait ? ", waited for" : "",
                       changed ? "new plan installed" : "the plan stays"));
   if (changed) PetscCall(AIJPReport(A, p));
   PetscFunctionReturn(PETSC_SUCCESS);

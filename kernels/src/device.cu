@@ -212,7 +212,7 @@ bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream
     detail::cusparse_handle handle;
     const row_stats no_stats;
     const auto make = [&](const detail::device_csr<double>& a, bool alg2) {
-      return alg2 ? detail::make_cusparse_csr_alg2(detail::build_args<double>{a, no_stats, handle.get(), stream})
+      return alg2 ? detail::make_cusparse_csr_alg2(detail::build_args<double>{a, no_stats, handle, stream})
                   : detail::make_cusparse_csr(a, handle.get());
     };
     // Time per call of `batch` back-to-back calls of `launch`.

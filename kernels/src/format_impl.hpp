@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace aijp::detail {
@@ -54,6 +55,9 @@ class cusparse_handle {
   cusparse_handle(const cusparse_handle&) = delete;
   cusparse_handle& operator=(const cusparse_handle&) = delete;
   cusparseHandle_t get() const;
+  /// Whether get() has created the handle.
+  bool created() const { return handle_ != nullptr; }
+  void swap(cusparse_handle& other) noexcept { std::swap(handle_, other.handle_); }
 
  private:
   mutable cusparseHandle_t handle_ = nullptr;
@@ -72,8 +76,9 @@ template <typename Value>
 struct build_args {
   const device_csr<Value>& a;
   const row_stats& stats;
-  cusparseHandle_t handle;
+  const cusparse_handle& handles;  ///< the plan's handle, created by the first format that needs one
   cudaStream_t stream;
+  cusparseHandle_t handle() const { return handles.get(); }
 };
 
 #define AIJP_DECLARE_FORMAT_FACTORY(name) \
@@ -123,7 +128,7 @@ struct built_block {
 /// (recorded in `built`). id() is the format of the block holding the most nonzeros.
 template <typename Value>
 std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a, const std::vector<built_block>& blocks,
-                                                     const format_factory<Value>& factory, cusparseHandle_t handle,
+                                                     const format_factory<Value>& factory, const cusparse_handle& handle,
                                                      cudaStream_t stream, std::vector<built_block>* built);
 
 /// Transpose product through cuSPARSE on the CSR copy: y = alpha A^T x + beta y.

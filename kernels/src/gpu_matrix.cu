@@ -73,7 +73,7 @@ template <typename Value>
 std::unique_ptr<detail::format_impl<Value>> build_format(format_id f, const detail::build_args<Value>& args)
 {
   switch (f) {
-    case format_id::cusparse_csr: return detail::make_cusparse_csr(args.a, args.handle);
+    case format_id::cusparse_csr: return detail::make_cusparse_csr(args.a, args.handle());
     case format_id::sell_c_sigma: return detail::make_sell(args);
     case format_id::cusparse_csr_alg2: return detail::make_cusparse_csr_alg2(args);
     case format_id::cusparse_sell: return detail::make_cusparse_sell(args);
@@ -204,7 +204,7 @@ struct gpu_matrix<Value>::impl {
 
   std::unique_ptr<detail::format_impl<Value>> build(format_id f, cudaStream_t stream)
   {
-    return build_format<Value>(f, detail::build_args<Value>{csr, report.stats, handle.get(), stream});
+    return build_format<Value>(f, detail::build_args<Value>{csr, report.stats, handle, stream});
   }
 
   // Row-partitioned plans (planner.hpp): plans (or takes opts.forced_plan) and builds the partition when it
@@ -640,7 +640,7 @@ bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const 
   };
   format.reset();  // free the previous layout first, as convert_to does
   try {
-    format = detail::make_partitioned<Value>(csr, want, factory, handle.get(), stream, &built);
+    format = detail::make_partitioned<Value>(csr, want, factory, handle, stream, &built);
     AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
   } catch (const device_out_of_memory& e) {
     format.reset();
@@ -1103,6 +1103,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
 template <typename Value>
 void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
 {
+  const auto t0 = clock_type::now();
   std::unique_ptr<background_job> job = std::move(job_);
   job->worker.join();
   impl& running = *impl_;
@@ -1120,6 +1121,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
     rep.background_ms = job->wall_ms;
     rep.background_what = background_step_name(job->step);
     running.plan_input = built.plan_input;
+    rep.install_ms = ms_since(t0);
     return;
   }
   // Values written by update_values while the step ran may be missing from the new layout.
@@ -1131,8 +1133,18 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   built.report.refinement = running.report.refinement;  // what online refinement did before the step
   built.report.background_ms = job->wall_ms;
   built.report.background_what = background_step_name(job->step);
-  // The running plan's layout is freed now: cudaFree waits for the products already queued on it.
-  impl_ = std::move(job->plan);
+  // No format of the new plan needed cuSPARSE: it takes over the running plan's handle (and the transpose
+  // product made with it) rather than creating one.
+  if (!built.handle.created()) {
+    built.handle.swap(running.handle);
+    built.transpose = std::move(running.transpose);
+  }
+  {
+    // The running plan's layout is freed now: cudaFree waits for the products already queued on it.
+    std::unique_ptr<impl> old = std::move(impl_);
+    impl_ = std::move(job->plan);
+  }
+  impl_->report.install_ms = ms_since(t0);
   if (changed) *changed = true;
 }
 
@@ -1340,8 +1352,8 @@ std::string plan_report::to_string() const
   if (partitioned) os << "  plan: " << plan << "\n";
   os << line;
   if (background_ms > 0) {
-    std::snprintf(line, sizeof(line), "  %s ran in the background in %.3f ms, while the products ran the previous plan\n",
-                  background_what.c_str(), background_ms);
+    std::snprintf(line, sizeof(line), "  %s ran in the background in %.3f ms, while the products ran the previous plan; installed in %.3f ms\n",
+                  background_what.c_str(), background_ms, install_ms);
     os << line;
   }
   if (measured_samples > 0) {

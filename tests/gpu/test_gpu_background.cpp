@@ -158,7 +158,7 @@ TEST_F(GpuBackground, LatePartitionPlanningRunsInTheBackground)
   aijp::gpu_matrix<double> m(*ctx, a.view(), opts, nullptr);
   ASSERT_TRUE(m.report().partition_pending) << m.report().decision;
   const auto single = m.format();
-  opts.expected_mults = 4;
+  opts.expected_mults = 1;  // half of one product of this matrix never reaches the planning's ~2.5 ms
   EXPECT_FALSE(m.start_background(ctx, background_step::plan_when_reused, opts, nullptr)) << "does not pay: nothing starts";
   opts.expected_mults = 1e6;
   const bool sync_changed = sync.plan_when_reused(*ctx, opts, nullptr);
@@ -185,6 +185,7 @@ TEST_F(GpuBackground, OnlineRefinementMeasuresTheInstalledPlan)
   lazy.analyze = false;
   aijp::gpu_matrix<double> m(*ctx, a.view(), lazy, nullptr);
   aijp::plan_options opts;
+  opts.online_policy.explore = false;  // stay on the installed plan (an exploration would begin a new epoch)
   ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr));
   m.finish_background(nullptr);
   for (int k = 0; k < 24; ++k) check_product(m, a, x, dx, "timed product " + std::to_string(k));

@@ -107,6 +107,7 @@ struct plan_report {
   /// to its end on the worker thread; the products ran the previous plan meanwhile. 0: none did.
   double background_ms = 0.0;
   std::string background_what;  ///< which step that was (background_step_name)
+  double install_ms = 0.0;      ///< host time of its install (poll_background): the swap and freeing the old layout
   bool analyzed = false;       ///< statistics and predictions exist (false: uploaded only, cuSPARSE CSR)
   std::optional<format_id> deferred;  ///< predicted faster but not yet paid for (amortization)
   double saving_us = 0.0;             ///< predicted saving per SpMV of `deferred` over cuSPARSE CSR

@@ -32,7 +32,7 @@ using namespace sell_common;
 template <typename Value>
 class cusparse_csr_alg2 final : public format_impl<Value> {
  public:
-  explicit cusparse_csr_alg2(const build_args<Value>& args) : runner_(args.handle, CUSPARSE_SPMV_CSR_ALG2, true)
+  explicit cusparse_csr_alg2(const build_args<Value>& args) : runner_(args.handle(), CUSPARSE_SPMV_CSR_ALG2, true)
   {
     const auto& a = args.a;
     runner_.set_matrix(make_csr_descriptor(a.rows, a.cols, a.nnz, a.row_ptr.data(), a.col_idx.data(), a.values.data()),
@@ -63,7 +63,7 @@ template <typename Value>
 class cusparse_sell final : public format_impl<Value> {
  public:
   explicit cusparse_sell(const build_args<Value>& args)
-      : rows_(args.a.rows), runner_(args.handle, CUSPARSE_SPMV_SELL_ALG1, false)
+      : rows_(args.a.rows), runner_(args.handle(), CUSPARSE_SPMV_SELL_ALG1, false)
   {
     const auto& a = args.a;
     const cudaStream_t stream = args.stream;

@@ -77,7 +77,7 @@ class partitioned final : public format_impl<Value> {
 
 template <typename Value>
 std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a, const std::vector<built_block>& blocks,
-                                                     const format_factory<Value>& factory, cusparseHandle_t handle,
+                                                     const format_factory<Value>& factory, const cusparse_handle& handle,
                                                      cudaStream_t stream, std::vector<built_block>* built)
 {
   AIJP_ENSURE(!blocks.empty() && blocks.front().row_begin == 0 && blocks.back().row_end == a.rows, bad_input,
@@ -131,7 +131,7 @@ std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a,
       }
       if (!p.child) {
         out.format = format_id::cusparse_csr;
-        p.child = make_cusparse_csr(s, handle);
+        p.child = make_cusparse_csr(s, handle.get());
       }
     }
     p.format = out.format;
@@ -142,10 +142,10 @@ std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a,
 }
 
 template std::unique_ptr<format_impl<double>> make_partitioned<double>(const device_csr<double>&, const std::vector<built_block>&,
-                                                                       const format_factory<double>&, cusparseHandle_t,
+                                                                       const format_factory<double>&, const cusparse_handle&,
                                                                        cudaStream_t, std::vector<built_block>*);
 template std::unique_ptr<format_impl<float>> make_partitioned<float>(const device_csr<float>&, const std::vector<built_block>&,
-                                                                     const format_factory<float>&, cusparseHandle_t,
+                                                                     const format_factory<float>&, const cusparse_handle&,
                                                                      cudaStream_t, std::vector<built_block>*);
 
 }  // namespace aijp::detail
