@@ -53,7 +53,7 @@ struct AIJPOptions {
   PetscBool   host_copy      = PETSC_FALSE; /* -mat_aijpredict_host_copy: without a GPU, emulate the device copy on the host */
   PetscBool   online         = PETSC_TRUE;  /* -mat_aijpredict_online: time sampled products, refine the model, explore the runner-up, then cuSPARSE CSR (ALG2 when it runs), once each */
   PetscBool   partition      = PETSC_TRUE;  /* -mat_aijpredict_partition: row-partitioned multi-format plans when they pay */
-  PetscBool   background     = PETSC_TRUE;  /* -mat_aijpredict_background: analyse and convert a reused matrix on a worker thread */
+  PetscBool   background     = PETSC_FALSE; /* -mat_aijpredict_background: analyse and convert a reused matrix on a worker thread */
 };
 
 /* Where the products of one matrix run; decided at the first product. */
@@ -413,8 +413,8 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
    the most it could save over the expected products pays for the analysis; a
    format whose conversion does not pay yet, or a row partition whose planning did not, is reconsidered
    whenever the product count doubles, expecting as many products again as so far (or
-   -mat_aijpredict_expected_mults, if larger). Each step runs in the background by default
-   (-mat_aijpredict_background): this function then only starts it and, at later products, installs it. */
+   -mat_aijpredict_expected_mults, if larger). Each step runs in the background with
+   -mat_aijpredict_background: this function then only starts it and, at later products, installs it. */
 PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
 {
   cudaStream_t stream;
@@ -1019,7 +1019,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_view", "Print the row statistics, each format's predicted time and the choice, and at MatDestroy the measured time and the model's error", "MatCreateSeqAIJPredict", o->view, &o->view, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_online", "Time sampled products with CUDA events (never waiting for them), correct the model's predictions per format with what was measured (saved in the cache at PetscFinalize), and try the runner-up format, then cuSPARSE CSR (its ALG2 when cuSPARSE CSR runs), once each when the chosen one measures slower than the candidate's prediction", "MatCreateSeqAIJPredict", o->online, &o->online, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_partition", "Plan row-partitioned multi-format layouts (dynamic programming over row strips) and use one when its predicted time beats the best single format", "MatCreateSeqAIJPredict", o->partition, &o->partition, nullptr));
-  PetscCall(PetscOptionsBool("-mat_aijpredict_background", "Analyse and convert a reused matrix on a worker thread, on its own CUDA stream, while the products keep running the current format (cuSPARSE CSR before the first analysis); the new format is installed at the first product after it is ready (false: inside the product that decides it)", "MatCreateSeqAIJPredict", o->background, &o->background, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_background", "Analyse and convert a reused matrix on a worker thread, on its own CUDA stream, while the products keep running the current format (cuSPARSE CSR before the first analysis); the new format is installed at the first product after it is ready. Needs a second CPU. Off by default: on one GPU the step's work shares the device with the products, so it spreads the cost over more products rather than removing it (false: inside the product that decides it)", "MatCreateSeqAIJPredict", o->background, &o->background, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", o->use_gpu, &o->use_gpu, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_copy", "Without a GPU, keep the copy the GPU would hold on the host, refreshed by the same state checks, and multiply with it (tests that no operation leaves a stale copy)", "MatCreateSeqAIJPredict", o->host_copy, &o->host_copy, nullptr));
   /* Reject bad values now, with the option's name, rather than at the first MatMult. */
@@ -1148,7 +1148,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
 .  -mat_aijpredict_online <bool>    - time sampled products, refine the model, try the runner-up, then cuSPARSE CSR (ALG2 when it runs), once (default true)
 .  -mat_aijpredict_partition <bool> - row-partitioned multi-format plans when they pay (default true)
-.  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default true)
+.  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
 .  -mat_aijpredict_host_copy        - without a GPU, multiply with a host copy refreshed like the device copy (testing)
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice
 

@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -501,10 +503,15 @@ TEST(PetscAIJPredict, SamePatternRefreshesValuesOnlyNewPatternRebuilds)
 TEST(PetscAIJPredict, ReusedMatrixIsAnalysedInTheBackgroundAndStaysRight)
 {
   if (!have_gpu()) GTEST_SKIP() << "the background steps run on the GPU path only (the same test runs on the device)";
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) < 2) GTEST_SKIP() << "one CPU: the plugin runs the steps in the product";
   // Enough expected products for the analysis and any conversion to pay at once (product 11).
   ASSERT_PETSC(PetscOptionsSetValue(nullptr, "-mat_aijpredict_expected_mults", "1e6"));
+  ASSERT_PETSC(PetscOptionsSetValue(nullptr, "-mat_aijpredict_background", "true"));
   Mat A = laplacian_with_empty_rows(MATSEQAIJ, 300), B = laplacian_with_empty_rows(MATSEQAIJPREDICT, 300);
   ASSERT_PETSC(PetscOptionsClearValue(nullptr, "-mat_aijpredict_expected_mults"));
+  ASSERT_PETSC(PetscOptionsClearValue(nullptr, "-mat_aijpredict_background"));
   // Every product before, while and after the step runs; values change (MatScale) while it may still run.
   for (int k = 0; k < 12; ++k) compare_products(A, B, VECSEQCUDA, "round " + std::to_string(k));
   ASSERT_PETSC(MatScale(A, -1.5));
