@@ -913,7 +913,7 @@ template <typename Value>
 bool gpu_matrix<Value>::impl::convert_deferred(double expected_mults, cudaStream_t stream)
 {
   plan_report& rep = report;
-  if (!rep.deferred || rep.saving_us * expected_mults < rep.conversion_estimate_us) return false;
+  if (!deferred_pays(expected_mults)) return false;
   const format_id f = *rep.deferred;
   rep.deferred.reset();
   if (auto d = std::move(deferred_plan)) {
@@ -1114,38 +1114,33 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   if (!job->changed) {
     // Nothing converted: the running plan stays, with what the step decided (a plan_when_reused that took no
     // split: the planner's proposal and the decision line; it is not planned again).
-    plan_report& rep = running.report;
-    rep.decision = built.report.decision;
-    rep.proposed = built.report.proposed;
-    rep.partition_pending = built.report.partition_pending;
-    rep.background_ms = job->wall_ms;
-    rep.background_what = background_step_name(job->step);
+    running.report.decision = built.report.decision;
+    running.report.proposed = built.report.proposed;
+    running.report.partition_pending = built.report.partition_pending;
     running.plan_input = built.plan_input;
-    rep.install_ms = ms_since(t0);
-    return;
-  }
-  // Values written by update_values while the step ran may be missing from the new layout.
-  if (built.values_version != running.values_version && built.format) built.format->refresh_values(built.csr, stream);
-  built.values_version = running.values_version;
-  built.background = false;
-  built.on.timing = running.on.timing;
-  if (built.on.corr && !built.on.timer) built.on.timer = std::make_unique<detail::spmv_timer>();
-  built.report.refinement = running.report.refinement;  // what online refinement did before the step
-  built.report.background_ms = job->wall_ms;
-  built.report.background_what = background_step_name(job->step);
-  // No format of the new plan needed cuSPARSE: it takes over the running plan's handle (and the transpose
-  // product made with it) rather than creating one.
-  if (!built.handle.created()) {
-    built.handle.swap(running.handle);
-    built.transpose = std::move(running.transpose);
-  }
-  {
+  } else {
+    // Values written by update_values while the step ran may be missing from the new layout.
+    if (built.values_version != running.values_version && built.format) built.format->refresh_values(built.csr, stream);
+    built.values_version = running.values_version;
+    built.background = false;
+    built.on.timing = running.on.timing;
+    if (built.on.corr && !built.on.timer) built.on.timer = std::make_unique<detail::spmv_timer>();
+    built.report.refinement = running.report.refinement;  // what online refinement did before the step
+    // No format of the new plan needed cuSPARSE: it takes over the running plan's handle (and the transpose
+    // product made with it) rather than creating one.
+    if (!built.handle.created()) {
+      built.handle.swap(running.handle);
+      built.transpose = std::move(running.transpose);
+    }
     // The running plan's layout is freed now: cudaFree waits for the products already queued on it.
     std::unique_ptr<impl> old = std::move(impl_);
     impl_ = std::move(job->plan);
   }
-  impl_->report.install_ms = ms_since(t0);
-  if (changed) *changed = true;
+  plan_report& rep = impl_->report;  // the plan now running, new or not
+  rep.background_ms = job->wall_ms;
+  rep.background_what = background_step_name(job->step);
+  rep.install_ms = ms_since(t0);
+  if (changed) *changed = job->changed;
 }
 
 template <typename Value>

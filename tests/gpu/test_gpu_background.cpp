@@ -27,6 +27,14 @@ class GpuBackground : public aijp::test::gpu_fixture {
     return std::make_shared<aijp::context>(o);
   }
 
+  // Uploaded and running cuSPARSE CSR, not analysed (as the plugin builds a matrix until it is reused).
+  static aijp::plan_options not_analysed()
+  {
+    aijp::plan_options o;
+    o.analyze = false;
+    return o;
+  }
+
   // y = alpha A x (+ beta y) on the plan, checked against the host reference of `a`.
   template <typename T>
   static void check_product(aijp::gpu_matrix<T>& m, const aijp::csr_matrix<T>& a, const std::vector<T>& x,
@@ -73,8 +81,7 @@ TEST_F(GpuBackground, AnalysisInstallsTheSynchronousChoiceAndEveryProductIsRight
   aijp::plan_options opts;
   aijp::gpu_matrix<double> sync(*ctx, a.view(), opts, nullptr);
 
-  aijp::plan_options lazy;
-  lazy.analyze = false;
+  const aijp::plan_options lazy = not_analysed();
   aijp::gpu_matrix<double> m(*ctx, a.view(), lazy, nullptr);
   ASSERT_FALSE(m.report().analyzed);
   EXPECT_FALSE(m.background_running());
@@ -99,8 +106,7 @@ TEST_F(GpuBackground, ValuesChangedWhileTheStepRunsReachTheNewPlan)
   const auto ctx = make_context();
   const auto x = aijp::test::random_vector(a.cols, 9);
   device_vec<double> dx(x);
-  aijp::plan_options lazy;
-  lazy.analyze = false;
+  const aijp::plan_options lazy = not_analysed();
   aijp::gpu_matrix<double> m(*ctx, a.view(), lazy, nullptr);
   aijp::plan_options opts;
   opts.forced = format_id::sell_delta16;  // a layout with its own copy of the values
@@ -181,8 +187,7 @@ TEST_F(GpuBackground, OnlineRefinementMeasuresTheInstalledPlan)
   const auto ctx = make_context(true);
   const auto x = aijp::test::random_vector(a.cols, 17);
   device_vec<double> dx(x);
-  aijp::plan_options lazy;
-  lazy.analyze = false;
+  const aijp::plan_options lazy = not_analysed();
   aijp::gpu_matrix<double> m(*ctx, a.view(), lazy, nullptr);
   aijp::plan_options opts;
   opts.online_policy.explore = false;  // stay on the installed plan (an exploration would begin a new epoch)
@@ -198,8 +203,7 @@ TEST_F(GpuBackground, DestroyedOrSynchronousStepWhileRunning)
 {
   const auto a = aijp::gen::from_spec("lap7:48x48x48");
   const auto ctx = make_context();
-  aijp::plan_options lazy;
-  lazy.analyze = false;
+  const aijp::plan_options lazy = not_analysed();
   aijp::plan_options opts;
   {
     aijp::gpu_matrix<double> m(*ctx, a.view(), lazy, nullptr);
@@ -227,8 +231,7 @@ TEST_F(GpuBackground, SinglePrecisionOnAStreamOfItsOwn)
   cudaStream_t s = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
   {
-    aijp::plan_options lazy;
-    lazy.analyze = false;
+    const aijp::plan_options lazy = not_analysed();
     aijp::gpu_matrix<float> m(*ctx, a.view(), lazy, s);
     ASSERT_TRUE(m.start_background(ctx, background_step::analyze, aijp::plan_options{}, s));
     bool changed = false;
