@@ -54,6 +54,8 @@ struct AIJPOptions {
   PetscBool   online         = PETSC_TRUE;  /* -mat_aijpredict_online: time sampled products, refine the model, explore the runner-up, then cuSPARSE CSR (ALG2 when it runs), once each */
   PetscBool   partition      = PETSC_TRUE;  /* -mat_aijpredict_partition: row-partitioned multi-format plans when they pay */
   PetscBool   background     = PETSC_FALSE; /* -mat_aijpredict_background: analyse and convert a reused matrix on a worker thread */
+  PetscBool   staged         = PETSC_TRUE;  /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
+  PetscReal   stage_fraction = 0.03;        /* -mat_aijpredict_stage_fraction: a part's share of a product's predicted time */
 };
 
 /* Where the products of one matrix run; decided at the first product. */
@@ -333,6 +335,7 @@ PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp
   opts->expected_mults = expected;
   opts->online         = p->opt.online;
   opts->partition      = p->opt.partition;
+  opts->stage_fraction = p->opt.stage_fraction;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -347,9 +350,10 @@ int AIJPCpusAvailable()
   return (int)std::max(1u, std::thread::hardware_concurrency());
 }
 
-/* Runs one step of the analysis of a reused matrix: on a worker thread with -mat_aijpredict_background (the
-   products meanwhile run the current plan; AIJPReuseStep installs the new one when it is done), else here.
-   *started: the step runs in the background; *changed: the plan changed now (synchronous steps only). */
+/* Runs one step of the analysis of a reused matrix: on a worker thread with -mat_aijpredict_background, else
+   staged over the next products with -mat_aijpredict_staged (the default), else here. Meanwhile the products
+   run the current plan; AIJPReuseStep advances a staged step and installs the new plan when it is done.
+   *started: the step runs beside the products; *changed: the plan changed now (synchronous steps only). */
 PetscErrorCode AIJPStep(Mat A, Mat_SeqAIJPredict *p, aijp::background_step step, const aijp::plan_options &opts, cudaStream_t stream, bool *started, bool *changed)
 {
   aijp::context *ctx = nullptr;
@@ -363,14 +367,16 @@ PetscErrorCode AIJPStep(Mat A, Mat_SeqAIJPredict *p, aijp::background_step step,
      their GPU work by spinning, so the products would lose the CPU for whole time slices. */
   static const int cpus = AIJPCpusAvailable();
   if (p->opt.background && cpus < 2 && !p->background_said) {
-    PetscCall(PetscInfo(A, "aijpredict: this process may run on one CPU only: the analysis runs inside the product that decides it (-mat_aijpredict_background needs a second CPU)\n"));
+    PetscCall(PetscInfo(A, "aijpredict: this process may run on one CPU only: the analysis runs on the products' thread, %s (-mat_aijpredict_background needs a second CPU)\n", p->opt.staged ? "staged over the products" : "inside the product that decides it"));
     p->background_said = PETSC_TRUE;
   }
-  if (p->opt.background && cpus >= 2) {
-    PetscCallCXX(*started = p->gpu->start_background(aijp_context, step, opts, stream));
+  const bool thread = p->opt.background && cpus >= 2;
+  if (thread || p->opt.staged) {
+    const auto mode = thread ? aijp::background_mode::thread : aijp::background_mode::staged;
+    PetscCallCXX(*started = p->gpu->start_background(aijp_context, step, opts, stream, mode));
     if (*started) {
       p->step_begun = p->mults;
-      PetscCall(PetscInfo(A, "aijpredict: %s started in the background at product %" PetscInt_FMT "\n", aijp::background_step_name(step), p->mults));
+      PetscCall(PetscInfo(A, "aijpredict: %s started %s at product %" PetscInt_FMT "\n", aijp::background_step_name(step), thread ? "in the background" : "staged over the next products", p->mults));
     }
   } else {
     switch (step) {
@@ -400,11 +406,15 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
   PetscFunctionBegin;
   if (p->mode != AIJPMode::gpu || !p->gpu || !p->gpu->background_running()) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(PetscGetCurrentCUDAStream(&stream));
+  /* A staged step issues its next part here: logged as analysis. */
+  PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
   if (wait) PetscCallCXX(installed = p->gpu->finish_background(stream, &changed));
   else PetscCallCXX(installed = p->gpu->poll_background(stream, &changed));
+  PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
   if (!installed) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms, installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", p->gpu->report().background_ms, p->gpu->report().install_ms, p->step_begun, p->mults, wait ? ", waited for" : "",
-                      changed ? "new plan installed" : "the plan stays"));
+  const auto &r = p->gpu->report();
+  if (r.staged_polls > 0) PetscCall(PetscInfo(A, "aijpredict: staged step done over %d products (%.3f ms of host time in them, %.3f ms from start to end), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.staged_polls, r.staged_host_ms, r.background_ms, r.install_ms, p->step_begun, p->mults, wait ? ", finished at once" : "", changed ? "new plan installed" : "the plan stays"));
+  else PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms, installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.background_ms, r.install_ms, p->step_begun, p->mults, wait ? ", waited for" : "", changed ? "new plan installed" : "the plan stays"));
   if (changed) PetscCall(AIJPReport(A, p));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -413,8 +423,9 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
    the most it could save over the expected products pays for the analysis; a
    format whose conversion does not pay yet, or a row partition whose planning did not, is reconsidered
    whenever the product count doubles, expecting as many products again as so far (or
-   -mat_aijpredict_expected_mults, if larger). Each step runs in the background with
-   -mat_aijpredict_background: this function then only starts it and, at later products, installs it. */
+   -mat_aijpredict_expected_mults, if larger). Each step runs staged (default) or on a worker thread
+   (-mat_aijpredict_background): this function then only starts it and, at later products, advances and
+   installs it. */
 PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
 {
   cudaStream_t stream;
@@ -1020,6 +1031,9 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_online", "Time sampled products with CUDA events (never waiting for them), correct the model's predictions per format with what was measured (saved in the cache at PetscFinalize), and try the runner-up format, then cuSPARSE CSR (its ALG2 when cuSPARSE CSR runs), once each when the chosen one measures slower than the candidate's prediction", "MatCreateSeqAIJPredict", o->online, &o->online, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_partition", "Plan row-partitioned multi-format layouts (dynamic programming over row strips) and use one when its predicted time beats the best single format", "MatCreateSeqAIJPredict", o->partition, &o->partition, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_background", "Analyse and convert a reused matrix on a worker thread, on its own CUDA stream, while the products keep running the current format (cuSPARSE CSR before the first analysis); the new format is installed at the first product after it is ready. Needs a second CPU. Off by default: on one GPU the step's work shares the device with the products, so it spreads the cost over more products rather than removing it (false: inside the product that decides it)", "MatCreateSeqAIJPredict", o->background, &o->background, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_staged", "Analyse and convert a reused matrix in parts over the next products, on their stream, never waiting for the device (read-backs are polled at later products); the products run the current format until the new one is complete. A conversion to sell_delta16 is split so each product carries at most -mat_aijpredict_stage_fraction of its time; other formats convert in one product (false: the whole analysis and conversion inside the product that decides it). -mat_aijpredict_background takes precedence", "MatCreateSeqAIJPredict", o->staged, &o->staged, nullptr));
+  PetscCall(PetscOptionsReal("-mat_aijpredict_stage_fraction", "Staged steps: the largest share of a conversion one product carries, as a fraction of the running format's predicted product time", "MatCreateSeqAIJPredict", o->stage_fraction, &o->stage_fraction, nullptr));
+  PetscCheck(o->stage_fraction > 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_stage_fraction must be > 0");
   PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", o->use_gpu, &o->use_gpu, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_copy", "Without a GPU, keep the copy the GPU would hold on the host, refreshed by the same state checks, and multiply with it (tests that no operation leaves a stale copy)", "MatCreateSeqAIJPredict", o->host_copy, &o->host_copy, nullptr));
   /* Reject bad values now, with the option's name, rather than at the first MatMult. */
@@ -1148,6 +1162,8 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
 .  -mat_aijpredict_online <bool>    - time sampled products, refine the model, try the runner-up, then cuSPARSE CSR (ALG2 when it runs), once (default true)
 .  -mat_aijpredict_partition <bool> - row-partitioned multi-format plans when they pay (default true)
+.  -mat_aijpredict_staged <bool>    - analyse and convert in parts over the next products, never waiting for the device (default true)
+.  -mat_aijpredict_stage_fraction <f> - a product's largest share of a staged conversion, as a fraction of its predicted time (default 0.03)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
 .  -mat_aijpredict_host_copy        - without a GPU, multiply with a host copy refreshed like the device copy (testing)
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice

@@ -4,6 +4,8 @@
 #include <aijpredict/gpu_matrix.hpp>
 
 #include "cuda_check.hpp"
+#include "analysis_jobs.hpp"
+#include "async_ops.hpp"
 #include "device_buffer.hpp"
 
 #include <algorithm>
@@ -199,35 +201,82 @@ void add_strip_locality(std::vector<strip_summary>& strips, const index_type* d_
   }
 }
 
-locality_sample sample_locality(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
-                                int value_bytes, cudaStream_t stream, int max_groups)
+namespace {
+// Both samplers' sums in one buffer: one copy back and one event for the two.
+struct locality_both {
+  locality_sums natural;
+  sorted_sums sorted;
+};
+}  // namespace
+
+namespace detail {
+
+struct locality_job::state {
+  int phase = 0;  // 0: not started, 1: in flight, 2: done
+  stream_buffer<locality_both> d;
+  pinned_buffer<locality_both> h{1};
+  poll_event event;
+  locality_sample result;
+};
+
+locality_job::locality_job() : s_(std::make_unique<state>()) {}
+locality_job::~locality_job() = default;
+const locality_sample& locality_job::result() const { return s_->result; }
+
+void locality_job::start(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
+                         int value_bytes, cudaStream_t stream, int max_groups)
 {
-  if (rows == 0 || cols == 0) return {};
+  state& s = *s_;
+  s.result = {};
+  if (rows == 0 || cols == 0) {
+    s.phase = 2;
+    return;
+  }
   const size_type total_groups = (rows + group_rows - 1) / group_rows;
   const int groups = static_cast<int>(std::min<size_type>(total_groups, std::max(1, max_groups)));
   const int shift = value_bytes == 8 ? 2 : 3;  // 32-byte sector = 4 doubles or 8 floats
-  // Both samplers' sums in one buffer: one copy back and one synchronisation for the two.
-  struct sums {
-    locality_sums natural;
-    sorted_sums sorted;
-  };
-  detail::device_buffer<sums> d(1);
-  AIJP_CUDA_CHECK(cudaMemsetAsync(d.data(), 0, sizeof(sums), stream));
-  sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, &d.data()->natural);
+  s.d.resize(1, stream);
+  AIJP_CUDA_CHECK(cudaMemsetAsync(s.d.data(), 0, sizeof(locality_both), stream));
+  sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, &s.d.data()->natural);
   AIJP_CHECK_LAUNCH();
-  sorted_sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, &d.data()->sorted);
+  sorted_sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, &s.d.data()->sorted);
   AIJP_CHECK_LAUNCH();
-  sums h{};
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(&h, d.data(), sizeof(h), cudaMemcpyDeviceToHost, stream));
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h.data(), s.d.data(), sizeof(locality_both), cudaMemcpyDeviceToHost, stream));
+  s.event.record(stream);
+  s.phase = 1;
+}
+
+bool locality_job::poll()
+{
+  state& s = *s_;
+  AIJP_ENSURE(s.phase > 0, error, "locality_job::poll before start");
+  if (s.phase == 2) return true;
+  if (!s.event.done()) return false;
   const auto ratio = [](unsigned long long num, unsigned long long den) {
     return den ? static_cast<double>(num) / static_cast<double>(den) : 0.0;
   };
-  locality_sample l;
-  l.x_sectors_per_nnz = ratio(h.natural.distinct, h.natural.entries);
-  l.sorted.x_sectors_per_nnz = ratio(h.sorted.x_distinct, h.sorted.entries);
-  l.sorted.y_sectors_per_row = ratio(h.sorted.y_sectors, h.sorted.rows);
-  return l;
+  const locality_both& h = s.h[0];
+  s.result.x_sectors_per_nnz = ratio(h.natural.distinct, h.natural.entries);
+  s.result.sorted.x_sectors_per_nnz = ratio(h.sorted.x_distinct, h.sorted.entries);
+  s.result.sorted.y_sectors_per_row = ratio(h.sorted.y_sectors, h.sorted.rows);
+  s.phase = 2;
+  return true;
+}
+
+const locality_sample& locality_job::wait()
+{
+  while (!poll()) s_->event.wait();
+  return s_->result;
+}
+
+}  // namespace detail
+
+locality_sample sample_locality(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
+                                int value_bytes, cudaStream_t stream, int max_groups)
+{
+  detail::locality_job job;
+  job.start(rows, cols, d_row_ptr, d_col_idx, value_bytes, stream, max_groups);
+  return job.wait();
 }
 
 }  // namespace aijp

@@ -45,6 +45,22 @@ class format_impl {
   virtual size_type device_bytes() const = 0;
 };
 
+/// A conversion split into parts (staged steps, gpu_matrix.hpp): advance() issues the next part on the
+/// stream it is given without waiting for the device, or issues nothing while a read-back it needs is in
+/// flight, and returns true once the last part is issued; take() then returns the format, complete in that
+/// stream's order. wait() blocks until such a read-back is done. Throws as the factories do (not_supported,
+/// device_out_of_memory); the format under construction is then discarded.
+template <typename Value>
+class format_builder {
+ public:
+  virtual ~format_builder() = default;
+  virtual bool advance(cudaStream_t stream) = 0;
+  virtual void wait() = 0;
+  virtual std::unique_ptr<format_impl<Value>> take() = 0;
+  /// Parts of the conversion issued so far (each advance that issued device work counts one).
+  virtual int parts_issued() const = 0;
+};
+
 /// RAII cuSPARSE handle, created at its first use: a plan built on a background thread
 /// (gpu_matrix::start_background) creates its own handle there, not on the thread that starts it. Not
 /// synchronised: one thread uses a handle at a time.
@@ -101,6 +117,12 @@ AIJP_DECLARE_FORMAT_FACTORY(make_sell_sigma)
 AIJP_DECLARE_FORMAT_FACTORY(make_sell_delta16)
 AIJP_DECLARE_FORMAT_FACTORY(make_cusparse_csr_alg2)
 AIJP_DECLARE_FORMAT_FACTORY(make_cusparse_sell)
+
+/// sell_delta16 converted in parts: the slice offsets and one read-back first, then fills of at most
+/// `rows_per_part` rows (whole slices) per advance, then the read-back of the column check.
+/// make_sell_delta16 runs the same builder with one fill, waiting at each read-back.
+template <typename Value>
+std::unique_ptr<format_builder<Value>> make_sell_delta16_builder(const device_csr<Value>& a, size_type rows_per_part);
 
 /// Explicit instantiation of a factory for double and float (one line at the end of each format file).
 #define AIJP_INSTANTIATE_FORMAT_FACTORY(name)                                                              \

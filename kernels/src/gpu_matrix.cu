@@ -3,6 +3,7 @@
 
 #include "cuda_check.hpp"
 #include "device_buffer.hpp"
+#include "analysis_jobs.hpp"
 #include "format_impl.hpp"
 #include "spmv_timer.hpp"
 #include "vector_ops.hpp"
@@ -173,7 +174,12 @@ struct gpu_matrix<Value>::impl {
 
   // The public steps (gpu_matrix::analyze, convert_deferred, plan_when_reused), on this plan: the running
   // one, or a copy being built on a background thread.
-  void analyze(const context& ctx, const plan_options& opts, cudaStream_t stream);
+  // `gathered`: the statistics and locality samples, already read back by a staged step (else computed here).
+  struct gathered_input {
+    row_stats stats;
+    locality_sample loc;
+  };
+  void analyze(const context& ctx, const plan_options& opts, cudaStream_t stream, const gathered_input* gathered = nullptr);
   bool convert_deferred(double expected_mults, cudaStream_t stream);
   bool plan_when_reused(const context& ctx, const plan_options& opts, cudaStream_t stream);
   // Whether convert_deferred / plan_when_reused would act (their first tests, without side effects).
@@ -187,9 +193,16 @@ struct gpu_matrix<Value>::impl {
   std::unique_ptr<impl> copy_for_background() const;
   bool background = false;       // this plan is a copy being built by a background step
   bool step_running = false;     // a background step on this (running) plan has not been installed yet
+  // A copy built by a staged step: convert_to records its choice here and the step converts in parts.
+  bool staged = false;
+  std::optional<format_id> staged_choice;
   std::uint64_t values_version = 0;  // update_values calls so far
 
   void convert_to(format_id choice, cudaStream_t stream);
+  // convert_to's build: `choice`, or cuSPARSE CSR (with a note in the decision) when it does not fit.
+  format_id build_or_fall_back(format_id choice, cudaStream_t stream);
+  // The report and online state of a plan now running `choice` unpartitioned, converted in `ms`.
+  void converted(format_id choice, double ms);
   double corrected_now(int i) const
   {
     if (i < 0) return 0;
@@ -319,7 +332,8 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
 }
 
 template <typename Value>
-void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& opts, cudaStream_t stream)
+void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& opts, cudaStream_t stream,
+                                     const gathered_input* gathered)
 {
   auto& m = *this;
   plan_report& rep = m.report;
@@ -329,8 +343,14 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   rep.params_source = ctx.params_source();
   rep.deferred.reset();
   auto t0 = clock_type::now();
-  rep.stats = compute_row_stats_device(a.rows, a.cols, a.row_ptr.data(), stream);
-  const locality_sample loc = sample_locality(a.rows, a.cols, a.row_ptr.data(), a.col_idx.data(), sizeof(Value), stream);
+  locality_sample loc;
+  if (gathered) {
+    rep.stats = gathered->stats;
+    loc = gathered->loc;
+  } else {
+    rep.stats = compute_row_stats_device(a.rows, a.cols, a.row_ptr.data(), stream);
+    loc = sample_locality(a.rows, a.cols, a.row_ptr.data(), a.col_idx.data(), sizeof(Value), stream);
+  }
   rep.x_sectors_per_nnz = loc.x_sectors_per_nnz;
   rep.sorted = loc.sorted;
   prediction_input in;
@@ -477,8 +497,20 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
 template <typename Value>
 void gpu_matrix<Value>::impl::convert_to(format_id choice, cudaStream_t stream)
 {
-  plan_report& rep = report;
+  if (staged) {
+    staged_choice = choice;  // the staged step builds it in parts (gpu_matrix::background_job::advance)
+    return;
+  }
   const auto t0 = clock_type::now();
+  choice = build_or_fall_back(choice, stream);
+  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  converted(choice, ms_since(t0));
+}
+
+template <typename Value>
+format_id gpu_matrix<Value>::impl::build_or_fall_back(format_id choice, cudaStream_t stream)
+{
+  plan_report& rep = report;
   format.reset();
   try {
     format = build(choice, stream);
@@ -493,8 +525,14 @@ void gpu_matrix<Value>::impl::convert_to(format_id choice, cudaStream_t stream)
     choice = format_id::cusparse_csr;
     format = build(choice, stream);
   }
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
-  rep.conversion_ms = ms_since(t0);
+  return choice;
+}
+
+template <typename Value>
+void gpu_matrix<Value>::impl::converted(format_id choice, double ms)
+{
+  plan_report& rep = report;
+  rep.conversion_ms = ms;
   rep.chosen = choice;
   rep.partitioned = false;
   rep.plan = format_name(choice);
@@ -1025,11 +1063,13 @@ const char* background_step_name(background_step s)
   return "step";
 }
 
-// A step of the analysis on a worker thread (start_background): `plan` is built on the worker's stream,
-// which first waits for what the products' stream held at the start (`ready`).
+// A step of the analysis beside the running plan (start_background). background_mode::thread: `plan` is
+// built on a worker thread's stream, which first waits for what the products' stream held at the start
+// (`ready`). background_mode::staged: advance() builds it in parts on the products' stream at each poll.
 template <typename Value>
 struct gpu_matrix<Value>::background_job {
   background_step step = background_step::analyze;
+  background_mode mode = background_mode::thread;
   std::unique_ptr<impl> plan;
   std::shared_ptr<const context> ctx;
   plan_options opts;
@@ -1040,6 +1080,23 @@ struct gpu_matrix<Value>::background_job {
   bool changed = false;
   std::exception_ptr error;
   double wall_ms = 0;
+
+  // Staged mode.
+  enum class stage { start, gathering, convert, converting, finished };
+  stage at = stage::start;
+  clock_type::time_point started;
+  format_id running_format = format_id::cusparse_csr;  // the running plan's: the parts' budget is its product time
+  bool running_cusparse_csr = false;                    // the running plan is cuSPARSE CSR, unpartitioned
+  detail::row_stats_job stats_job;
+  detail::locality_job locality;
+  std::unique_ptr<detail::format_builder<Value>> builder;
+  format_id building = format_id::cusparse_csr;
+  double conversion_host_ms = 0;
+  int polls = 0;
+  double host_ms = 0;
+  // The staged analysis kept cuSPARSE CSR, which runs now: the install moves the running layout over
+  // instead of building another (a cuSPARSE handle costs milliseconds to create).
+  bool keep_running_layout = false;
 
   ~background_job()
   {
@@ -1073,11 +1130,146 @@ struct gpu_matrix<Value>::background_job {
     wall_ms = ms_since(t0);
     done.store(true, std::memory_order_release);
   }
+
+  // Rows per part of a staged conversion to `f`: its fill moves the CSR copy's bytes and the layout's once,
+  // at the calibrated streaming bandwidth; a part gets opts.stage_fraction of the running plan's predicted
+  // product time.
+  size_type rows_per_part(format_id f) const
+  {
+    const auto& est = plan->report.estimates;
+    const auto& a = plan->csr;
+    int run_i = estimate_index(est, running_format);
+    if (run_i < 0) run_i = estimate_index(est, format_id::cusparse_csr);
+    const int f_i = estimate_index(est, f);
+    const double budget_us = run_i >= 0 ? opts.stage_fraction * est[run_i].predicted_us : 0.0;
+    const double csr_bytes = a.nnz * (sizeof(Value) + sizeof(index_type)) + (a.rows + 1.0) * sizeof(index_type);
+    const double work_us = ((f_i >= 0 ? est[f_i].device_bytes : csr_bytes) + csr_bytes) / (ctx->model_params().stream_read_gbs * 1e3);
+    if (!(budget_us > 0) || !(work_us > budget_us)) return a.rows;
+    const double parts = std::min(std::ceil(work_us / budget_us), static_cast<double>(max_staged_parts));
+    return static_cast<size_type>(std::ceil(a.rows / parts));
+  }
+  static constexpr int max_staged_parts = 1024;
+
+  // A staged conversion failed to fit: cuSPARSE CSR, as convert_to would have fallen back.
+  void fall_back(const std::string& why, cudaStream_t stream)
+  {
+    builder.reset();
+    plan->report.decision += why;
+    plan->format = plan->build(format_id::cusparse_csr, stream);
+    building = format_id::cusparse_csr;
+  }
+
+  // Staged mode: issues the next part on `stream` (with `block`, every part, waiting for the read-backs);
+  // true once the plan is built (or the step failed: `error`).
+  bool advance(cudaStream_t stream, bool block)
+  {
+    const auto t0 = clock_type::now();
+    ++polls;
+    try {
+      bool finished = false;
+      do {
+        finished = advance_once(stream, block);
+      } while (block && !finished);
+      if (finished) at = stage::finished;
+    } catch (...) {
+      error = std::current_exception();
+      at = stage::finished;
+    }
+    host_ms += ms_since(t0);
+    if (at == stage::finished) {
+      wall_ms = ms_since(started);
+      return true;
+    }
+    return false;
+  }
+
+  bool advance_once(cudaStream_t stream, bool block)
+  {
+    impl& m = *plan;
+    switch (at) {
+      case stage::start:
+        switch (step) {
+          case background_step::analyze:
+            stats_job.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), stream);
+            locality.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), stream);
+            at = stage::gathering;
+            return false;
+          case background_step::convert_deferred: changed = m.convert_deferred(opts.expected_mults, stream); break;
+          case background_step::plan_when_reused: changed = m.plan_when_reused(*ctx, opts, stream); break;
+        }
+        at = stage::convert;
+        return false;
+      case stage::gathering: {
+        const bool stats_done = stats_job.poll(stream);
+        const bool locality_done = locality.poll();
+        if (!stats_done || !locality_done) {
+          if (block) {
+            if (!stats_done) stats_job.wait(stream);
+            if (!locality_done) locality.wait();
+          }
+          return false;
+        }
+        const typename impl::gathered_input g{stats_job.result(), locality.result()};
+        m.analyze(*ctx, opts, stream, &g);
+        changed = true;
+        at = stage::convert;
+        return false;
+      }
+      case stage::convert: {
+        if (!m.staged_choice) return true;  // nothing to convert (a partition built whole, or no change)
+        building = *m.staged_choice;
+        if (building == format_id::cusparse_csr && running_cusparse_csr) {
+          keep_running_layout = true;  // the install moves the running cuSPARSE CSR (and its handle) over
+          m.converted(building, 0.0);
+          return true;
+        }
+        const auto t0 = clock_type::now();
+        if (building == format_id::sell_delta16) {
+          builder = detail::make_sell_delta16_builder<Value>(m.csr, rows_per_part(building));
+          at = stage::converting;
+          conversion_host_ms += ms_since(t0);
+          return advance_once(stream, block);
+        }
+        // The other formats run on the CSR copy (csr_scalar, csr_vector, cuSPARSE CSR) or convert whole.
+        building = m.build_or_fall_back(building, stream);
+        conversion_host_ms += ms_since(t0);
+        m.converted(building, conversion_host_ms);
+        return true;
+      }
+      case stage::converting: {
+        const auto t0 = clock_type::now();
+        bool built = false;
+        try {
+          built = builder->advance(stream);
+          if (!built && block) builder->wait();
+        } catch (const device_out_of_memory& e) {
+          fall_back(std::string("; out of device memory while converting (") + e.what() + "), using cuSPARSE CSR", stream);
+          built = true;
+        } catch (const not_supported& e) {
+          fall_back(std::string("; ") + format_name(building) + " cannot hold this matrix (" + e.what() + "), using cuSPARSE CSR",
+                    stream);
+          built = true;
+        }
+        conversion_host_ms += ms_since(t0);
+        if (!built) return false;
+        if (builder) {  // kept until the job ends: freeing its pinned read-back memory synchronises
+          m.format = builder->take();
+          char line[120];
+          std::snprintf(line, sizeof(line), "; converted in %d parts", builder->parts_issued());
+          m.report.decision += line;
+        }
+        m.converted(building, conversion_host_ms);
+        return true;
+      }
+      case stage::finished: return true;
+    }
+    return true;
+  }
 };
 
 template <typename Value>
 bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, background_step step, const plan_options& opts,
-                                         cudaStream_t stream)
+                                         cudaStream_t stream, background_mode mode)
 {
   AIJP_ENSURE(ctx != nullptr, bad_input, "start_background needs a context");
   auto& m = *impl_;
@@ -1086,9 +1278,19 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   if (step == background_step::plan_when_reused && !m.may_plan_when_reused(opts)) return false;
   auto job = std::make_unique<background_job>();
   job->step = step;
+  job->mode = mode;
   job->ctx = std::move(ctx);
   job->opts = opts;
   job->plan = m.copy_for_background();
+  if (mode == background_mode::staged) {
+    job->plan->staged = true;
+    job->started = clock_type::now();
+    job->running_format = m.report.chosen;
+    job->running_cusparse_csr = !m.report.partitioned && m.format && m.format->id() == format_id::cusparse_csr;
+    job_ = std::move(job);
+    m.step_running = true;
+    return true;
+  }
   int device = 0;
   AIJP_CUDA_CHECK(cudaGetDevice(&device));
   AIJP_CUDA_CHECK(cudaEventCreateWithFlags(&job->ready, cudaEventDisableTiming));
@@ -1105,7 +1307,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
 {
   const auto t0 = clock_type::now();
   std::unique_ptr<background_job> job = std::move(job_);
-  job->worker.join();
+  if (job->worker.joinable()) job->worker.join();
   impl& running = *impl_;
   running.step_running = false;
   if (changed) *changed = false;
@@ -1123,6 +1325,13 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
     if (built.values_version != running.values_version && built.format) built.format->refresh_values(built.csr, stream);
     built.values_version = running.values_version;
     built.background = false;
+    built.staged = false;
+    built.staged_choice.reset();
+    if (job->keep_running_layout) {
+      built.format = std::move(running.format);
+      built.handle.swap(running.handle);
+      built.transpose = std::move(running.transpose);
+    }
     built.on.timing = running.on.timing;
     if (built.on.corr && !built.on.timer) built.on.timer = std::make_unique<detail::spmv_timer>();
     built.report.refinement = running.report.refinement;  // what online refinement did before the step
@@ -1139,6 +1348,8 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   plan_report& rep = impl_->report;  // the plan now running, new or not
   rep.background_ms = job->wall_ms;
   rep.background_what = background_step_name(job->step);
+  rep.staged_polls = job->mode == background_mode::staged ? job->polls : 0;
+  rep.staged_host_ms = job->mode == background_mode::staged ? job->host_ms : 0.0;
   rep.install_ms = ms_since(t0);
   if (changed) *changed = job->changed;
 }
@@ -1146,7 +1357,12 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
 template <typename Value>
 bool gpu_matrix<Value>::poll_background(cudaStream_t stream, bool* changed)
 {
-  if (!job_ || !job_->done.load(std::memory_order_acquire)) return false;
+  if (!job_) return false;
+  if (job_->mode == background_mode::staged) {
+    if (!job_->advance(stream, false)) return false;
+  } else if (!job_->done.load(std::memory_order_acquire)) {
+    return false;
+  }
   install_background(stream, changed);
   return true;
 }
@@ -1155,6 +1371,7 @@ template <typename Value>
 bool gpu_matrix<Value>::finish_background(cudaStream_t stream, bool* changed)
 {
   if (!job_) return false;
+  if (job_->mode == background_mode::staged) job_->advance(stream, true);
   install_background(stream, changed);
   return true;
 }
@@ -1346,7 +1563,11 @@ std::string plan_report::to_string() const
   os << "  choice: " << decision << "\n";
   if (partitioned) os << "  plan: " << plan << "\n";
   os << line;
-  if (background_ms > 0) {
+  if (background_ms > 0 && staged_polls > 0) {
+    std::snprintf(line, sizeof(line), "  %s ran staged over %d products (%.3f ms of host time in them, %.3f ms from start to end), while they ran the previous plan; installed in %.3f ms\n",
+                  background_what.c_str(), staged_polls, staged_host_ms, background_ms, install_ms);
+    os << line;
+  } else if (background_ms > 0) {
     std::snprintf(line, sizeof(line), "  %s ran in the background in %.3f ms, while the products ran the previous plan; installed in %.3f ms\n",
                   background_what.c_str(), background_ms, install_ms);
     os << line;

@@ -4,6 +4,8 @@
 #include <aijpredict/gpu_matrix.hpp>
 
 #include "cuda_check.hpp"
+#include "analysis_jobs.hpp"
+#include "async_ops.hpp"
 #include "device_buffer.hpp"
 
 #include <aijpredict/planner.hpp>
@@ -178,34 +180,91 @@ std::vector<strip_summary> compute_strip_summaries_device(size_type rows, const 
   return out;
 }
 
-row_stats compute_row_stats_device(size_type rows, size_type cols, const index_type* d_row_ptr, cudaStream_t stream)
+namespace detail {
+
+struct row_stats_job::state {
+  size_type rows = 0, cols = 0;
+  const index_type* row_ptr = nullptr;
+  int phase = 0;  // 0: not started, 1: per-warp pass in flight, 2: histogram in flight, 3: done
+  stream_buffer<warp_summary> d_sum;
+  stream_buffer<int> d_hist;
+  stream_buffer<unsigned char> temp;
+  pinned_buffer<warp_summary> h_sum{1};
+  pinned_buffer<int> h_hist;
+  int bins = 0;
+  poll_event event;
+  row_stats result;
+};
+
+row_stats_job::row_stats_job() : s_(std::make_unique<state>()) {}
+row_stats_job::~row_stats_job() = default;
+const row_stats& row_stats_job::result() const { return s_->result; }
+
+void row_stats_job::start(size_type rows, size_type cols, const index_type* d_row_ptr, cudaStream_t stream)
 {
-  if (rows == 0) return stats_from_histogram(0, cols, nullptr, 0, 0);
-  detail::device_buffer<warp_summary> d_sum(1);
-  AIJP_CUDA_CHECK(cudaMemsetAsync(d_sum.data(), 0, sizeof(warp_summary), stream));
+  state& s = *s_;
+  s.rows = rows;
+  s.cols = cols;
+  s.row_ptr = d_row_ptr;
+  if (rows == 0) {
+    s.result = stats_from_histogram(0, cols, nullptr, 0, 0);
+    s.phase = 3;
+    return;
+  }
+  s.d_sum.resize(1, stream);
+  AIJP_CUDA_CHECK(cudaMemsetAsync(s.d_sum.data(), 0, sizeof(warp_summary), stream));
   constexpr int block = 256;
   const auto grid = static_cast<unsigned>((rows + block - 1) / block);
-  warp_max_kernel<<<grid, block, 0, stream>>>(rows, d_row_ptr, d_sum.data());
+  warp_max_kernel<<<grid, block, 0, stream>>>(rows, d_row_ptr, s.d_sum.data());
   AIJP_CHECK_LAUNCH();
-  warp_summary h_sum{};
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(&h_sum, d_sum.data(), sizeof(h_sum), cudaMemcpyDeviceToHost, stream));
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_sum.data(), s.d_sum.data(), sizeof(warp_summary), cudaMemcpyDeviceToHost, stream));
+  s.event.record(stream);
+  s.phase = 1;
+}
 
-  // Bins of width one for lengths 0..max_len.
-  const int bins = h_sum.max_len + 1;
-  auto lengths = thrust::make_transform_iterator(thrust::counting_iterator<index_type>(0), row_length_op{d_row_ptr});
-  detail::device_buffer<int> d_hist(bins);
-  std::size_t temp_bytes = 0;
-  AIJP_CUDA_CHECK(cub::DeviceHistogram::HistogramEven(nullptr, temp_bytes, lengths, d_hist.data(), bins + 1, 0,
-                                                      bins, static_cast<int>(rows), stream));
-  detail::device_buffer<unsigned char> temp(temp_bytes);
-  AIJP_CUDA_CHECK(cub::DeviceHistogram::HistogramEven(temp.data(), temp_bytes, lengths, d_hist.data(), bins + 1, 0,
-                                                      bins, static_cast<int>(rows), stream));
-  std::vector<int> h_hist(bins);
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(h_hist.data(), d_hist.data(), bins * sizeof(int), cudaMemcpyDeviceToHost, stream));
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<size_type> hist(h_hist.begin(), h_hist.end());
-  return stats_from_histogram(rows, cols, hist.data(), bins, static_cast<size_type>(h_sum.n_iter), chain_key_nnz(h_sum.chain));
+bool row_stats_job::poll(cudaStream_t stream)
+{
+  state& s = *s_;
+  AIJP_ENSURE(s.phase > 0, error, "row_stats_job::poll before start");
+  if (s.phase == 3) return true;
+  if (!s.event.done()) return false;
+  if (s.phase == 1) {
+    // Bins of width one for lengths 0..max_len.
+    s.bins = s.h_sum[0].max_len + 1;
+    auto lengths = thrust::make_transform_iterator(thrust::counting_iterator<index_type>(0), row_length_op{s.row_ptr});
+    s.d_hist.resize(s.bins, stream);
+    std::size_t temp_bytes = 0;
+    AIJP_CUDA_CHECK(cub::DeviceHistogram::HistogramEven(nullptr, temp_bytes, lengths, s.d_hist.data(), s.bins + 1, 0,
+                                                        s.bins, static_cast<int>(s.rows), stream));
+    s.temp.resize(temp_bytes, stream);
+    AIJP_CUDA_CHECK(cub::DeviceHistogram::HistogramEven(s.temp.data(), temp_bytes, lengths, s.d_hist.data(), s.bins + 1, 0,
+                                                        s.bins, static_cast<int>(s.rows), stream));
+    s.h_hist.resize(s.bins);
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_hist.data(), s.d_hist.data(), s.bins * sizeof(int), cudaMemcpyDeviceToHost, stream));
+    s.event.record(stream);
+    s.phase = 2;
+    return false;
+  }
+  std::vector<size_type> hist(s.h_hist.data(), s.h_hist.data() + s.bins);
+  s.result = stats_from_histogram(s.rows, s.cols, hist.data(), s.bins, static_cast<size_type>(s.h_sum[0].n_iter),
+                                  chain_key_nnz(s.h_sum[0].chain));
+  s.phase = 3;
+  return true;
+}
+
+const row_stats& row_stats_job::wait(cudaStream_t stream)
+{
+  while (!poll(stream)) s_->event.wait();
+  return s_->result;
+}
+
+}  // namespace detail
+
+row_stats compute_row_stats_device(size_type rows, size_type cols, const index_type* d_row_ptr, cudaStream_t stream)
+{
+  detail::row_stats_job job;
+  job.start(rows, cols, d_row_ptr, stream);
+  return job.wait(stream);
 }
 
 }  // namespace aijp

@@ -526,6 +526,31 @@ TEST(PetscAIJPredict, ReusedMatrixIsAnalysedInTheBackgroundAndStaysRight)
   for (Mat* m : {&A, &B}) MatDestroy(m);
 }
 
+TEST(PetscAIJPredict, ReusedMatrixIsAnalysedStagedAndStaysRight)
+{
+  if (!have_gpu()) GTEST_SKIP() << "staged steps run on the GPU path only (the same test runs on the device)";
+  // Staged steps are the default; small parts so that a conversion to sell_delta16 spans many products
+  // (-mat_aijpredict_force would convert at the first product, not staged).
+  ASSERT_PETSC(PetscOptionsSetValue(nullptr, "-mat_aijpredict_expected_mults", "1e6"));
+  ASSERT_PETSC(PetscOptionsSetValue(nullptr, "-mat_aijpredict_stage_fraction", "0.01"));
+  Mat A = laplacian_with_empty_rows(MATSEQAIJ, 300), B = laplacian_with_empty_rows(MATSEQAIJPREDICT, 300);
+  for (const char* o : {"-mat_aijpredict_expected_mults", "-mat_aijpredict_stage_fraction"}) {
+    ASSERT_PETSC(PetscOptionsClearValue(nullptr, o));
+  }
+  // Every product before, while and after the step; values change (MatScale) while it still runs.
+  for (int k = 0; k < 16; ++k) compare_products(A, B, VECSEQCUDA, "round " + std::to_string(k));
+  ASSERT_PETSC(MatScale(A, -1.5));
+  ASSERT_PETSC(MatScale(B, -1.5));
+  for (int k = 16; k < 60; ++k) compare_products(A, B, VECSEQCUDA, "scaled, round " + std::to_string(k));
+  const char* report = nullptr;
+  ASSERT_PETSC(MatAIJPredictGetReport(B, &report));
+  ASSERT_NE(report, nullptr);
+  EXPECT_NE(std::string(report).find("staged over"), std::string::npos) << report;
+  compare_products(A, B, VECSEQCUDA, "after the report");
+  compare_products(A, B, VECSEQ, "after the report [host vectors]");
+  for (Mat* m : {&A, &B}) MatDestroy(m);
+}
+
 TEST(PetscAIJPredict, BindToCPUAndBack)
 {
   Mat A = laplacian_with_empty_rows(MATSEQAIJ, 20), B = laplacian_with_empty_rows(MATSEQAIJPREDICT, 20);

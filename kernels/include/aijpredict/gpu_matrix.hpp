@@ -65,6 +65,9 @@ struct plan_options {
   /// copies and layouts (~1 ms on small matrices). 0: always plan.
   double planning_cost_us = 2500.0;
   planner_options planner;  ///< strips and block bounds of the DP
+  /// Staged steps (background_mode::staged): each product's share of a conversion is at most this fraction
+  /// of the running plan's predicted SpMV time (the parts' GPU work estimated from the bytes they move).
+  double stage_fraction = 0.03;
   /// Run this partition (parse_partition_plan("sell[0,1000)+coo[1000,1200)")) instead of selecting: tests,
   /// benchmarks, warm-up. Blocks must cover every row; a block's format that is infeasible there becomes
   /// cuSPARSE CSR. A one-block plan is the unpartitioned format. Takes precedence over `forced`.
@@ -107,6 +110,10 @@ struct plan_report {
   /// to its end on the worker thread; the products ran the previous plan meanwhile. 0: none did.
   double background_ms = 0.0;
   std::string background_what;  ///< which step that was (background_step_name)
+  /// A staged step (background_mode::staged): the products it was spread over (polls that issued or
+  /// checked its work), and the host time of those polls together. 0: it ran on a thread.
+  int staged_polls = 0;
+  double staged_host_ms = 0.0;
   double install_ms = 0.0;      ///< host time of its install (poll_background): the swap and freeing the old layout
   bool analyzed = false;       ///< statistics and predictions exist (false: uploaded only, cuSPARSE CSR)
   std::optional<format_id> deferred;  ///< predicted faster but not yet paid for (amortization)
@@ -142,6 +149,20 @@ enum class background_step {
   plan_when_reused,  ///< gpu_matrix::plan_when_reused
 };
 const char* background_step_name(background_step s);
+
+/// How gpu_matrix::start_background runs a step.
+enum class background_mode {
+  /// On a worker thread with its own low-priority stream: neither the step's read-backs nor its host work
+  /// hold up the thread issuing the products; its GPU work runs beside theirs.
+  thread,
+  /// On the products' thread and stream, in parts: each poll_background issues the next part (bounded by
+  /// plan_options::stage_fraction of a product for a conversion that can be split) and never waits for the
+  /// device; read-backs are polled through events at later calls. A conversion that cannot be split (every
+  /// format but sell_delta16, whose others run on the CSR copy or are cheap to build only on small
+  /// matrices), a row partition's planning and building, and the refresh of values changed meanwhile each
+  /// run whole in one poll.
+  staged,
+};
 
 template <typename Value>
 class gpu_matrix {
@@ -179,9 +200,11 @@ class gpu_matrix {
   /// keeps `ctx` alive. Returns false and starts nothing while a step is running or an exploration is in
   /// progress, and for convert_deferred / plan_when_reused when their cheap test says the step would not
   /// convert or plan (as their synchronous forms decide). Exploration waits while a step runs.
+  /// With background_mode::staged the step runs instead in parts at each poll_background on the products'
+  /// stream, and no thread is started.
   bool start_background(std::shared_ptr<const context> ctx, background_step step, const plan_options& opts,
-                        cudaStream_t stream);
-  /// Without waiting: when the step started by start_background has finished, installs its plan (the
+                        cudaStream_t stream, background_mode mode = background_mode::thread);
+  /// Without waiting (a staged step: issues its next part first): when the step started by start_background has finished, installs its plan (the
   /// running plan is freed; values changed meanwhile are refreshed on `stream`) and returns true, with
   /// `*changed` (if not null) telling whether the plan changed (a convert_deferred or plan_when_reused that
   /// found nothing to do leaves the plan and updates the report's decision). Returns false while it runs,

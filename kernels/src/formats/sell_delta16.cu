@@ -9,6 +9,10 @@
 // aijp::not_supported otherwise (the runtime then falls back to cuSPARSE CSR).
 #include "sell_common.cuh"
 
+#include "../async_ops.hpp"
+
+#include <algorithm>
+
 #include <cstdint>
 #include <string>
 
@@ -20,37 +24,18 @@ using namespace sell_common;
 using delta_type = std::uint16_t;
 constexpr int max_delta = 65535;
 
-// Slice widths (as sell_common::slice_widths) plus the check of the row's deltas: `bad` counts the rows
-// with a decreasing column or a jump above 65535.
-__global__ void delta16_widths_and_check(size_type rows, const index_type* __restrict__ row_ptr,
-                                         const index_type* __restrict__ col_idx, long long* __restrict__ slice_len,
-                                         unsigned long long* __restrict__ bad)
-{
-  const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
-  int len = 0;
-  bool ok = true;
-  if (r < rows) {
-    const index_type begin = row_ptr[r];
-    len = row_ptr[r + 1] - begin;
-    for (index_type k = begin + 1; ok && k < begin + len; ++k) {
-      const index_type d = col_idx[k] - col_idx[k - 1];  // both in [0, cols): no overflow
-      ok = d >= 0 && d <= max_delta;
-    }
-  }
-  if (!ok) atomicAdd(bad, 1ull);
-  for (int off = 16; off > 0; off /= 2) len = max(len, __shfl_xor_sync(0xffffffffu, len, off));
-  if ((threadIdx.x & 31) == 0 && r < rows) slice_len[r / slice_height] = static_cast<long long>(len) * slice_height;
-}
-
-// Thread per row of every slice (rows past the end are all padding, as in sell_common::fill_slices).
+// Threads for layout rows [first, last) (whole slices; rows past `rows` in the last slice are all padding,
+// as in sell_common::fill_slices). With columns, every row's deltas are checked: `bad` counts the rows with
+// a decreasing column or a jump above 65535 (the builder refuses the layout then).
 template <typename Value, bool with_columns>
-__global__ void delta16_fill(size_type rows, const index_type* __restrict__ row_ptr, const index_type* __restrict__ col_idx,
-                             const Value* __restrict__ values, const long long* __restrict__ slice_ptr,
-                             index_type* __restrict__ first_col, delta_type* __restrict__ delta, Value* __restrict__ val)
+__global__ void delta16_fill(size_type rows, size_type first, size_type last, const index_type* __restrict__ row_ptr,
+                             const index_type* __restrict__ col_idx, const Value* __restrict__ values,
+                             const long long* __restrict__ slice_ptr, index_type* __restrict__ first_col,
+                             delta_type* __restrict__ delta, Value* __restrict__ val, unsigned long long* __restrict__ bad)
 {
-  const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_type r = first + static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= last) return;
   const size_type s = r / slice_height;
-  if (s >= slice_count(rows)) return;
   const long long base = slice_ptr[s] + (r % slice_height);
   const int width = static_cast<int>((slice_ptr[s + 1] - slice_ptr[s]) / slice_height);
   index_type begin = 0;
@@ -60,13 +45,20 @@ __global__ void delta16_fill(size_type rows, const index_type* __restrict__ row_
     len = row_ptr[r + 1] - begin;
     if (with_columns) first_col[r] = len > 0 ? col_idx[begin] : -1;
   }
+  bool ok = true;
   for (int j = 0; j < width; ++j) {
     const long long k = base + static_cast<long long>(j) * slice_height;
     if (with_columns) {
-      delta[k] = j > 0 && j < len ? static_cast<delta_type>(col_idx[begin + j] - col_idx[begin + j - 1]) : delta_type(0);
+      index_type d = 0;
+      if (j > 0 && j < len) {
+        d = col_idx[begin + j] - col_idx[begin + j - 1];  // both in [0, cols): no overflow
+        ok = ok && d >= 0 && d <= max_delta;
+      }
+      delta[k] = static_cast<delta_type>(d);
     }
     val[k] = j < len ? values[begin + j] : Value(0);
   }
+  if (with_columns && !ok) atomicAdd(bad, 1ull);
 }
 
 // Slot loads and slice offsets are issued before the branch on an empty row (a branch-free trip count);
@@ -108,39 +100,18 @@ __global__ void __launch_bounds__(block_size)
 }
 
 template <typename Value>
+class sell_delta16_builder;
+
+template <typename Value>
 class sell_delta16 final : public format_impl<Value> {
  public:
-  explicit sell_delta16(const build_args<Value>& args) : rows_(args.a.rows)
-  {
-    const auto& a = args.a;
-    const cudaStream_t stream = args.stream;
-    const size_type slices = slice_count(rows_);
-    slice_ptr_.resize(static_cast<std::size_t>(slices + 1));
-    device_buffer<unsigned long long> bad(1);
-    device_buffer<unsigned char> scan_temp;
-    AIJP_CUDA_CHECK(cudaMemsetAsync(slice_ptr_.data(), 0, (slices + 1) * sizeof(long long), stream));
-    AIJP_CUDA_CHECK(cudaMemsetAsync(bad.data(), 0, sizeof(unsigned long long), stream));
-    if (rows_ > 0) {
-      delta16_widths_and_check<<<grid_for(rows_), block_size, 0, stream>>>(rows_, a.row_ptr.data(), a.col_idx.data(),
-                                                                            slice_ptr_.data(), bad.data());
-      AIJP_CHECK_LAUNCH();
-    }
-    exclusive_scan(slice_ptr_.data(), slices + 1, scan_temp, stream);
-    unsigned long long bad_rows = 0;
-    AIJP_CUDA_CHECK(cudaMemcpyAsync(&bad_rows, bad.data(), sizeof(bad_rows), cudaMemcpyDeviceToHost, stream));
-    const long long padded = read_back(slice_ptr_.data() + slices, stream);
-    if (bad_rows > 0) {
-      AIJP_THROW(not_supported, "sell_delta16: " + std::to_string(bad_rows) +
-                                    " rows have unsorted columns or a column jump above 65535");
-    }
-    first_col_.resize(static_cast<std::size_t>(rows_));
-    delta_.resize(static_cast<std::size_t>(padded));
-    val_.resize(static_cast<std::size_t>(padded));
-    fill(a, true, stream);
-  }
+  explicit sell_delta16(size_type rows) : rows_(rows) {}
 
   format_id id() const override { return format_id::sell_delta16; }
-  void refresh_values(const device_csr<Value>& a, cudaStream_t stream) override { fill(a, false, stream); }
+  void refresh_values(const device_csr<Value>& a, cudaStream_t stream) override
+  {
+    fill(a, false, 0, padded_rows(), nullptr, stream);
+  }
 
   void apply(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream) override
   {
@@ -161,17 +132,23 @@ class sell_delta16 final : public format_impl<Value> {
   }
 
  private:
-  void fill(const device_csr<Value>& a, bool with_columns, cudaStream_t stream)
+  friend class sell_delta16_builder<Value>;
+  size_type padded_rows() const { return slice_count(rows_) * slice_height; }
+
+  // Layout rows [first, last), both multiples of 32 (last may be padded_rows()).
+  void fill(const device_csr<Value>& a, bool with_columns, size_type first, size_type last, unsigned long long* bad,
+            cudaStream_t stream)
   {
-    if (rows_ == 0) return;
+    if (last <= first) return;
+    const unsigned grid = grid_for(last - first);
     if (with_columns) {
-      delta16_fill<Value, true><<<fill_grid(rows_), block_size, 0, stream>>>(rows_, a.row_ptr.data(), a.col_idx.data(),
-                                                                              a.values.data(), slice_ptr_.data(),
-                                                                              first_col_.data(), delta_.data(), val_.data());
+      delta16_fill<Value, true><<<grid, block_size, 0, stream>>>(rows_, first, last, a.row_ptr.data(), a.col_idx.data(),
+                                                                  a.values.data(), slice_ptr_.data(), first_col_.data(),
+                                                                  delta_.data(), val_.data(), bad);
     } else {
-      delta16_fill<Value, false><<<fill_grid(rows_), block_size, 0, stream>>>(rows_, a.row_ptr.data(), a.col_idx.data(),
-                                                                               a.values.data(), slice_ptr_.data(),
-                                                                               first_col_.data(), delta_.data(), val_.data());
+      delta16_fill<Value, false><<<grid, block_size, 0, stream>>>(rows_, first, last, a.row_ptr.data(), a.col_idx.data(),
+                                                                   a.values.data(), slice_ptr_.data(), first_col_.data(),
+                                                                   delta_.data(), val_.data(), nullptr);
     }
     AIJP_CHECK_LAUNCH();
   }
@@ -183,12 +160,119 @@ class sell_delta16 final : public format_impl<Value> {
   device_buffer<Value> val_;
 };
 
+// Phases: 0 slice offsets and the read-back of the padded size; 1 waits for it, allocates, then fills like
+// 2; 2 fills the next part; 3 waits for the read-back of the check; 4 done.
+template <typename Value>
+class sell_delta16_builder final : public format_builder<Value> {
+ public:
+  sell_delta16_builder(const device_csr<Value>& a, size_type rows_per_part)
+      : a_(a),
+        m_(std::make_unique<sell_delta16<Value>>(a.rows)),
+        part_(std::max<size_type>(slice_height, (rows_per_part + slice_height - 1) / slice_height * slice_height))
+  {
+  }
+
+  bool advance(cudaStream_t stream) override
+  {
+    sell_delta16<Value>& m = *m_;
+    switch (phase_) {
+      case 0: {
+        const size_type slices = slice_count(m.rows_);
+        m.slice_ptr_.resize(static_cast<std::size_t>(slices + 1));
+        bad_.resize(1, stream);
+        AIJP_CUDA_CHECK(cudaMemsetAsync(m.slice_ptr_.data(), 0, (slices + 1) * sizeof(long long), stream));
+        AIJP_CUDA_CHECK(cudaMemsetAsync(bad_.data(), 0, sizeof(unsigned long long), stream));
+        if (m.rows_ > 0) {
+          slice_widths<false><<<grid_for(m.rows_), block_size, 0, stream>>>(m.rows_, a_.row_ptr.data(), nullptr,
+                                                                            m.slice_ptr_.data());
+          AIJP_CHECK_LAUNCH();
+        }
+        std::size_t temp_bytes = 0;
+        AIJP_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, m.slice_ptr_.data(), m.slice_ptr_.data(),
+                                                      static_cast<int>(slices + 1), stream));
+        scan_temp_.resize(temp_bytes, stream);
+        AIJP_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp_.data(), temp_bytes, m.slice_ptr_.data(), m.slice_ptr_.data(),
+                                                      static_cast<int>(slices + 1), stream));
+        AIJP_CUDA_CHECK(cudaMemcpyAsync(&host_[0], m.slice_ptr_.data() + slices, sizeof(long long), cudaMemcpyDeviceToHost,
+                                        stream));
+        event_.record(stream);
+        phase_ = 1;
+        ++issued_;
+        return false;
+      }
+      case 1: {
+        if (!event_.done()) return false;
+        const long long padded = static_cast<long long>(host_[0]);
+        m.first_col_.resize(static_cast<std::size_t>(m.rows_));
+        m.delta_.resize(static_cast<std::size_t>(padded));
+        m.val_.resize(static_cast<std::size_t>(padded));
+        phase_ = 2;
+        [[fallthrough]];
+      }
+      case 2: {
+        const size_type end = m.padded_rows();
+        const size_type last = std::min(end, next_ + part_);
+        m.fill(a_, true, next_, last, bad_.data(), stream);
+        next_ = last;
+        ++issued_;
+        if (next_ < end) return false;
+        AIJP_CUDA_CHECK(cudaMemcpyAsync(&host_[1], bad_.data(), sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+        event_.record(stream);
+        phase_ = 3;
+        return false;
+      }
+      case 3: {
+        if (!event_.done()) return false;
+        if (host_[1] > 0) {
+          AIJP_THROW(not_supported, "sell_delta16: " + std::to_string(host_[1]) +
+                                        " rows have unsorted columns or a column jump above 65535");
+        }
+        phase_ = 4;
+        return true;
+      }
+      default: return true;
+    }
+  }
+
+  void wait() override { event_.wait(); }
+
+  std::unique_ptr<format_impl<Value>> take() override
+  {
+    AIJP_ENSURE(phase_ == 4 && m_, error, "sell_delta16_builder::take before the last part");
+    return std::move(m_);
+  }
+
+  int parts_issued() const override { return issued_; }
+
+ private:
+  const device_csr<Value>& a_;
+  std::unique_ptr<sell_delta16<Value>> m_;
+  size_type part_;
+  size_type next_ = 0;
+  int phase_ = 0;
+  int issued_ = 0;
+  stream_buffer<unsigned long long> bad_;
+  stream_buffer<unsigned char> scan_temp_;
+  pinned_buffer<unsigned long long> host_{2};  // [0] padded size, [1] rows failing the check
+  poll_event event_;
+};
+
 }  // namespace
+
+template <typename Value>
+std::unique_ptr<format_builder<Value>> make_sell_delta16_builder(const device_csr<Value>& a, size_type rows_per_part)
+{
+  return std::make_unique<sell_delta16_builder<Value>>(a, rows_per_part);
+}
+template std::unique_ptr<format_builder<double>> make_sell_delta16_builder<double>(const device_csr<double>&, size_type);
+template std::unique_ptr<format_builder<float>> make_sell_delta16_builder<float>(const device_csr<float>&, size_type);
 
 template <typename Value>
 std::unique_ptr<format_impl<Value>> make_sell_delta16(const build_args<Value>& args)
 {
-  return std::make_unique<sell_delta16<Value>>(args);
+  sell_delta16_builder<Value> b(args.a, args.a.rows + slice_height);
+  while (!b.advance(args.stream)) b.wait();
+  return b.take();
 }
 AIJP_INSTANTIATE_FORMAT_FACTORY(make_sell_delta16)
 

@@ -1,0 +1,275 @@
+// Device tests of staged steps (gpu_matrix::start_background with background_mode::staged): the analysis
+// and the conversion issued in parts by successive poll_background calls on the products' stream, never
+// waiting for the device, while the products keep running the current plan. Every product before, during
+// and after the install against the host reference; the same choice as the synchronous analysis; a
+// conversion split into many parts; values changed mid-conversion; finishing, destroying and analysing
+// synchronously mid-step; the analysis that keeps cuSPARSE CSR. Skipped on a machine without a CUDA device.
+#include <aijpredict/generators.hpp>
+
+#include "gpu_test_support.hpp"
+
+#include <iostream>
+
+namespace {
+
+using aijp::background_mode;
+using aijp::background_step;
+using aijp::format_id;
+using aijp::test::device_vec;
+using aijp::test::expect_close;
+
+class GpuStaged : public aijp::test::gpu_fixture {
+ protected:
+  static std::shared_ptr<const aijp::context> make_context()
+  {
+    aijp::context_options o;
+    o.use_cache = false;
+    o.online = false;
+    return std::make_shared<aijp::context>(o);
+  }
+
+  static aijp::plan_options not_analysed()
+  {
+    aijp::plan_options o;
+    o.analyze = false;
+    return o;
+  }
+
+  template <typename T>
+  static void check_product(aijp::gpu_matrix<T>& m, const aijp::csr_matrix<T>& a, const std::vector<T>& x,
+                            const device_vec<T>& dx, const std::string& what, cudaStream_t stream = nullptr)
+  {
+    device_vec<T> dy(std::vector<T>(a.rows, std::numeric_limits<T>::quiet_NaN()));
+    m.apply(T(1), dx.p, T(0), dy.p, stream);
+    std::vector<T> want(a.rows);
+    aijp::reference_spmv(a.view(), T(1), x.data(), T(0), want.data());
+    expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), T(1), x.data(), T(0), want.data()), what);
+  }
+
+  // As the plugin does: poll (which issues the step's next part), then the product; every product checked.
+  // Returns the products that ran before the install. A staged step always ends: fails after 100000 polls.
+  template <typename T>
+  static int poll_until_installed(aijp::gpu_matrix<T>& m, const aijp::csr_matrix<T>& a, const std::vector<T>& x,
+                                  const device_vec<T>& dx, format_id running, bool* changed)
+  {
+    int products = 0;
+    while (!m.poll_background(nullptr, changed)) {
+      EXPECT_TRUE(m.background_running());
+      EXPECT_EQ(m.format(), running) << "the running plan changed before the install";
+      check_product(m, a, x, dx, "product " + std::to_string(products) + " while the staged step runs");
+      if (++products > 100000) {
+        ADD_FAILURE() << "the staged step did not end";
+        m.finish_background(nullptr, changed);
+        break;
+      }
+    }
+    EXPECT_FALSE(m.background_running());
+    return products;
+  }
+};
+
+TEST_F(GpuStaged, AnalysisMakesTheSynchronousChoiceOverSeveralProducts)
+{
+  const auto a = aijp::gen::from_spec("lap7:64x64x64");
+  const auto ctx = make_context();
+  const auto x = aijp::test::random_vector(a.cols, 5);
+  device_vec<double> dx(x);
+  aijp::plan_options opts;
+  aijp::gpu_matrix<double> sync(*ctx, a.view(), opts, nullptr);
+
+  aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+  ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+  EXPECT_TRUE(m.background_running());
+  EXPECT_FALSE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged)) << "one step at a time";
+  bool changed = false;
+  const int before = poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
+  std::cout << before << " products ran on cuSPARSE CSR while the staged analysis ran; " << m.report().to_string();
+  EXPECT_TRUE(changed);
+  EXPECT_TRUE(m.report().analyzed);
+  // The statistics' first pass, the histogram, the decision: at least three polls before the install.
+  EXPECT_GE(m.report().staged_polls, 3);
+  EXPECT_GE(before, 2);
+  EXPECT_GT(m.report().staged_host_ms, 0.0);
+  EXPECT_EQ(m.format(), sync.format()) << "staged: " << m.report().decision << "\nsynchronous: " << sync.report().decision;
+  EXPECT_EQ(m.report().plan, sync.report().plan);
+  EXPECT_EQ(m.report().stats.max_len, sync.report().stats.max_len);
+  EXPECT_EQ(m.report().stats.mode_len, sync.report().stats.mode_len);
+  EXPECT_EQ(m.report().stats.n_iter_natural, sync.report().stats.n_iter_natural);
+  EXPECT_DOUBLE_EQ(m.report().x_sectors_per_nnz, sync.report().x_sectors_per_nnz);
+  aijp::test::check_products_and_refresh(m, a, "after the staged analysis", 7);
+}
+
+TEST_F(GpuStaged, Sell16ConversionIsSplitIntoManyParts)
+{
+  const auto a = aijp::gen::from_spec("lap7:64x64x64");
+  const auto ctx = make_context();
+  const auto x = aijp::test::random_vector(a.cols, 9);
+  device_vec<double> dx(x);
+  aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+  aijp::plan_options opts;
+  opts.forced = format_id::sell_delta16;
+  opts.stage_fraction = 0.002;  // tiny parts: many fills of whole slices, the last one partial
+  ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+  bool changed = false;
+  const int before = poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
+  EXPECT_TRUE(changed);
+  ASSERT_EQ(m.format(), format_id::sell_delta16) << m.report().decision;
+  const auto at = m.report().decision.find("converted in ");
+  ASSERT_NE(at, std::string::npos) << m.report().decision;
+  const int parts = std::stoi(m.report().decision.substr(at + 13));
+  std::cout << before << " products before the install, " << parts << " parts: " << m.report().to_string();
+  EXPECT_GT(parts, 20) << "a part is 0.2 % of a product here";
+  EXPECT_GE(before, parts);
+  aijp::test::check_products_and_refresh(m, a, "sell_delta16 converted in parts", 11);
+
+  // The same fraction of a larger budget: one fill.
+  aijp::gpu_matrix<double> whole(*ctx, a.view(), not_analysed(), nullptr);
+  opts.stage_fraction = 1e6;
+  ASSERT_TRUE(whole.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+  poll_until_installed(whole, a, x, dx, format_id::cusparse_csr, &changed);
+  EXPECT_NE(whole.report().decision.find("converted in 2 parts"), std::string::npos)
+      << "the slice offsets, then one fill: " << whole.report().decision;
+}
+
+TEST_F(GpuStaged, ValuesChangedMidConversionReachTheNewPlan)
+{
+  const auto a = aijp::gen::from_spec("lap7:48x48x48");
+  const auto ctx = make_context();
+  const auto x = aijp::test::random_vector(a.cols, 13);
+  device_vec<double> dx(x);
+  aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+  aijp::plan_options opts;
+  opts.forced = format_id::sell_delta16;
+  opts.stage_fraction = 0.002;
+  ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+  for (int k = 0; k < 8; ++k) {
+    ASSERT_FALSE(m.poll_background(nullptr)) << "poll " << k << " ended the step early";
+    check_product(m, a, x, dx, "before the values change, poll " + std::to_string(k));
+  }
+  auto b = a;
+  for (auto& v : b.values) v = -3.0 * v + 0.25;
+  m.update_values(b.values.data(), nullptr);
+  bool changed = false;
+  poll_until_installed(m, b, x, dx, format_id::cusparse_csr, &changed);
+  EXPECT_TRUE(changed);
+  ASSERT_EQ(m.format(), format_id::sell_delta16) << m.report().decision;
+  check_product(m, b, x, dx, "after the install, values changed mid-conversion");
+  m.update_values(a.values.data(), nullptr);
+  check_product(m, a, x, dx, "values restored");
+}
+
+TEST_F(GpuStaged, FinishDestroyOrAnalyseMidStep)
+{
+  const auto a = aijp::gen::from_spec("lap7:48x48x48");
+  const auto ctx = make_context();
+  aijp::plan_options opts;
+  opts.forced = format_id::sell_delta16;
+  opts.stage_fraction = 0.002;
+  {
+    aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+    for (int k = 0; k < 6; ++k) m.poll_background(nullptr);
+  }  // destroyed mid-conversion: the stream-ordered temporaries are freed in order
+  {
+    aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+    for (int k = 0; k < 6; ++k) m.poll_background(nullptr);
+    bool changed = false;
+    EXPECT_TRUE(m.finish_background(nullptr, &changed));
+    EXPECT_TRUE(changed);
+    EXPECT_FALSE(m.background_running());
+    EXPECT_EQ(m.format(), format_id::sell_delta16) << m.report().decision;
+    aijp::test::check_products_and_refresh(m, a, "finished mid-conversion", 17);
+  }
+  aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+  ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+  m.poll_background(nullptr);
+  aijp::plan_options plain;
+  m.analyze(*ctx, plain, nullptr);  // finishes the staged step first, then analyses again, synchronously
+  EXPECT_FALSE(m.background_running());
+  aijp::test::check_products_and_refresh(m, a, "synchronous analysis over a staged one", 19);
+}
+
+TEST_F(GpuStaged, AnalysisKeepingCuSparseCsrMovesTheRunningLayoutThenConvertsWhenItPays)
+{
+  const auto a = aijp::gen::from_spec("lap7:64x64x64");
+  const auto ctx = make_context();
+  const auto x = aijp::test::random_vector(a.cols, 23);
+  device_vec<double> dx(x);
+  aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+  aijp::plan_options once;
+  once.expected_mults = 1;  // no conversion pays for one product: cuSPARSE CSR stays, the choice is deferred
+  ASSERT_TRUE(m.start_background(ctx, background_step::analyze, once, nullptr, background_mode::staged));
+  bool changed = false;
+  poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
+  EXPECT_EQ(m.format(), format_id::cusparse_csr);
+  ASSERT_TRUE(m.report().deferred.has_value()) << m.report().decision;
+  EXPECT_DOUBLE_EQ(m.report().conversion_ms, 0.0) << "the running cuSPARSE CSR layout was kept, not rebuilt";
+  aijp::test::check_products_and_refresh(m, a, "cuSPARSE CSR kept by a staged analysis", 29);  // transpose too
+  m.update_values(a.values.data(), nullptr);
+
+  const auto target = *m.report().deferred;
+  EXPECT_FALSE(m.start_background(ctx, background_step::convert_deferred, once, nullptr, background_mode::staged));
+  aijp::plan_options many = once;
+  many.expected_mults = 1e9;
+  many.stage_fraction = 0.01;
+  ASSERT_TRUE(m.start_background(ctx, background_step::convert_deferred, many, nullptr, background_mode::staged));
+  poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
+  EXPECT_TRUE(changed);
+  EXPECT_EQ(m.format(), target) << m.report().decision;
+  EXPECT_FALSE(m.report().deferred.has_value());
+  aijp::test::check_products_and_refresh(m, a, "deferred conversion, staged", 31);
+}
+
+TEST_F(GpuStaged, SinglePrecisionOnAStreamOfItsOwn)
+{
+  const auto ad = aijp::gen::from_spec("lap7:48x48x48");
+  aijp::csr_matrix<float> a;
+  a.rows = ad.rows;
+  a.cols = ad.cols;
+  a.row_ptr = ad.row_ptr;
+  a.col_idx = ad.col_idx;
+  a.values.assign(ad.values.begin(), ad.values.end());
+  const auto ctx = make_context();
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  {
+    const auto xd = aijp::test::random_vector(a.cols, 37);
+    const std::vector<float> x(xd.begin(), xd.end());
+    device_vec<float> dx(x);
+    aijp::gpu_matrix<float> m(*ctx, a.view(), not_analysed(), s);
+    aijp::plan_options opts;
+    opts.forced = format_id::sell_delta16;
+    opts.stage_fraction = 0.005;
+    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, s, background_mode::staged));
+    bool changed = false;
+    int polls = 0;
+    while (!m.poll_background(s, &changed)) {
+      check_product(m, a, x, dx, "float product while staged", s);
+      ASSERT_LT(++polls, 100000);
+    }
+    EXPECT_TRUE(changed);
+    EXPECT_EQ(m.format(), format_id::sell_delta16) << m.report().decision;
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    aijp::test::check_products_and_refresh(m, a, "float, staged, own stream", 41);
+  }
+  ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+TEST_F(GpuStaged, EmptyMatrix)
+{
+  aijp::csr_matrix<double> a;
+  a.rows = 0;
+  a.cols = 5;
+  a.row_ptr = {0};
+  const auto ctx = make_context();
+  aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+  aijp::plan_options opts;
+  opts.forced = format_id::sell_delta16;
+  ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+  bool changed = false;
+  EXPECT_TRUE(m.finish_background(nullptr, &changed));
+  EXPECT_TRUE(m.report().analyzed);
+}
+
+}  // namespace
