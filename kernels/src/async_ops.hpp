@@ -15,8 +15,29 @@
 
 namespace aijp::detail {
 
-/// Page-locked host array (cudaHostAlloc); a device-to-host cudaMemcpyAsync into it does not wait.
-/// Releasing it (cudaFreeHost) synchronises the device: owners keep it for their whole life.
+/// Process-wide reuse of page-locked host blocks: cudaHostAlloc costs about a millisecond and cudaFreeHost
+/// synchronises the device, both far more than a staged step may add to a product. Blocks come in
+/// power-of-two sizes (at least 4 KiB) and go back to the pool, never to the driver, until the process ends.
+/// Thread-safe. A block must be released only once no copy into it is pending.
+class pinned_pool {
+ public:
+  static pinned_pool& instance();
+  /// A block of at least `bytes` (its size in *size).
+  void* acquire(std::size_t bytes, std::size_t* size);
+  void release(void* p, std::size_t size) noexcept;
+  /// Allocates `count` blocks of `bytes` ahead (a context does it once, outside the products).
+  void reserve(std::size_t bytes, int count);
+
+ private:
+  pinned_pool() = default;
+  ~pinned_pool();
+  struct impl;
+  impl* impl_ = nullptr;
+  impl& get();
+};
+
+/// Page-locked host array from pinned_pool; a device-to-host cudaMemcpyAsync into it does not wait. Its
+/// owner must know that no copy into it is pending when it is destroyed or resized.
 template <typename T>
 class pinned_buffer {
  public:
@@ -25,25 +46,13 @@ class pinned_buffer {
   ~pinned_buffer() { release(); }
   pinned_buffer(const pinned_buffer&) = delete;
   pinned_buffer& operator=(const pinned_buffer&) = delete;
-  pinned_buffer(pinned_buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
-  pinned_buffer& operator=(pinned_buffer&& o) noexcept
-  {
-    if (this != &o) {
-      release();
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      size_ = std::exchange(o.size_, 0);
-    }
-    return *this;
-  }
-  /// Keeps the allocation when it is large enough (contents undefined either way).
+  /// Keeps the block when it is large enough (contents undefined either way).
   void resize(std::size_t count)
   {
-    if (ptr_ && count <= size_) return;
+    const std::size_t bytes = (count > 0 ? count : 1) * sizeof(T);
+    if (ptr_ && bytes <= bytes_) return;
     release();
-    void* p = nullptr;
-    AIJP_CUDA_CHECK(cudaHostAlloc(&p, (count > 0 ? count : 1) * sizeof(T), cudaHostAllocDefault));
-    ptr_ = static_cast<T*>(p);
-    size_ = count;
+    ptr_ = static_cast<T*>(pinned_pool::instance().acquire(bytes, &bytes_));
   }
   T* data() { return ptr_; }
   const T* data() const { return ptr_; }
@@ -53,12 +62,12 @@ class pinned_buffer {
  private:
   void release() noexcept
   {
-    if (ptr_) (void)cudaFreeHost(ptr_);
+    if (ptr_) pinned_pool::instance().release(ptr_, bytes_);
     ptr_ = nullptr;
-    size_ = 0;
+    bytes_ = 0;
   }
   T* ptr_ = nullptr;
-  std::size_t size_ = 0;
+  std::size_t bytes_ = 0;
 };
 
 /// An event marking where a stream's read-back ends: done() polls it, wait() blocks.

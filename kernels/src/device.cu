@@ -2,6 +2,7 @@
 #include <aijpredict/device.hpp>
 #include <aijpredict/gpu_matrix.hpp>
 
+#include "async_ops.hpp"
 #include "cuda_check.hpp"
 #include "device_buffer.hpp"
 #include "format_impl.hpp"
@@ -383,6 +384,9 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   int ordinal = 0;
   AIJP_CUDA_CHECK(cudaGetDevice(&ordinal));
   device_ = query_device_properties(ordinal);
+  // The read-backs of staged steps (gpu_matrix.hpp) use page-locked blocks: allocated here, outside the
+  // products, rather than at a matrix's first analysis (each cudaHostAlloc costs about a millisecond).
+  detail::pinned_pool::instance().reserve(4096, 8);
   if (opts.model != "placeholder") (void)model::make_model(opts.model);  // an unknown name is an error
   if (!opts.use_cache) {
     calibrate_();

@@ -217,6 +217,16 @@ struct locality_job::state {
   pinned_buffer<locality_both> h{1};
   poll_event event;
   locality_sample result;
+  // The pinned block goes back to the pool: no read-back into it may still be pending.
+  ~state()
+  {
+    if (phase == 1) {
+      try {
+        event.wait();
+      } catch (...) {
+      }
+    }
+  }
 };
 
 locality_job::locality_job() : s_(std::make_unique<state>()) {}

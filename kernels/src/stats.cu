@@ -194,6 +194,16 @@ struct row_stats_job::state {
   int bins = 0;
   poll_event event;
   row_stats result;
+  // The pinned blocks go back to the pool: no read-back into them may still be pending.
+  ~state()
+  {
+    if (phase == 1 || phase == 2) {
+      try {
+        event.wait();
+      } catch (...) {
+      }
+    }
+  }
 };
 
 row_stats_job::row_stats_job() : s_(std::make_unique<state>()) {}

@@ -172,6 +172,19 @@ class sell_delta16_builder final : public format_builder<Value> {
   {
   }
 
+  ~sell_delta16_builder() override
+  {
+    // The pinned block goes back to the pool: no read-back into it may still be pending.
+    if (phase_ == 1 || phase_ == 3) {
+      try {
+        event_.wait();
+      } catch (...) {
+      }
+    }
+  }
+  sell_delta16_builder(const sell_delta16_builder&) = delete;
+  sell_delta16_builder& operator=(const sell_delta16_builder&) = delete;
+
   bool advance(cudaStream_t stream) override
   {
     sell_delta16<Value>& m = *m_;
