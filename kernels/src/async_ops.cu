@@ -1,4 +1,4 @@
-// pinned_pool (async_ops.hpp): page-locked host blocks kept for reuse.
+// block_pool (async_ops.hpp): page-locked host and device blocks kept for reuse.
 #include "async_ops.hpp"
 
 #include <map>
@@ -7,30 +7,31 @@
 
 namespace aijp::detail {
 
-struct pinned_pool::impl {
+struct block_pool::impl {
   std::mutex mutex;
   std::map<std::size_t, std::vector<void*>> free;  // by block size
   std::vector<void*> all;
 };
 
-pinned_pool& pinned_pool::instance()
+block_pool& block_pool::instance(pool_kind kind)
 {
-  static pinned_pool pool;
-  return pool;
+  static block_pool pinned(pool_kind::pinned_host);
+  static block_pool device(pool_kind::device);
+  return kind == pool_kind::pinned_host ? pinned : device;
 }
 
-pinned_pool::impl& pinned_pool::get()
+block_pool::impl& block_pool::get()
 {
-  static std::once_flag once;
-  std::call_once(once, [this] { impl_ = new impl; });
+  static std::once_flag once[2];
+  std::call_once(once[kind_ == pool_kind::device], [this] { impl_ = new impl; });
   return *impl_;
 }
 
-pinned_pool::~pinned_pool()
+block_pool::~block_pool()
 {
-  // At exit the CUDA runtime may already be torn down: cudaFreeHost's error is ignored.
+  // At exit the CUDA runtime may already be torn down: the errors are ignored.
   if (!impl_) return;
-  for (void* p : impl_->all) (void)cudaFreeHost(p);
+  for (void* p : impl_->all) (void)(kind_ == pool_kind::pinned_host ? cudaFreeHost(p) : cudaFree(p));
   delete impl_;
 }
 
@@ -43,7 +44,7 @@ std::size_t block_size_for(std::size_t bytes)
 }
 }  // namespace
 
-void* pinned_pool::acquire(std::size_t bytes, std::size_t* size)
+void* block_pool::acquire(std::size_t bytes, std::size_t* size)
 {
   impl& m = get();
   const std::size_t s = block_size_for(bytes);
@@ -58,13 +59,17 @@ void* pinned_pool::acquire(std::size_t bytes, std::size_t* size)
     }
   }
   void* p = nullptr;
-  AIJP_CUDA_CHECK(cudaHostAlloc(&p, s, cudaHostAllocDefault));
+  if (kind_ == pool_kind::pinned_host) {
+    AIJP_CUDA_CHECK(cudaHostAlloc(&p, s, cudaHostAllocDefault));
+  } else {
+    AIJP_CUDA_CHECK(cudaMalloc(&p, s));
+  }
   std::lock_guard<std::mutex> lock(m.mutex);
   m.all.push_back(p);
   return p;
 }
 
-void pinned_pool::release(void* p, std::size_t size) noexcept
+void block_pool::release(void* p, std::size_t size) noexcept
 {
   impl& m = get();
   std::lock_guard<std::mutex> lock(m.mutex);
@@ -74,7 +79,7 @@ void pinned_pool::release(void* p, std::size_t size) noexcept
   }
 }
 
-void pinned_pool::reserve(std::size_t bytes, int count)
+void block_pool::reserve(std::size_t bytes, int count)
 {
   std::vector<std::pair<void*, std::size_t>> blocks;
   for (int i = 0; i < count; ++i) {

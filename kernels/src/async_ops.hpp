@@ -1,5 +1,5 @@
 // Pieces for device work that must not block the thread issuing it (staged steps, gpu_matrix.hpp):
-// read-backs into pinned host memory completed by a polled event, and stream-ordered temporaries.
+// read-backs into pinned host memory completed by a polled event, and pooled temporaries.
 //
 // Why each exists: cudaMemcpyAsync into pageable host memory returns only once the copy is done (the
 // stream is drained); cudaFree waits for the whole device; cudaEventSynchronize waits for the stream. A
@@ -15,44 +15,50 @@
 
 namespace aijp::detail {
 
-/// Process-wide reuse of page-locked host blocks: cudaHostAlloc costs about a millisecond and cudaFreeHost
-/// synchronises the device, both far more than a staged step may add to a product. Blocks come in
-/// power-of-two sizes (at least 4 KiB) and go back to the pool, never to the driver, until the process ends.
-/// Thread-safe. A block must be released only once no copy into it is pending.
-class pinned_pool {
+/// Process-wide reuse of small blocks for staged steps (gpu_matrix.hpp): page-locked host blocks for
+/// read-backs and device blocks for temporaries. Allocating costs far more than a staged step may add to a
+/// product: cudaHostAlloc about a millisecond, the first cudaMallocAsync of a process milliseconds (its
+/// memory pool), and cudaFreeHost and cudaFree synchronise the device. Blocks come in power-of-two sizes
+/// (at least 4 KiB) and go back to the pool, never to the driver, until the process ends. Thread-safe. A
+/// block must be released only once no device work or copy using it is pending.
+enum class pool_kind { pinned_host, device };
+class block_pool {
  public:
-  static pinned_pool& instance();
+  static block_pool& instance(pool_kind kind);
   /// A block of at least `bytes` (its size in *size).
   void* acquire(std::size_t bytes, std::size_t* size);
   void release(void* p, std::size_t size) noexcept;
   /// Allocates `count` blocks of `bytes` ahead (a context does it once, outside the products).
   void reserve(std::size_t bytes, int count);
+  ~block_pool();
+  block_pool(const block_pool&) = delete;
+  block_pool& operator=(const block_pool&) = delete;
 
  private:
-  pinned_pool() = default;
-  ~pinned_pool();
+  explicit block_pool(pool_kind kind) : kind_(kind) {}
   struct impl;
+  pool_kind kind_;
   impl* impl_ = nullptr;
   impl& get();
 };
 
-/// Page-locked host array from pinned_pool; a device-to-host cudaMemcpyAsync into it does not wait. Its
-/// owner must know that no copy into it is pending when it is destroyed or resized.
-template <typename T>
-class pinned_buffer {
+/// An array in a block_pool block. Its owner must know that nothing pending uses it when it is destroyed or
+/// resized (a device-to-host cudaMemcpyAsync into a pinned one does not wait for the stream).
+template <typename T, pool_kind Kind>
+class pool_buffer {
  public:
-  pinned_buffer() = default;
-  explicit pinned_buffer(std::size_t count) { resize(count); }
-  ~pinned_buffer() { release(); }
-  pinned_buffer(const pinned_buffer&) = delete;
-  pinned_buffer& operator=(const pinned_buffer&) = delete;
+  pool_buffer() = default;
+  explicit pool_buffer(std::size_t count) { resize(count); }
+  ~pool_buffer() { release(); }
+  pool_buffer(const pool_buffer&) = delete;
+  pool_buffer& operator=(const pool_buffer&) = delete;
   /// Keeps the block when it is large enough (contents undefined either way).
   void resize(std::size_t count)
   {
     const std::size_t bytes = (count > 0 ? count : 1) * sizeof(T);
     if (ptr_ && bytes <= bytes_) return;
     release();
-    ptr_ = static_cast<T*>(pinned_pool::instance().acquire(bytes, &bytes_));
+    ptr_ = static_cast<T*>(block_pool::instance(Kind).acquire(bytes, &bytes_));
   }
   T* data() { return ptr_; }
   const T* data() const { return ptr_; }
@@ -62,13 +68,17 @@ class pinned_buffer {
  private:
   void release() noexcept
   {
-    if (ptr_) pinned_pool::instance().release(ptr_, bytes_);
+    if (ptr_) block_pool::instance(Kind).release(ptr_, bytes_);
     ptr_ = nullptr;
     bytes_ = 0;
   }
   T* ptr_ = nullptr;
   std::size_t bytes_ = 0;
 };
+template <typename T>
+using pinned_buffer = pool_buffer<T, pool_kind::pinned_host>;
+template <typename T>
+using scratch_buffer = pool_buffer<T, pool_kind::device>;
 
 /// An event marking where a stream's read-back ends: done() polls it, wait() blocks.
 class poll_event {
@@ -104,67 +114,6 @@ class poll_event {
 
  private:
   cudaEvent_t event_ = nullptr;
-};
-
-/// Whether the current device has stream-ordered allocation (cudaMallocAsync); asked once per process.
-inline bool stream_ordered_allocation()
-{
-  static const bool supported = [] {
-    int device = 0, pools = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    return pools != 0;
-  }();
-  return supported;
-}
-
-/// Device temporary allocated and freed in stream order (cudaMallocAsync / cudaFreeAsync on the stream it
-/// was made on, which must outlive it), so neither call waits for the device; plain cudaMalloc / cudaFree
-/// where the device has no memory pools.
-template <typename T>
-class stream_buffer {
- public:
-  stream_buffer() = default;
-  stream_buffer(std::size_t count, cudaStream_t stream) { resize(count, stream); }
-  ~stream_buffer() { release(); }
-  stream_buffer(const stream_buffer&) = delete;
-  stream_buffer& operator=(const stream_buffer&) = delete;
-  /// Discards the contents (the old allocation is freed in stream order first).
-  void resize(std::size_t count, cudaStream_t stream)
-  {
-    if (ptr_ && count <= size_ && stream == stream_) return;
-    release();
-    void* p = nullptr;
-    const std::size_t bytes = (count > 0 ? count : 1) * sizeof(T);
-    if (stream_ordered_allocation()) {
-      AIJP_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream));
-      async_ = true;
-    } else {
-      AIJP_CUDA_CHECK(cudaMalloc(&p, bytes));
-      async_ = false;
-    }
-    ptr_ = static_cast<T*>(p);
-    size_ = count;
-    stream_ = stream;
-  }
-  T* data() { return ptr_; }
-  const T* data() const { return ptr_; }
-  std::size_t size() const { return size_; }
-
- private:
-  void release() noexcept
-  {
-    if (ptr_) (void)(async_ ? cudaFreeAsync(ptr_, stream_) : cudaFree(ptr_));
-    ptr_ = nullptr;
-    size_ = 0;
-  }
-  T* ptr_ = nullptr;
-  std::size_t size_ = 0;
-  cudaStream_t stream_ = nullptr;
-  bool async_ = false;
 };
 
 }  // namespace aijp::detail

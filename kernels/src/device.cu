@@ -384,9 +384,11 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   int ordinal = 0;
   AIJP_CUDA_CHECK(cudaGetDevice(&ordinal));
   device_ = query_device_properties(ordinal);
-  // The read-backs of staged steps (gpu_matrix.hpp) use page-locked blocks: allocated here, outside the
-  // products, rather than at a matrix's first analysis (each cudaHostAlloc costs about a millisecond).
-  detail::pinned_pool::instance().reserve(4096, 8);
+  // The read-backs and temporaries of the analysis and of staged steps (gpu_matrix.hpp) use pooled blocks,
+  // allocated here, outside the products (a cudaHostAlloc costs about a millisecond).
+  detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(4096, 8);
+  detail::block_pool::instance(detail::pool_kind::device).reserve(4096, 8);
+  detail::block_pool::instance(detail::pool_kind::device).reserve(65536, 2);
   if (opts.model != "placeholder") (void)model::make_model(opts.model);  // an unknown name is an error
   if (!opts.use_cache) {
     calibrate_();

@@ -213,11 +213,11 @@ namespace detail {
 
 struct locality_job::state {
   int phase = 0;  // 0: not started, 1: in flight, 2: done
-  stream_buffer<locality_both> d;
+  scratch_buffer<locality_both> d;
   pinned_buffer<locality_both> h{1};
   poll_event event;
   locality_sample result;
-  // The pinned block goes back to the pool: no read-back into it may still be pending.
+  // The pooled blocks go back to the pool: nothing issued may still use them.
   ~state()
   {
     if (phase == 1) {
@@ -245,7 +245,7 @@ void locality_job::start(size_type rows, size_type cols, const index_type* d_row
   const size_type total_groups = (rows + group_rows - 1) / group_rows;
   const int groups = static_cast<int>(std::min<size_type>(total_groups, std::max(1, max_groups)));
   const int shift = value_bytes == 8 ? 2 : 3;  // 32-byte sector = 4 doubles or 8 floats
-  s.d.resize(1, stream);
+  s.d.resize(1);
   AIJP_CUDA_CHECK(cudaMemsetAsync(s.d.data(), 0, sizeof(locality_both), stream));
   sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, &s.d.data()->natural);
   AIJP_CHECK_LAUNCH();

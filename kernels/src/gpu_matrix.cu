@@ -1095,6 +1095,7 @@ struct gpu_matrix<Value>::background_job {
   int polls = 0;
   double host_ms = 0;
   double max_poll_ms = 0;
+  std::vector<double> poll_us;
   // The staged analysis kept cuSPARSE CSR, which runs now: the install moves the running layout over
   // instead of building another (a cuSPARSE handle costs milliseconds to create).
   bool keep_running_layout = false;
@@ -1179,6 +1180,7 @@ struct gpu_matrix<Value>::background_job {
     const double poll_ms = ms_since(t0);
     host_ms += poll_ms;
     max_poll_ms = std::max(max_poll_ms, poll_ms);
+    poll_us.push_back(1e3 * poll_ms);
     if (at == stage::finished) {
       wall_ms = ms_since(started);
       return true;
@@ -1354,6 +1356,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   rep.staged_polls = job->mode == background_mode::staged ? job->polls : 0;
   rep.staged_host_ms = job->mode == background_mode::staged ? job->host_ms : 0.0;
   rep.staged_max_poll_ms = job->mode == background_mode::staged ? job->max_poll_ms : 0.0;
+  rep.staged_poll_us = job->mode == background_mode::staged ? job->poll_us : std::vector<double>{};
   rep.install_ms = ms_since(t0);
   if (changed) *changed = job->changed;
 }

@@ -186,15 +186,15 @@ struct row_stats_job::state {
   size_type rows = 0, cols = 0;
   const index_type* row_ptr = nullptr;
   int phase = 0;  // 0: not started, 1: per-warp pass in flight, 2: histogram in flight, 3: done
-  stream_buffer<warp_summary> d_sum;
-  stream_buffer<int> d_hist;
-  stream_buffer<unsigned char> temp;
+  scratch_buffer<warp_summary> d_sum;
+  scratch_buffer<int> d_hist;
+  scratch_buffer<unsigned char> temp;
   pinned_buffer<warp_summary> h_sum{1};
   pinned_buffer<int> h_hist;
   int bins = 0;
   poll_event event;
   row_stats result;
-  // The pinned blocks go back to the pool: no read-back into them may still be pending.
+  // The pooled blocks go back to the pool: nothing issued may still use them.
   ~state()
   {
     if (phase == 1 || phase == 2) {
@@ -221,7 +221,7 @@ void row_stats_job::start(size_type rows, size_type cols, const index_type* d_ro
     s.phase = 3;
     return;
   }
-  s.d_sum.resize(1, stream);
+  s.d_sum.resize(1);
   AIJP_CUDA_CHECK(cudaMemsetAsync(s.d_sum.data(), 0, sizeof(warp_summary), stream));
   constexpr int block = 256;
   const auto grid = static_cast<unsigned>((rows + block - 1) / block);
@@ -242,11 +242,11 @@ bool row_stats_job::poll(cudaStream_t stream)
     // Bins of width one for lengths 0..max_len.
     s.bins = s.h_sum[0].max_len + 1;
     auto lengths = thrust::make_transform_iterator(thrust::counting_iterator<index_type>(0), row_length_op{s.row_ptr});
-    s.d_hist.resize(s.bins, stream);
+    s.d_hist.resize(s.bins);
     std::size_t temp_bytes = 0;
     AIJP_CUDA_CHECK(cub::DeviceHistogram::HistogramEven(nullptr, temp_bytes, lengths, s.d_hist.data(), s.bins + 1, 0,
                                                         s.bins, static_cast<int>(s.rows), stream));
-    s.temp.resize(temp_bytes, stream);
+    s.temp.resize(temp_bytes);
     AIJP_CUDA_CHECK(cub::DeviceHistogram::HistogramEven(s.temp.data(), temp_bytes, lengths, s.d_hist.data(), s.bins + 1, 0,
                                                         s.bins, static_cast<int>(s.rows), stream));
     s.h_hist.resize(s.bins);

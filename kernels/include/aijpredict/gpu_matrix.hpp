@@ -115,6 +115,7 @@ struct plan_report {
   int staged_polls = 0;
   double staged_host_ms = 0.0;
   double staged_max_poll_ms = 0.0;  ///< the longest of those polls (host time)
+  std::vector<double> staged_poll_us;  ///< each poll's host time, in order
   double install_ms = 0.0;      ///< host time of its install (poll_background): the swap and freeing the old layout
   bool analyzed = false;       ///< statistics and predictions exist (false: uploaded only, cuSPARSE CSR)
   std::optional<format_id> deferred;  ///< predicted faster but not yet paid for (amortization)

@@ -174,8 +174,8 @@ class sell_delta16_builder final : public format_builder<Value> {
 
   ~sell_delta16_builder() override
   {
-    // The pinned block goes back to the pool: no read-back into it may still be pending.
-    if (phase_ == 1 || phase_ == 3) {
+    // The pooled blocks go back to the pool: nothing issued may still use them.
+    if (phase_ >= 1 && phase_ <= 3) {
       try {
         event_.wait();
       } catch (...) {
@@ -192,7 +192,7 @@ class sell_delta16_builder final : public format_builder<Value> {
       case 0: {
         const size_type slices = slice_count(m.rows_);
         m.slice_ptr_.resize(static_cast<std::size_t>(slices + 1));
-        bad_.resize(1, stream);
+        bad_.resize(1);
         AIJP_CUDA_CHECK(cudaMemsetAsync(m.slice_ptr_.data(), 0, (slices + 1) * sizeof(long long), stream));
         AIJP_CUDA_CHECK(cudaMemsetAsync(bad_.data(), 0, sizeof(unsigned long long), stream));
         if (m.rows_ > 0) {
@@ -203,7 +203,7 @@ class sell_delta16_builder final : public format_builder<Value> {
         std::size_t temp_bytes = 0;
         AIJP_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, m.slice_ptr_.data(), m.slice_ptr_.data(),
                                                       static_cast<int>(slices + 1), stream));
-        scan_temp_.resize(temp_bytes, stream);
+        scan_temp_.resize(temp_bytes);
         AIJP_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp_.data(), temp_bytes, m.slice_ptr_.data(), m.slice_ptr_.data(),
                                                       static_cast<int>(slices + 1), stream));
         AIJP_CUDA_CHECK(cudaMemcpyAsync(&host_[0], m.slice_ptr_.data() + slices, sizeof(long long), cudaMemcpyDeviceToHost,
@@ -228,7 +228,10 @@ class sell_delta16_builder final : public format_builder<Value> {
         m.fill(a_, true, next_, last, bad_.data(), stream);
         next_ = last;
         ++issued_;
-        if (next_ < end) return false;
+        if (next_ < end) {
+          event_.record(stream);  // the destructor waits for the fills using bad_ (pooled) if it comes first
+          return false;
+        }
         AIJP_CUDA_CHECK(cudaMemcpyAsync(&host_[1], bad_.data(), sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
         event_.record(stream);
         phase_ = 3;
@@ -264,8 +267,8 @@ class sell_delta16_builder final : public format_builder<Value> {
   size_type next_ = 0;
   int phase_ = 0;
   int issued_ = 0;
-  stream_buffer<unsigned long long> bad_;
-  stream_buffer<unsigned char> scan_temp_;
+  scratch_buffer<unsigned long long> bad_;
+  scratch_buffer<unsigned char> scan_temp_;
   pinned_buffer<unsigned long long> host_{2};  // [0] padded size, [1] rows failing the check
   poll_event event_;
 };
