@@ -12,6 +12,12 @@
 
 namespace aijp::detail {
 
+/// Launches every kernel of the analysis (statistics, locality samples, strip summaries) and of the layout
+/// staged steps split (sell_delta16, double) once on a small matrix, so that CUDA's lazy loading loads their
+/// modules then (each first launch costs 0.1-0.2 ms) rather than inside the product that first analyses a
+/// matrix. The context does it at its creation.
+void preload_analysis_kernels();
+
 /// Row statistics: the per-warp pass (N_iter, longest row), then the histogram of row lengths, whose bin
 /// count is the longest row read back by the first pass.
 class row_stats_job {

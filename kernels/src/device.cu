@@ -2,6 +2,7 @@
 #include <aijpredict/device.hpp>
 #include <aijpredict/gpu_matrix.hpp>
 
+#include "analysis_jobs.hpp"
 #include "async_ops.hpp"
 #include "cuda_check.hpp"
 #include "device_buffer.hpp"
@@ -389,6 +390,7 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(4096, 8);
   detail::block_pool::instance(detail::pool_kind::device).reserve(4096, 8);
   detail::block_pool::instance(detail::pool_kind::device).reserve(65536, 2);
+  detail::preload_analysis_kernels();
   if (opts.model != "placeholder") (void)model::make_model(opts.model);  // an unknown name is an error
   if (!opts.use_cache) {
     calibrate_();

@@ -178,6 +178,7 @@ struct gpu_matrix<Value>::impl {
   struct gathered_input {
     row_stats stats;
     locality_sample loc;
+    size_type free_memory_bytes = 0;  // cudaMemGetInfo's, queried in a poll of its own
   };
   void analyze(const context& ctx, const plan_options& opts, cudaStream_t stream, const gathered_input* gathered = nullptr);
   bool convert_deferred(double expected_mults, cudaStream_t stream);
@@ -361,7 +362,11 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   in.value_bytes = sizeof(Value);
   in.columns_sorted = cs.unsorted_rows == 0;
   in.max_column_step = cs.max_step;
-  device_memory_info(&in.free_memory_bytes, nullptr);
+  if (gathered) {
+    in.free_memory_bytes = gathered->free_memory_bytes;
+  } else {
+    device_memory_info(&in.free_memory_bytes, nullptr);
+  }
   rep.estimates = estimate_block(ctx, in, rep.stats, opts.candidates);
   m.on.parked.reset();
   m.on.corr = opts.online ? ctx.online_corrections() : nullptr;
@@ -1053,6 +1058,47 @@ std::unique_ptr<typename gpu_matrix<Value>::impl> gpu_matrix<Value>::impl::copy_
   return c;
 }
 
+namespace detail {
+
+void preload_analysis_kernels()
+{
+  // A 256-row tridiagonal matrix: every kernel below is launched once, so that lazy loading (CUDA 12's
+  // default) loads its module here rather than in the product whose analysis first needs it.
+  constexpr size_type n = 256;
+  std::vector<index_type> row_ptr(n + 1, 0), col;
+  for (size_type r = 0; r < n; ++r) {
+    for (size_type c = r > 0 ? r - 1 : 0; c <= std::min(n - 1, r + 1); ++c) col.push_back(static_cast<index_type>(c));
+    row_ptr[r + 1] = static_cast<index_type>(col.size());
+  }
+  const std::vector<double> val(col.size(), 1.0), x(n, 1.0);
+  device_csr<double> a;
+  a.rows = a.cols = n;
+  a.nnz = col.size();
+  a.row_ptr.resize(row_ptr.size());
+  a.col_idx.resize(col.size());
+  a.values.resize(val.size());
+  device_buffer<double> dx(n), dy(n);
+  AIJP_CUDA_CHECK(cudaMemcpy(a.row_ptr.data(), row_ptr.data(), row_ptr.size() * sizeof(index_type), cudaMemcpyHostToDevice));
+  AIJP_CUDA_CHECK(cudaMemcpy(a.col_idx.data(), col.data(), col.size() * sizeof(index_type), cudaMemcpyHostToDevice));
+  AIJP_CUDA_CHECK(cudaMemcpy(a.values.data(), val.data(), val.size() * sizeof(double), cudaMemcpyHostToDevice));
+  AIJP_CUDA_CHECK(cudaMemcpy(dx.data(), x.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+  const cudaStream_t s = nullptr;
+  const row_stats st = compute_row_stats_device(n, n, a.row_ptr.data(), s);
+  (void)sample_locality(n, n, a.row_ptr.data(), a.col_idx.data(), sizeof(double), s);
+  (void)sample_locality(n, n, a.row_ptr.data(), a.col_idx.data(), sizeof(float), s);
+  auto strips = compute_strip_summaries_device(n, a.row_ptr.data(), 64, s);
+  add_strip_locality(strips, a.row_ptr.data(), a.col_idx.data(), sizeof(double), s);
+  // The layout staged steps split (sell_delta16): its conversion, value refresh and both products.
+  const cusparse_handle none;  // never created: sell_delta16 does not use cuSPARSE
+  auto f = make_sell_delta16<double>(build_args<double>{a, st, none, s});
+  f->apply(1.0, dx.data(), 0.0, dy.data(), s);
+  f->apply(1.0, dx.data(), 1.0, dy.data(), s);
+  f->refresh_values(a, s);
+  AIJP_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+}  // namespace detail
+
 const char* background_step_name(background_step s)
 {
   switch (s) {
@@ -1089,6 +1135,8 @@ struct gpu_matrix<Value>::background_job {
   bool running_cusparse_csr = false;                    // the running plan is cuSPARSE CSR, unpartitioned
   detail::row_stats_job stats_job;
   detail::locality_job locality;
+  bool free_queried = false;
+  size_type free_memory = 0;
   std::unique_ptr<detail::format_builder<Value>> builder;
   format_id building = format_id::cusparse_csr;
   double conversion_host_ms = 0;
@@ -1214,7 +1262,12 @@ struct gpu_matrix<Value>::background_job {
           }
           return false;
         }
-        const typename impl::gathered_input g{stats_job.result(), locality.result()};
+        if (!free_queried) {
+          free_queried = true;  // a poll of its own: cudaMemGetInfo takes tens of microseconds
+          device_memory_info(&free_memory, nullptr);
+          return false;
+        }
+        const typename impl::gathered_input g{stats_job.result(), locality.result(), free_memory};
         m.analyze(*ctx, opts, stream, &g);
         changed = true;
         at = stage::convert;

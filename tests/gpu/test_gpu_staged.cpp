@@ -40,7 +40,10 @@ class GpuStaged : public aijp::test::gpu_fixture {
                             const device_vec<T>& dx, const std::string& what, cudaStream_t stream = nullptr)
   {
     device_vec<T> dy(std::vector<T>(a.rows, std::numeric_limits<T>::quiet_NaN()));
+    // device_vec copies on the legacy default stream, which a non-blocking `stream` does not wait for.
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     m.apply(T(1), dx.p, T(0), dy.p, stream);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     std::vector<T> want(a.rows);
     aijp::reference_spmv(a.view(), T(1), x.data(), T(0), want.data());
     expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), T(1), x.data(), T(0), want.data()), what);

@@ -168,7 +168,8 @@ class sell_delta16_builder final : public format_builder<Value> {
   sell_delta16_builder(const device_csr<Value>& a, size_type rows_per_part)
       : a_(a),
         m_(std::make_unique<sell_delta16<Value>>(a.rows)),
-        part_(std::max<size_type>(slice_height, (rows_per_part + slice_height - 1) / slice_height * slice_height))
+        part_(std::max<size_type>(slice_height, (rows_per_part + slice_height - 1) / slice_height * slice_height)),
+        whole_(part_ >= slice_count(a.rows) * slice_height)
   {
   }
 
@@ -214,11 +215,18 @@ class sell_delta16_builder final : public format_builder<Value> {
         return false;
       }
       case 1: {
+        // One array per call when split: a cudaMalloc of a large array maps its pages, so a staged
+        // conversion spreads them over products (the values, the deltas, then the first columns with the
+        // first fill); all at once when the builder fills in one part.
         if (!event_.done()) return false;
-        const long long padded = static_cast<long long>(host_[0]);
-        m.first_col_.resize(static_cast<std::size_t>(m.rows_));
-        m.delta_.resize(static_cast<std::size_t>(padded));
-        m.val_.resize(static_cast<std::size_t>(padded));
+        const auto padded = static_cast<std::size_t>(host_[0]);
+        while (allocated_ < 3) {
+          if (allocated_ == 0) m.val_.resize(padded);
+          if (allocated_ == 1) m.delta_.resize(padded);
+          if (allocated_ == 2) m.first_col_.resize(static_cast<std::size_t>(m.rows_));
+          ++allocated_;
+          if (allocated_ < 3 && !whole_) return false;
+        }
         phase_ = 2;
         [[fallthrough]];
       }
@@ -267,6 +275,8 @@ class sell_delta16_builder final : public format_builder<Value> {
   size_type next_ = 0;
   int phase_ = 0;
   int issued_ = 0;
+  int allocated_ = 0;  // of the three layout arrays
+  bool whole_ = false;  // one fill: everything in as few calls as possible
   scratch_buffer<unsigned long long> bad_;
   scratch_buffer<unsigned char> scan_temp_;
   pinned_buffer<unsigned long long> host_{2};  // [0] padded size, [1] rows failing the check
