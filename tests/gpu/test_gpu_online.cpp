@@ -155,13 +155,17 @@ class GpuOnline : public ::testing::Test {
 TEST_F(GpuOnline, MeasuresAndRefinesWithoutChangingResults)
 {
   auto ctx = online_context();
-  aijp::gpu_matrix<double> m(*ctx, a_.view(), single(), s_);
+  // Measuring only: an exploration (its own tests below) would begin a new epoch and restart the count.
+  // (It did once on an H100 with a freshly calibrated context: 3 samples left of 40 products.)
+  aijp::plan_options po = single();
+  po.online_policy.explore = false;
+  aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
   EXPECT_EQ(m.report().online_factor.size(), m.report().estimates.size());
   EXPECT_GT(m.report().predicted_us, 0);
   run(m, 40, s_);
   m.online_sync();
   const auto& r = m.report();
-  EXPECT_GE(r.measured_samples, 16);
+  EXPECT_GE(r.measured_samples, 16) << r.to_string();
   EXPECT_GT(r.measured_us, 0);
   EXPECT_GE(r.model_error, 0);
   EXPECT_GT(ctx->online_corrections()->observations(), 0);

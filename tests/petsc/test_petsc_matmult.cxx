@@ -529,12 +529,13 @@ TEST(PetscAIJPredict, ReusedMatrixIsAnalysedInTheBackgroundAndStaysRight)
 TEST(PetscAIJPredict, ReusedMatrixIsAnalysedStagedAndStaysRight)
 {
   if (!have_gpu()) GTEST_SKIP() << "staged steps run on the GPU path only (the same test runs on the device)";
-  // Staged steps are the default; small parts so that a conversion to sell_delta16 spans many products
-  // (-mat_aijpredict_force would convert at the first product, not staged).
+  // Small parts so that a conversion to sell_delta16 spans many products (-mat_aijpredict_force would
+  // convert at the first product, not staged).
+  ASSERT_PETSC(PetscOptionsSetValue(nullptr, "-mat_aijpredict_staged", "true"));
   ASSERT_PETSC(PetscOptionsSetValue(nullptr, "-mat_aijpredict_expected_mults", "1e6"));
   ASSERT_PETSC(PetscOptionsSetValue(nullptr, "-mat_aijpredict_stage_fraction", "0.01"));
   Mat A = laplacian_with_empty_rows(MATSEQAIJ, 300), B = laplacian_with_empty_rows(MATSEQAIJPREDICT, 300);
-  for (const char* o : {"-mat_aijpredict_expected_mults", "-mat_aijpredict_stage_fraction"}) {
+  for (const char* o : {"-mat_aijpredict_staged", "-mat_aijpredict_expected_mults", "-mat_aijpredict_stage_fraction"}) {
     ASSERT_PETSC(PetscOptionsClearValue(nullptr, o));
   }
   // Every product before, while and after the step; values change (MatScale) while it still runs.

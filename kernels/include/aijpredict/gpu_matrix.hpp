@@ -157,12 +157,15 @@ enum class background_mode {
   /// On a worker thread with its own low-priority stream: neither the step's read-backs nor its host work
   /// hold up the thread issuing the products; its GPU work runs beside theirs.
   thread,
-  /// On the products' thread and stream, in parts: each poll_background issues the next part (bounded by
-  /// plan_options::stage_fraction of a product for a conversion that can be split) and never waits for the
-  /// device; read-backs are polled through events at later calls. A conversion that cannot be split (every
-  /// format but sell_delta16, whose others run on the CSR copy or are cheap to build only on small
-  /// matrices), a row partition's planning and building, and the refresh of values changed meanwhile each
-  /// run whole in one poll.
+  /// On the products' thread and stream, in parts: each poll_background does one part and never waits for
+  /// the device; read-backs land in pinned memory and are polled through events at later calls. The parts
+  /// of an analysis: the statistics and locality samples issued; the histogram issued; the free memory
+  /// queried; the prediction and decision (host). A conversion to sell_delta16 is split into its slice
+  /// offsets, one allocation per array, and fills of at most plan_options::stage_fraction of the running
+  /// plan's predicted product time each, then its column check. Run whole in one poll: a conversion to any
+  /// other format (csr_vector and csr_scalar run on the CSR copy; the rest are chosen mostly for matrices
+  /// whose conversion is short), a row partition's planning and building, and the refresh of values
+  /// changed meanwhile.
   staged,
 };
 
