@@ -72,6 +72,39 @@ class gpu_fixture : public ::testing::Test {
   }
 };
 
+/// A context of its own (never touching the user's cache), shared with background and staged steps.
+inline std::shared_ptr<const context> own_context(bool online = false)
+{
+  context_options o;
+  o.use_cache = false;
+  o.online = online;
+  return std::make_shared<context>(o);
+}
+
+/// Uploaded and running cuSPARSE CSR, not analysed (as the plugin builds a matrix until it is reused).
+inline plan_options not_analysed()
+{
+  plan_options o;
+  o.analyze = false;
+  return o;
+}
+
+/// y = A x on the plan (NaN planted in y), checked against the host reference of `a`. With a stream of
+/// its own, waits for the device first and for that stream after: device_vec copies on the legacy
+/// default stream, which a non-blocking stream does not wait for.
+template <typename T>
+void check_product(gpu_matrix<T>& m, const csr_matrix<T>& a, const std::vector<T>& x, const device_vec<T>& dx,
+                   const std::string& what, cudaStream_t stream = nullptr)
+{
+  device_vec<T> dy(std::vector<T>(a.rows, std::numeric_limits<T>::quiet_NaN()));
+  if (stream) ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  m.apply(T(1), dx.p, T(0), dy.p, stream);
+  if (stream) ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  std::vector<T> want(a.rows);
+  reference_spmv(a.view(), T(1), x.data(), T(0), want.data());
+  expect_close(dy.get(), want, spmv_error_bounds(a.view(), T(1), x.data(), T(0), want.data()), what);
+}
+
 /// The products of a plan against the host reference, with bounds derived from the problem: y = A x with NaN
 /// planted in y (beta = 0 must not read it), y = 2 A x + y / 2, y = A^T x, and y = B x after a values-only
 /// refresh to B = -3 A + 1/4 (same pattern). Random vectors from `seed`, seed + 1 and seed + 2.

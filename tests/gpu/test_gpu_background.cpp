@@ -14,38 +14,13 @@ namespace {
 
 using aijp::background_step;
 using aijp::format_id;
+using aijp::test::check_product;
 using aijp::test::device_vec;
-using aijp::test::expect_close;
+using aijp::test::not_analysed;
 
 class GpuBackground : public aijp::test::gpu_fixture {
  protected:
-  static std::shared_ptr<const aijp::context> make_context(bool online = false)
-  {
-    aijp::context_options o;
-    o.use_cache = false;
-    o.online = online;
-    return std::make_shared<aijp::context>(o);
-  }
-
-  // Uploaded and running cuSPARSE CSR, not analysed (as the plugin builds a matrix until it is reused).
-  static aijp::plan_options not_analysed()
-  {
-    aijp::plan_options o;
-    o.analyze = false;
-    return o;
-  }
-
-  // y = alpha A x (+ beta y) on the plan, checked against the host reference of `a`.
-  template <typename T>
-  static void check_product(aijp::gpu_matrix<T>& m, const aijp::csr_matrix<T>& a, const std::vector<T>& x,
-                            const device_vec<T>& dx, const std::string& what, cudaStream_t stream = nullptr)
-  {
-    device_vec<T> dy(std::vector<T>(a.rows, std::numeric_limits<T>::quiet_NaN()));
-    m.apply(T(1), dx.p, T(0), dy.p, stream);
-    std::vector<T> want(a.rows);
-    aijp::reference_spmv(a.view(), T(1), x.data(), T(0), want.data());
-    expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), T(1), x.data(), T(0), want.data()), what);
-  }
+  static std::shared_ptr<const aijp::context> make_context(bool online = false) { return aijp::test::own_context(online); }
 
   // Products (each checked) until the running step is installed; returns how many ran before. Fails after 60 s.
   template <typename T>

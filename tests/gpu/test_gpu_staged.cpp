@@ -15,39 +15,13 @@ namespace {
 using aijp::background_mode;
 using aijp::background_step;
 using aijp::format_id;
+using aijp::test::check_product;
 using aijp::test::device_vec;
-using aijp::test::expect_close;
+using aijp::test::not_analysed;
 
 class GpuStaged : public aijp::test::gpu_fixture {
  protected:
-  static std::shared_ptr<const aijp::context> make_context()
-  {
-    aijp::context_options o;
-    o.use_cache = false;
-    o.online = false;
-    return std::make_shared<aijp::context>(o);
-  }
-
-  static aijp::plan_options not_analysed()
-  {
-    aijp::plan_options o;
-    o.analyze = false;
-    return o;
-  }
-
-  template <typename T>
-  static void check_product(aijp::gpu_matrix<T>& m, const aijp::csr_matrix<T>& a, const std::vector<T>& x,
-                            const device_vec<T>& dx, const std::string& what, cudaStream_t stream = nullptr)
-  {
-    device_vec<T> dy(std::vector<T>(a.rows, std::numeric_limits<T>::quiet_NaN()));
-    // device_vec copies on the legacy default stream, which a non-blocking `stream` does not wait for.
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    m.apply(T(1), dx.p, T(0), dy.p, stream);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    std::vector<T> want(a.rows);
-    aijp::reference_spmv(a.view(), T(1), x.data(), T(0), want.data());
-    expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), T(1), x.data(), T(0), want.data()), what);
-  }
+  static std::shared_ptr<const aijp::context> make_context(bool online = false) { return aijp::test::own_context(online); }
 
   // As the plugin does: poll (which issues the step's next part), then the product; every product checked.
   // Returns the products that ran before the install. A staged step always ends: fails after 100000 polls.
