@@ -146,7 +146,7 @@ TEST_F(GpuStaged, FinishDestroyOrAnalyseMidStep)
     aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
     ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
     for (int k = 0; k < 6; ++k) m.poll_background(nullptr);
-  }  // destroyed mid-conversion: the stream-ordered temporaries are freed in order
+  }  // destroyed mid-conversion: the builder waits for its issued work before its pooled blocks go back
   {
     aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
     ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
