@@ -351,8 +351,8 @@ int AIJPCpusAvailable()
 }
 
 /* Runs one step of the analysis of a reused matrix: on a worker thread with -mat_aijpredict_background, else
-   staged over the next products with -mat_aijpredict_staged (the default), else here. Meanwhile the products
-   run the current plan; AIJPReuseStep advances a staged step and installs the new plan when it is done.
+   staged over the next products with -mat_aijpredict_staged, else here (the default). While a staged or threaded
+   step runs, the products run the current plan; AIJPReuseStep advances it and installs the new plan.
    *started: the step runs beside the products; *changed: the plan changed now (synchronous steps only). */
 PetscErrorCode AIJPStep(Mat A, Mat_SeqAIJPredict *p, aijp::background_step step, const aijp::plan_options &opts, cudaStream_t stream, bool *started, bool *changed)
 {
@@ -413,8 +413,8 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
   PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
   if (!installed) PetscFunctionReturn(PETSC_SUCCESS);
   const auto &r = p->gpu->report();
-  if (r.staged_polls > 0) PetscCall(PetscInfo(A, "aijpredict: staged step done over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms from start to end), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.staged_polls, r.staged_host_ms, r.staged_max_poll_ms, r.background_ms, r.install_ms, p->step_begun, p->mults, wait ? ", finished at once" : "", changed ? "new plan installed" : "the plan stays"));
-  if (r.staged_polls > 0) {
+  if (r.staged_polls() > 0) {
+    PetscCall(PetscInfo(A, "aijpredict: staged step done over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms from start to end), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.staged_polls(), r.staged_host_ms(), r.staged_max_poll_ms(), r.background_ms, r.install_ms, p->step_begun, p->mults, wait ? ", finished at once" : "", changed ? "new plan installed" : "the plan stays"));
     std::string us;
     for (double t : r.staged_poll_us) us += " " + std::to_string((int)std::lround(t));
     PetscCall(PetscInfo(A, "aijpredict: staged step, host time of each poll (us):%s\n", us.c_str()));
@@ -427,9 +427,9 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
    the most it could save over the expected products pays for the analysis; a
    format whose conversion does not pay yet, or a row partition whose planning did not, is reconsidered
    whenever the product count doubles, expecting as many products again as so far (or
-   -mat_aijpredict_expected_mults, if larger). Each step runs staged (default) or on a worker thread
-   (-mat_aijpredict_background): this function then only starts it and, at later products, advances and
-   installs it. */
+   -mat_aijpredict_expected_mults, if larger). With -mat_aijpredict_staged or -mat_aijpredict_background
+   (not the default) a step runs staged or on a worker thread: this function then only starts it and, at
+   later products, advances and installs it. */
 PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
 {
   cudaStream_t stream;

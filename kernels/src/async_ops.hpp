@@ -111,6 +111,12 @@ class poll_event {
   {
     if (event_) AIJP_CUDA_CHECK(cudaEventSynchronize(event_));
   }
+  /// wait() for destructors: before pooled blocks that the recorded work uses go back to their pool. An
+  /// error (which the stream's next checked call reports) is ignored here.
+  void settle() const noexcept
+  {
+    if (event_) (void)cudaEventSynchronize(event_);
+  }
 
  private:
   cudaEvent_t event_ = nullptr;

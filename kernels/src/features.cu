@@ -217,16 +217,7 @@ struct locality_job::state {
   pinned_buffer<locality_both> h{1};
   poll_event event;
   locality_sample result;
-  // The pooled blocks go back to the pool: nothing issued may still use them.
-  ~state()
-  {
-    if (phase == 1) {
-      try {
-        event.wait();
-      } catch (...) {
-      }
-    }
-  }
+  ~state() { event.settle(); }  // the pooled blocks go back to the pool: nothing issued may still use them
 };
 
 locality_job::locality_job() : s_(std::make_unique<state>()) {}

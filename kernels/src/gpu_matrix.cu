@@ -202,6 +202,9 @@ struct gpu_matrix<Value>::impl {
   void convert_to(format_id choice, cudaStream_t stream);
   // convert_to's build: `choice`, or cuSPARSE CSR (with a note in the decision) when it does not fit.
   format_id build_or_fall_back(format_id choice, cudaStream_t stream);
+  // `choice` ran out of device memory (`out_of_memory`) or cannot hold this matrix: builds cuSPARSE CSR
+  // instead and says why in the decision. Returns cuSPARSE CSR.
+  format_id fall_back_to_csr(format_id choice, const std::string& why, bool out_of_memory, cudaStream_t stream);
   // The report and online state of a plan now running `choice` unpartitioned, converted in `ms`.
   void converted(format_id choice, double ms);
   double corrected_now(int i) const
@@ -345,12 +348,15 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   rep.deferred.reset();
   auto t0 = clock_type::now();
   locality_sample loc;
+  size_type free_memory = 0;
   if (gathered) {
     rep.stats = gathered->stats;
     loc = gathered->loc;
+    free_memory = gathered->free_memory_bytes;
   } else {
     rep.stats = compute_row_stats_device(a.rows, a.cols, a.row_ptr.data(), stream);
     loc = sample_locality(a.rows, a.cols, a.row_ptr.data(), a.col_idx.data(), sizeof(Value), stream);
+    device_memory_info(&free_memory, nullptr);
   }
   rep.x_sectors_per_nnz = loc.x_sectors_per_nnz;
   rep.sorted = loc.sorted;
@@ -362,11 +368,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   in.value_bytes = sizeof(Value);
   in.columns_sorted = cs.unsorted_rows == 0;
   in.max_column_step = cs.max_step;
-  if (gathered) {
-    in.free_memory_bytes = gathered->free_memory_bytes;
-  } else {
-    device_memory_info(&in.free_memory_bytes, nullptr);
-  }
+  in.free_memory_bytes = free_memory;
   rep.estimates = estimate_block(ctx, in, rep.stats, opts.candidates);
   m.on.parked.reset();
   m.on.corr = opts.online ? ctx.online_corrections() : nullptr;
@@ -515,22 +517,28 @@ void gpu_matrix<Value>::impl::convert_to(format_id choice, cudaStream_t stream)
 template <typename Value>
 format_id gpu_matrix<Value>::impl::build_or_fall_back(format_id choice, cudaStream_t stream)
 {
-  plan_report& rep = report;
   format.reset();
   try {
     format = build(choice, stream);
   } catch (const device_out_of_memory& e) {
     if (choice == format_id::cusparse_csr) throw;
-    rep.decision += std::string("; out of device memory while converting (") + e.what() + "), using cuSPARSE CSR";
-    choice = format_id::cusparse_csr;
-    format = build(choice, stream);
+    return fall_back_to_csr(choice, e.what(), true, stream);
   } catch (const not_supported& e) {
     if (choice == format_id::cusparse_csr) throw;
-    rep.decision += std::string("; ") + format_name(choice) + " cannot hold this matrix (" + e.what() + "), using cuSPARSE CSR";
-    choice = format_id::cusparse_csr;
-    format = build(choice, stream);
+    return fall_back_to_csr(choice, e.what(), false, stream);
   }
   return choice;
+}
+
+template <typename Value>
+format_id gpu_matrix<Value>::impl::fall_back_to_csr(format_id choice, const std::string& why, bool out_of_memory,
+                                                    cudaStream_t stream)
+{
+  report.decision += out_of_memory ? "; out of device memory while converting (" + why + "), using cuSPARSE CSR"
+                                   : std::string("; ") + format_name(choice) + " cannot hold this matrix (" + why +
+                                         "), using cuSPARSE CSR";
+  format = build(format_id::cusparse_csr, stream);
+  return format_id::cusparse_csr;
 }
 
 template <typename Value>
@@ -1140,10 +1148,7 @@ struct gpu_matrix<Value>::background_job {
   std::unique_ptr<detail::format_builder<Value>> builder;
   format_id building = format_id::cusparse_csr;
   double conversion_host_ms = 0;
-  int polls = 0;
-  double host_ms = 0;
-  double max_poll_ms = 0;
-  std::vector<double> poll_us;
+  std::vector<double> poll_us;  // host time of each advance
   // The staged analysis kept cuSPARSE CSR, which runs now: the install moves the running layout over
   // instead of building another (a cuSPARSE handle costs milliseconds to create).
   bool keep_running_layout = false;
@@ -1200,21 +1205,11 @@ struct gpu_matrix<Value>::background_job {
   }
   static constexpr int max_staged_parts = 1024;
 
-  // A staged conversion failed to fit: cuSPARSE CSR, as convert_to would have fallen back.
-  void fall_back(const std::string& why, cudaStream_t stream)
-  {
-    builder.reset();
-    plan->report.decision += why;
-    plan->format = plan->build(format_id::cusparse_csr, stream);
-    building = format_id::cusparse_csr;
-  }
-
   // Staged mode: issues the next part on `stream` (with `block`, every part, waiting for the read-backs);
   // true once the plan is built (or the step failed: `error`).
   bool advance(cudaStream_t stream, bool block)
   {
     const auto t0 = clock_type::now();
-    ++polls;
     try {
       bool finished = false;
       do {
@@ -1225,10 +1220,7 @@ struct gpu_matrix<Value>::background_job {
       error = std::current_exception();
       at = stage::finished;
     }
-    const double poll_ms = ms_since(t0);
-    host_ms += poll_ms;
-    max_poll_ms = std::max(max_poll_ms, poll_ms);
-    poll_us.push_back(1e3 * poll_ms);
+    poll_us.push_back(1e3 * ms_since(t0));
     if (at == stage::finished) {
       wall_ms = ms_since(started);
       return true;
@@ -1300,12 +1292,13 @@ struct gpu_matrix<Value>::background_job {
         try {
           built = builder->advance(stream);
           if (!built && block) builder->wait();
-        } catch (const device_out_of_memory& e) {
-          fall_back(std::string("; out of device memory while converting (") + e.what() + "), using cuSPARSE CSR", stream);
+        } catch (const device_out_of_memory& e) {  // cuSPARSE CSR, as convert_to would have fallen back
+          builder.reset();
+          building = m.fall_back_to_csr(building, e.what(), true, stream);
           built = true;
         } catch (const not_supported& e) {
-          fall_back(std::string("; ") + format_name(building) + " cannot hold this matrix (" + e.what() + "), using cuSPARSE CSR",
-                    stream);
+          builder.reset();
+          building = m.fall_back_to_csr(building, e.what(), false, stream);
           built = true;
         }
         conversion_host_ms += ms_since(t0);
@@ -1385,17 +1378,13 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
     built.background = false;
     built.staged = false;
     built.staged_choice.reset();
-    if (job->keep_running_layout) {
-      built.format = std::move(running.format);
-      built.handle.swap(running.handle);
-      built.transpose = std::move(running.transpose);
-    }
+    if (job->keep_running_layout) built.format = std::move(running.format);  // its handle moves below
     built.on.timing = running.on.timing;
     if (built.on.corr && !built.on.timer) built.on.timer = std::make_unique<detail::spmv_timer>();
     built.report.refinement = running.report.refinement;  // what online refinement did before the step
-    // No format of the new plan needed cuSPARSE: it takes over the running plan's handle (and the transpose
-    // product made with it) rather than creating one.
-    if (!built.handle.created()) {
+    // No format of the new plan needed cuSPARSE, or it runs the running plan's cuSPARSE CSR: it takes over
+    // the running plan's handle (and the transpose product made with it) rather than creating one.
+    if (job->keep_running_layout || !built.handle.created()) {
       built.handle.swap(running.handle);
       built.transpose = std::move(running.transpose);
     }
@@ -1406,10 +1395,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   plan_report& rep = impl_->report;  // the plan now running, new or not
   rep.background_ms = job->wall_ms;
   rep.background_what = background_step_name(job->step);
-  rep.staged_polls = job->mode == background_mode::staged ? job->polls : 0;
-  rep.staged_host_ms = job->mode == background_mode::staged ? job->host_ms : 0.0;
-  rep.staged_max_poll_ms = job->mode == background_mode::staged ? job->max_poll_ms : 0.0;
-  rep.staged_poll_us = job->mode == background_mode::staged ? job->poll_us : std::vector<double>{};
+  rep.staged_poll_us = std::move(job->poll_us);  // empty for a thread
   rep.install_ms = ms_since(t0);
   if (changed) *changed = job->changed;
 }
@@ -1573,6 +1559,18 @@ size_type gpu_matrix<Value>::nnz() const
   return impl_->csr.nnz;
 }
 
+double plan_report::staged_host_ms() const
+{
+  double us = 0;
+  for (double t : staged_poll_us) us += t;
+  return 1e-3 * us;
+}
+
+double plan_report::staged_max_poll_ms() const
+{
+  return staged_poll_us.empty() ? 0.0 : 1e-3 * *std::max_element(staged_poll_us.begin(), staged_poll_us.end());
+}
+
 std::string plan_report::to_string() const
 {
   std::ostringstream os;
@@ -1623,9 +1621,9 @@ std::string plan_report::to_string() const
   os << "  choice: " << decision << "\n";
   if (partitioned) os << "  plan: " << plan << "\n";
   os << line;
-  if (background_ms > 0 && staged_polls > 0) {
+  if (background_ms > 0 && staged_polls() > 0) {
     std::snprintf(line, sizeof(line), "  %s ran staged over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms from start to end), while they ran the previous plan; installed in %.3f ms\n",
-                  background_what.c_str(), staged_polls, staged_host_ms, staged_max_poll_ms, background_ms, install_ms);
+                  background_what.c_str(), staged_polls(), staged_host_ms(), staged_max_poll_ms(), background_ms, install_ms);
     os << line;
   } else if (background_ms > 0) {
     std::snprintf(line, sizeof(line), "  %s ran in the background in %.3f ms, while the products ran the previous plan; installed in %.3f ms\n",

@@ -194,16 +194,7 @@ struct row_stats_job::state {
   int bins = 0;
   poll_event event;
   row_stats result;
-  // The pooled blocks go back to the pool: nothing issued may still use them.
-  ~state()
-  {
-    if (phase == 1 || phase == 2) {
-      try {
-        event.wait();
-      } catch (...) {
-      }
-    }
-  }
+  ~state() { event.settle(); }  // the pooled blocks go back to the pool: nothing issued may still use them
 };
 
 row_stats_job::row_stats_job() : s_(std::make_unique<state>()) {}

@@ -97,9 +97,13 @@ void check_product(gpu_matrix<T>& m, const csr_matrix<T>& a, const std::vector<T
                    const std::string& what, cudaStream_t stream = nullptr)
 {
   device_vec<T> dy(std::vector<T>(a.rows, std::numeric_limits<T>::quiet_NaN()));
-  if (stream) ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  if (stream) {
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
   m.apply(T(1), dx.p, T(0), dy.p, stream);
-  if (stream) ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  if (stream) {
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  }
   std::vector<T> want(a.rows);
   reference_spmv(a.view(), T(1), x.data(), T(0), want.data());
   expect_close(dy.get(), want, spmv_error_bounds(a.view(), T(1), x.data(), T(0), want.data()), what);

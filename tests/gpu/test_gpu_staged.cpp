@@ -64,9 +64,9 @@ TEST_F(GpuStaged, AnalysisMakesTheSynchronousChoiceOverSeveralProducts)
   EXPECT_TRUE(changed);
   EXPECT_TRUE(m.report().analyzed);
   // The statistics' first pass, the histogram, the decision: at least three polls before the install.
-  EXPECT_GE(m.report().staged_polls, 3);
+  EXPECT_GE(m.report().staged_polls(), 3);
   EXPECT_GE(before, 2);
-  EXPECT_GT(m.report().staged_host_ms, 0.0);
+  EXPECT_GT(m.report().staged_host_ms(), 0.0);
   EXPECT_EQ(m.format(), sync.format()) << "staged: " << m.report().decision << "\nsynchronous: " << sync.report().decision;
   EXPECT_EQ(m.report().plan, sync.report().plan);
   EXPECT_EQ(m.report().stats.max_len, sync.report().stats.max_len);

@@ -110,12 +110,12 @@ struct plan_report {
   /// to its end on the worker thread; the products ran the previous plan meanwhile. 0: none did.
   double background_ms = 0.0;
   std::string background_what;  ///< which step that was (background_step_name)
-  /// A staged step (background_mode::staged): the products it was spread over (polls that issued or
-  /// checked its work), and the host time of those polls together. 0: it ran on a thread.
-  int staged_polls = 0;
-  double staged_host_ms = 0.0;
-  double staged_max_poll_ms = 0.0;  ///< the longest of those polls (host time)
-  std::vector<double> staged_poll_us;  ///< each poll's host time, in order
+  /// A staged step (background_mode::staged): the host time of each poll that issued or checked its work,
+  /// one per product it was spread over, in order. Empty: it ran on a thread.
+  std::vector<double> staged_poll_us;
+  int staged_polls() const { return static_cast<int>(staged_poll_us.size()); }
+  double staged_host_ms() const;      ///< those polls' host time together
+  double staged_max_poll_ms() const;  ///< the longest of them
   double install_ms = 0.0;      ///< host time of its install (poll_background): the swap and freeing the old layout
   bool analyzed = false;       ///< statistics and predictions exist (false: uploaded only, cuSPARSE CSR)
   std::optional<format_id> deferred;  ///< predicted faster but not yet paid for (amortization)

@@ -97,7 +97,8 @@ inline unsigned fill_grid(size_type rows) { return grid_for(slice_count(rows) * 
 
 /// In-place exclusive sum over `count` entries of `data` (slice widths plus a trailing zero, which becomes
 /// the total). `temp` must live until the scan has run (the caller synchronises before releasing it).
-inline void exclusive_scan(long long* data, size_type count, device_buffer<unsigned char>& temp, cudaStream_t stream)
+template <typename TempBuffer>  // device_buffer<unsigned char>, or a pooled scratch_buffer (staged conversions)
+void exclusive_scan(long long* data, size_type count, TempBuffer& temp, cudaStream_t stream)
 {
   std::size_t temp_bytes = 0;
   AIJP_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, data, data, static_cast<int>(count), stream));
@@ -107,8 +108,9 @@ inline void exclusive_scan(long long* data, size_type count, device_buffer<unsig
 
 /// Slice offsets (64-bit, slices + 1 entries) of the layout order given by `perm` (nullptr: natural order),
 /// enqueued on `stream`: widths, then the scan. slice_ptr[slices] is the padded size once the stream has run.
-inline void slice_offsets(const index_type* row_ptr, size_type rows, const index_type* perm, device_buffer<long long>& slice_ptr,
-                          device_buffer<unsigned char>& temp, cudaStream_t stream)
+template <typename TempBuffer>
+void slice_offsets(const index_type* row_ptr, size_type rows, const index_type* perm, device_buffer<long long>& slice_ptr,
+                   TempBuffer& temp, cudaStream_t stream)
 {
   const size_type slices = slice_count(rows);
   slice_ptr.resize(static_cast<std::size_t>(slices + 1));

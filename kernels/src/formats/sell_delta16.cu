@@ -173,16 +173,7 @@ class sell_delta16_builder final : public format_builder<Value> {
   {
   }
 
-  ~sell_delta16_builder() override
-  {
-    // The pooled blocks go back to the pool: nothing issued may still use them.
-    if (phase_ >= 1 && phase_ <= 3) {
-      try {
-        event_.wait();
-      } catch (...) {
-      }
-    }
-  }
+  ~sell_delta16_builder() override { event_.settle(); }  // the pooled blocks go back: nothing issued may use them
   sell_delta16_builder(const sell_delta16_builder&) = delete;
   sell_delta16_builder& operator=(const sell_delta16_builder&) = delete;
 
@@ -192,21 +183,9 @@ class sell_delta16_builder final : public format_builder<Value> {
     switch (phase_) {
       case 0: {
         const size_type slices = slice_count(m.rows_);
-        m.slice_ptr_.resize(static_cast<std::size_t>(slices + 1));
         bad_.resize(1);
-        AIJP_CUDA_CHECK(cudaMemsetAsync(m.slice_ptr_.data(), 0, (slices + 1) * sizeof(long long), stream));
         AIJP_CUDA_CHECK(cudaMemsetAsync(bad_.data(), 0, sizeof(unsigned long long), stream));
-        if (m.rows_ > 0) {
-          slice_widths<false><<<grid_for(m.rows_), block_size, 0, stream>>>(m.rows_, a_.row_ptr.data(), nullptr,
-                                                                            m.slice_ptr_.data());
-          AIJP_CHECK_LAUNCH();
-        }
-        std::size_t temp_bytes = 0;
-        AIJP_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, m.slice_ptr_.data(), m.slice_ptr_.data(),
-                                                      static_cast<int>(slices + 1), stream));
-        scan_temp_.resize(temp_bytes);
-        AIJP_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp_.data(), temp_bytes, m.slice_ptr_.data(), m.slice_ptr_.data(),
-                                                      static_cast<int>(slices + 1), stream));
+        slice_offsets(a_.row_ptr.data(), m.rows_, nullptr, m.slice_ptr_, scan_temp_, stream);
         AIJP_CUDA_CHECK(cudaMemcpyAsync(&host_[0], m.slice_ptr_.data() + slices, sizeof(long long), cudaMemcpyDeviceToHost,
                                         stream));
         event_.record(stream);
