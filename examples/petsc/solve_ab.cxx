@@ -17,6 +17,13 @@ Options:\n\
   -types <list>      comma-separated matrix types; the first is the reference (default aijcusparse,aijpredict)\n\
   -rounds <r>        rounds (default 11)\n\
   -solves <k>        solves per matrix per round, the first one with the setup (default 3)\n\
+  -mults <k>         after the solves of each type in each round, k more products y = A x in a log stage of\n\
+                     their own ('SpMV <type>'), and a table of the steady-state time per product: MatMult's\n\
+                     GPU time per product (with -log_view_gpu_time: PETSc's CUDA events around the kernels,\n\
+                     as -log_view reports it, but without the first products' one-time costs: lazy module\n\
+                     loading, cuSPARSE's preprocessing, aijpredict's analysis and conversion), MatMult's\n\
+                     event time per product, and the median over rounds of the speed-up over the first\n\
+                     type in the same round (default 0: none)\n\
 KSP and PC options (-ksp_type, -pc_type, -ksp_rtol, -ksp_max_it, ...) apply to every solve.\n";
 
 #include <petscksp.h>
@@ -101,8 +108,46 @@ static PetscErrorCode ConvertTo(Mat A0, const char *type, Mat *B)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* One round's solves of matrix type `type`: the first solve's time (setup included) and the later ones'. */
-static PetscErrorCode SolveWith(Mat A0, const char *type, Vec b_host, PetscInt solves, double *first, std::vector<double> *later, PetscInt *its)
+/* Steady-state products of one type in one round (-mults): per product, MatMult's GPU time and event time (s). */
+struct ProductTimes {
+  double gpu = 0, event = 0;
+};
+
+/* `mults` products y = B x in the log stage 'SpMV <type>'; their MatMult GPU time and event time per product. */
+static PetscErrorCode TimeProducts(Mat B, Vec x, const char *type, PetscInt mults, ProductTimes *t)
+{
+  Vec                y;
+  PetscLogStage      stage;
+  PetscLogEvent      mult;
+  PetscEventPerfInfo before, after;
+  char               name[64];
+
+  PetscFunctionBeginUser;
+  PetscCall(PetscSNPrintf(name, sizeof(name), "SpMV %s", type));
+  PetscCall(PetscLogStageGetId(name, &stage));
+  if (stage < 0) PetscCall(PetscLogStageRegister(name, &stage));
+  PetscCall(PetscLogEventGetId("MatMult", &mult));
+  PetscCall(VecDuplicate(x, &y));
+  PetscCall(SyncDevice());
+  PetscCall(PetscLogStagePush(stage));
+  PetscCall(PetscLogEventGetPerfInfo(stage, mult, &before));
+  for (PetscInt k = 0; k < mults; ++k) PetscCall(MatMult(B, x, y));
+  PetscCall(SyncDevice());
+  PetscCall(PetscLogEventGetPerfInfo(stage, mult, &after));
+  PetscCall(PetscLogStagePop());
+  PetscCall(VecDestroy(&y));
+  const int n = after.count - before.count;
+  PetscCheck(n == mults, PETSC_COMM_SELF, PETSC_ERR_PLIB, "stage '%s' logged %d MatMult events for %" PetscInt_FMT " products", name, n, mults);
+#if PetscDefined(HAVE_DEVICE)
+  t->gpu = (after.GpuTime - before.GpuTime) / n;
+#endif
+  t->event = (after.time - before.time) / n;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* One round's solves of matrix type `type`: the first solve's time (setup included) and the later ones', then
+   (mults > 0) the steady-state products. */
+static PetscErrorCode SolveWith(Mat A0, const char *type, Vec b_host, PetscInt solves, PetscInt mults, double *first, std::vector<double> *later, PetscInt *its, ProductTimes *products)
 {
   Mat B;
   Vec x, b;
@@ -128,6 +173,7 @@ static PetscErrorCode SolveWith(Mat A0, const char *type, Vec b_host, PetscInt s
     else later->push_back(t1 - t0);
   }
   PetscCall(KSPGetIterationNumber(ksp, its));
+  if (mults > 0) PetscCall(TimeProducts(B, x, type, mults, products));
   PetscCall(KSPDestroy(&ksp));
   PetscCall(VecDestroy(&x));
   PetscCall(VecDestroy(&b));
@@ -140,7 +186,7 @@ int main(int argc, char **argv)
   Mat         A0;
   Vec         u, b;
   char        file[PETSC_MAX_PATH_LEN] = "", spec[256] = "lap7:32x32x32", types_opt[256] = "aijcusparse,aijpredict";
-  PetscInt    rounds = 11, solves = 3;
+  PetscInt    rounds = 11, solves = 3, mults = 0;
   PetscMPIInt size;
 
   PetscFunctionBeginUser;
@@ -153,7 +199,14 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsGetString(nullptr, nullptr, "-types", types_opt, sizeof(types_opt), nullptr));
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-rounds", &rounds, nullptr));
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-solves", &solves, nullptr));
+  PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-mults", &mults, nullptr));
   PetscCheck(rounds > 0 && solves > 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-rounds and -solves must be positive");
+  PetscCheck(mults >= 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-mults must be >= 0");
+  if (mults > 0) {
+    PetscBool logging;
+    PetscCall(PetscLogIsActive(&logging));
+    if (!logging) PetscCall(PetscLogDefaultBegin()); /* the stage's MatMult events are read back */
+  }
   std::vector<std::string> types;
   {
     std::stringstream ss(types_opt);
@@ -192,6 +245,7 @@ int main(int argc, char **argv)
 
   const size_t                     nt = types.size();
   std::vector<std::vector<double>> first(nt), later(nt);
+  std::vector<std::vector<ProductTimes>> products(nt);
   std::vector<PetscInt>            its(nt, -1);
   std::vector<bool>                same_its(nt, true);
   for (PetscInt r = 0; r < rounds; ++r) {
@@ -201,7 +255,9 @@ int main(int argc, char **argv)
       double              f = 0;
       std::vector<double> l;
       PetscInt            n = 0;
-      PetscCall(SolveWith(A0, types[k].c_str(), b, solves, &f, &l, &n));
+      ProductTimes        pt;
+      PetscCall(SolveWith(A0, types[k].c_str(), b, solves, mults, &f, &l, &n, &pt));
+      products[k].push_back(pt);
       /* Another plan in a later round (online corrections) may reorder sums and move the count a little. */
       if (its[k] >= 0 && its[k] != n) same_its[k] = false;
       its[k] = n;
@@ -221,6 +277,22 @@ int main(int argc, char **argv)
     }
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-14s %6" PetscInt_FMT "%s%14.6f %14.6f %16.3f %16.3f %14.6f %14.6f\n", types[k].c_str(), its[k], same_its[k] ? " " : "*", Median(first[k]), solves > 1 ? Median(later[k]) : 0.0, Median(pf), solves > 1 ? Median(pl) : 0.0,
                           *std::min_element(first[k].begin(), first[k].end()), solves > 1 ? *std::min_element(later[k].begin(), later[k].end()) : 0.0));
+  }
+  if (mults > 0) {
+    /* The speed-up over the first type: its per-product time over this type's, paired within each round. */
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "Steady-state products after the solves (%" PetscInt_FMT " per type per round; GPU time needs -log_view_gpu_time):\n", mults));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-14s %14s %14s %16s %16s\n", "type", "gpu us (med)", "event us (med)", "gpu speed-up x", "event speed-up x"));
+    for (size_t k = 0; k < nt; ++k) {
+      std::vector<double> g, e, sg, se;
+      for (PetscInt r = 0; r < rounds; ++r) {
+        const ProductTimes &t = products[k][r], &t0 = products[0][r];
+        g.push_back(t.gpu * 1e6);
+        e.push_back(t.event * 1e6);
+        if (t.gpu > 0) sg.push_back(t0.gpu / t.gpu);
+        if (t.event > 0) se.push_back(t0.event / t.event);
+      }
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-14s %14.3f %14.3f %16.3f %16.3f\n", types[k].c_str(), Median(g), Median(e), Median(sg), Median(se)));
+    }
   }
   {
     bool same = true;

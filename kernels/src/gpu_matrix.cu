@@ -552,9 +552,26 @@ void gpu_matrix<Value>::impl::converted(format_id choice, double ms)
   begin_epoch(choice);
 }
 
-// Amortization of the planning itself (plan_options::planning_cost_us): the most a split could save over
+// Amortization of the planning itself (plan_options::planning_share): the most a split could save over
 // the expected products, taken as half the best single format's predicted time per product.
 double split_saving_bound_us(double single_us, const plan_options& opts) { return 0.5 * single_us * opts.expected_mults; }
+
+// Strips the planning of a matrix of `rows` rows may use now (0: not yet), and the budget it was given.
+struct planning_strips {
+  int strips = 0;
+  double budget_us = 0;
+};
+planning_strips strips_for_planning(double single_us, size_type rows, const plan_options& opts)
+{
+  const int max_strips = opts.planner.max_strips;
+  if (opts.expected_mults <= 0 || opts.planning_share <= 0) return {max_strips, 0};
+  const double budget = opts.planning_share * split_saving_bound_us(single_us, opts);
+  const int n = strips_within(budget, planning_us_per_estimate(), static_cast<int>(opts.candidates.size()), max_strips);
+  // A matrix of few rows has fewer strips (32 rows at least): its full resolution is enough.
+  const size_type groups = (rows + stats_warp_size - 1) / stats_warp_size;
+  const int needed = static_cast<int>(std::min<size_type>(std::min(opts.planner.min_strips, max_strips), groups));
+  return {n >= std::max(needed, 2) ? n : 0, budget};
+}
 
 template <typename Value>
 bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_options& opts, const prediction_input& in,
@@ -603,23 +620,22 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
   if (best < 0 || (1 - opts.partition_margin) * rep.estimates[best].predicted_us <= 2 * ctx.model_params().launch_us) {
     return false;
   }
-  // Amortization of the planning itself: with a known use, skip it when even halving the best single
-  // format's time over that use could not pay for planning plus converting the blocks.
-  if (opts.expected_mults > 0) {
-    const double at_most_us = split_saving_bound_us(rep.estimates[best].predicted_us, opts);
-    if (at_most_us < opts.planning_cost_us) {
-      char line[200];
-      std::snprintf(line, sizeof(line), "; no partition planned yet: a split saves at most ~%.0f us over %.0f products, planning costs ~%.0f us",
-                    at_most_us, opts.expected_mults, opts.planning_cost_us);
-      rep.decision += line;
-      rep.partition_pending = true;
-      plan_input = in;
-      return false;
-    }
+  // Amortization of the planning itself: with a known use, the DP gets the strips that a share of the
+  // most a split could save over that use buys, and waits when that is too few.
+  const planning_strips budget = strips_for_planning(rep.estimates[best].predicted_us, csr.rows, opts);
+  if (budget.strips == 0) {
+    char line[240];
+    std::snprintf(line, sizeof(line),
+                  "; no partition planned yet: a split saves at most ~%.0f us over %.0f products, whose planning share (%.0f us) buys fewer than %d strips",
+                  split_saving_bound_us(rep.estimates[best].predicted_us, opts), opts.expected_mults, budget.budget_us,
+                  std::min(opts.planner.min_strips, opts.planner.max_strips));
+    rep.decision += line;
+    rep.partition_pending = true;
+    plan_input = in;
+    return false;
   }
   const auto t0 = clock_type::now();
-  auto strips = compute_strip_summaries_device(csr.rows, csr.row_ptr.data(),
-                                                     strip_rows_for(csr.rows, opts.planner.max_strips), stream);
+  auto strips = compute_strip_summaries_device(csr.rows, csr.row_ptr.data(), strip_rows_for(csr.rows, budget.strips), stream);
   if (strips.size() < 2) return false;
   add_strip_locality(strips, csr.row_ptr.data(), csr.col_idx.data(), sizeof(Value), stream);
   const auto& candidates = opts.candidates;
@@ -1038,7 +1054,7 @@ bool gpu_matrix<Value>::impl::may_plan_when_reused(const plan_options& opts) con
   for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
     if (rep.estimates[i].format == single) best = i;
   }
-  return best >= 0 && split_saving_bound_us(rep.estimates[best].predicted_us, opts) >= opts.planning_cost_us;
+  return best >= 0 && strips_for_planning(rep.estimates[best].predicted_us, csr.rows, opts).strips > 0;
 }
 
 template <typename Value>

@@ -3,6 +3,7 @@
 #include <aijpredict/error.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cmath>
@@ -22,7 +23,23 @@ double bin_upper(int b)
   return static_cast<double>(std::numeric_limits<index_type>::max()) + 1.0;
 }
 
+/// planning_us_per_estimate(): running mean of the measured rate (relaxed: a racing update loses one sample).
+std::atomic<double> g_us_per_estimate{0.18};
+std::atomic<bool> g_rate_measured{false};
+
 }  // namespace
+
+double planning_us_per_estimate() { return g_us_per_estimate.load(std::memory_order_relaxed); }
+
+int strips_within(double budget_us, double us_per_estimate, int candidates, int max_strips)
+{
+  const double per_block = std::max(us_per_estimate, 1e-6) * std::max(candidates, 1);
+  // n (n + 1) / 2 <= budget / per_block
+  const double blocks = std::max(budget_us, 0.0) / per_block;
+  int n = static_cast<int>(std::floor((std::sqrt(1.0 + 8.0 * blocks) - 1.0) / 2.0));
+  while (n > 0 && 0.5 * n * (n + 1.0) > blocks) --n;  // rounding of the square root
+  return std::clamp(n, 0, std::max(max_strips, 0));
+}
 
 size_type strip_rows_for(size_type rows, int max_strips)
 {
@@ -331,6 +348,14 @@ partition_plan plan_partition(const std::vector<strip_summary>& strips, size_typ
         }
       }
     }
+  }
+  // The measured rate of the table above (the DP below is n^2 max_blocks additions: negligible).
+  const double table_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  const double estimates = 0.5 * n * (n + 1.0) * static_cast<double>(candidates.size());
+  if (estimates >= 64) {  // too few to time
+    const double rate = table_us / estimates;
+    const bool measured = g_rate_measured.exchange(true, std::memory_order_relaxed);
+    g_us_per_estimate.store(measured ? 0.5 * (planning_us_per_estimate() + rate) : rate, std::memory_order_relaxed);
   }
   const int whole_format = ef[n - 1];
   plan.single_format = whole_format >= 0 ? candidates[whole_format] : format_id::cusparse_csr;

@@ -257,7 +257,7 @@ TEST_F(GpuPartitionTest, DeferredPartitionIsBuiltOnceItPays)
   const auto a = aijp::gen::from_spec("stack:circuit:rows=100000,dense=32,len=50000+lap27:64x64x64");
   aijp::plan_options opts;
   opts.expected_mults = 1;    // one product never pays for a conversion
-  opts.planning_cost_us = 0;  // but plan anyway: the deferred split is what this test is about
+  opts.planning_share = 0;    // but plan anyway: the deferred split is what this test is about
   aijp::gpu_matrix<double> m(shared_context(), a.view(), opts, nullptr);
   const auto& rep = m.report();
   std::cout << rep.to_string();
@@ -285,6 +285,38 @@ TEST_F(GpuPartitionTest, DeferredPartitionIsBuiltOnceItPays)
 }  // namespace
 
 namespace {
+
+TEST_F(GpuPartitionTest, PlanningStripsFollowTheBudget)
+{
+  // With a known use, the DP gets the strips that planning_share of the split-saving bound buys at the
+  // measured rate: between planner.min_strips and max_strips here, never more.
+  const auto a = aijp::gen::from_spec("stack:circuit:rows=100000,dense=32,len=50000+lap27:64x64x64");
+  aijp::plan_options opts;
+  opts.expected_mults = 1;  // far too few: pending
+  aijp::gpu_matrix<double> m(shared_context(), a.view(), opts, nullptr);
+  const auto& rep = m.report();
+  ASSERT_TRUE(rep.partition_pending) << rep.decision;
+  const aijp::format_id single = rep.deferred ? *rep.deferred : rep.chosen;
+  double single_us = 0;
+  for (const auto& e : rep.estimates) {
+    if (e.format == single) single_us = e.predicted_us;
+  }
+  ASSERT_GT(single_us, 0.0);
+  // The products that buy 40 strips at the current rate (0.5 single_us per product is the bound).
+  const double rate = aijp::planning_us_per_estimate();
+  const double cands = static_cast<double>(opts.candidates.size());
+  const double budget_40 = 0.5 * 40 * 41 * cands * rate;
+  opts.expected_mults = budget_40 / (opts.planning_share * 0.5 * single_us) * 1.0001;
+  const int want = aijp::strips_within(opts.planning_share * 0.5 * single_us * opts.expected_mults, rate,
+                                       static_cast<int>(cands), opts.planner.max_strips);
+  ASSERT_EQ(want, 40);
+  m.plan_when_reused(shared_context(), opts, nullptr);
+  std::cout << rep.to_string();
+  EXPECT_FALSE(rep.partition_pending);
+  EXPECT_LE(rep.proposed.strips, 40);  // rows per strip rounded up to a multiple of 32
+  EXPECT_GE(rep.proposed.strips, 39);
+  aijp::test::check_products_and_refresh(m, a, "after planning 40 strips", 17);
+}
 
 TEST_F(GpuPartitionTest, PlanningSkippedUntilTheUsePaysForIt)
 {

@@ -310,6 +310,45 @@ TEST(Planner, PlanningTimeWithTheBandwidthModel)
   }
 }
 
+TEST(Planner, StripsWithinABudget)
+{
+  // n strips are n (n + 1) / 2 blocks of `candidates` predictions each.
+  EXPECT_EQ(aijp::strips_within(0, 0.2, 14, 64), 0);
+  EXPECT_EQ(aijp::strips_within(-5, 0.2, 14, 64), 0);
+  for (int n : {1, 2, 23, 24, 40, 63}) {
+    const double exact = 0.5 * n * (n + 1) * 14 * 0.25;
+    EXPECT_EQ(aijp::strips_within(exact, 0.25, 14, 64), n) << n;
+    EXPECT_EQ(aijp::strips_within(exact * 0.999, 0.25, 14, 64), n - 1) << n;
+  }
+  EXPECT_EQ(aijp::strips_within(1e12, 0.25, 14, 64), 64);  // bounded by max_strips
+  EXPECT_EQ(aijp::strips_within(1e12, 0.25, 14, 0), 0);
+  // Fewer candidates, more strips for the same budget.
+  EXPECT_GT(aijp::strips_within(500, 0.25, 2, 64), aijp::strips_within(500, 0.25, 14, 64));
+}
+
+TEST(Planner, PlanningMeasuresItsRatePerPrediction)
+{
+  // Each plan_partition with enough predictions updates the process's rate: a slow cost callback (100 us
+  // per block of one candidate) moves it far above any real model's.
+  const auto a = with_lengths(random_lengths(32 * 20, 12, 3, 0.0), 640);
+  const auto strips = aijp::compute_strip_summaries(a.view(), 32);
+  ASSERT_EQ(strips.size(), 20u);  // 210 blocks
+  const auto slow = [](const aijp::row_stats& s, double, std::vector<double>& us) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    us[0] = 1.0 + 0.01 * static_cast<double>(s.nnz);
+  };
+  for (int k = 0; k < 6; ++k) aijp::plan_partition(strips, a.cols, {aijp::format_id::csr_scalar}, slow);
+  // After six such plannings the running mean is at least (1 - 2^-6) of 100 us.
+  EXPECT_GE(aijp::planning_us_per_estimate(), 95.0);
+  EXPECT_LT(aijp::planning_us_per_estimate(), 1e5);
+  // A fast callback pulls it back down.
+  const auto fast = [](const aijp::row_stats& s, double, std::vector<double>& us) { us[0] = 1.0 + 0.01 * static_cast<double>(s.nnz); };
+  for (int k = 0; k < 12; ++k) aijp::plan_partition(strips, a.cols, {aijp::format_id::csr_scalar}, fast);
+  EXPECT_LT(aijp::planning_us_per_estimate(), 5.0);
+}
+
 // The whole host pipeline with the placeholder model and the default (H100) constants, as the runtime
 // plans: strips of at most 64, exact statistics for the whole matrix.
 aijp::partition_plan plan_with_placeholder(const aijp::csr_matrix<double>& a)

@@ -58,12 +58,16 @@ struct plan_options {
   /// than cuSPARSE CSR on two 2M-row random-column matrices (bench/results/2026-11-23_h100_run9_accuracy.csv).
   /// 0: the smallest prediction wins.
   double baseline_margin = default_baseline_margin;
-  /// Amortization of the planning itself (with expected_mults > 0): the partition is planned only when half
-  /// the best single format's predicted time over the expected products reaches this many microseconds
-  /// (report().partition_pending otherwise; plan_when_reused plans later). 2.5 ms: the strip pass and the DP
-  /// (1.3-3.7 ms on an H100, bench/results/2026-11-23_h100_run4_partition.txt) plus the blocks' sub-CSR
-  /// copies and layouts (~1 ms on small matrices). 0: always plan.
-  double planning_cost_us = 2500.0;
+  /// Amortization of the planning itself (with expected_mults > 0): the DP's host time may be at most this
+  /// share of the most a split could save over the expected products (half the best single format's
+  /// predicted time per product). The strips are cut to what that budget buys at the measured rate
+  /// (planning_us_per_estimate(), planner.hpp), up to planner.max_strips; when it buys fewer than
+  /// planner.min_strips the partition is not planned yet (report().partition_pending; plan_when_reused plans
+  /// later). A matrix whose best format runs in 8.4 us planned 63 strips in 5.1 ms of a 0.27 s solve on the
+  /// H100 machine (bench/results/2026-11-23_h100_session9_e2e_summary.txt); with 0.25 and the plugin's
+  /// checks at each doubling of the product count it plans 28 strips (~1.1 ms) at the 1024th product.
+  /// 0: always plan, at planner.max_strips.
+  double planning_share = 0.25;
   planner_options planner;  ///< strips and block bounds of the DP
   /// Staged steps (background_mode::staged): each product's share of a conversion is at most this fraction
   /// of the running plan's predicted SpMV time (the parts' GPU work estimated from the bytes they move).

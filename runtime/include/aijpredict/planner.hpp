@@ -153,10 +153,23 @@ using block_cost_fn = std::function<void(const row_stats& block, double x_sector
 struct planner_options {
   /// Strips of the DP: max_strips^2 / 2 blocks are predicted. 64 keeps planning near 2 ms of host time with
   /// the placeholder model (7 ms at 128, 40 ms at 256: unit test Planner.PlanningTimeWithTheBandwidthModel
-  /// on the 2-core build machine) at a boundary resolution of 1/64 of the rows.
+  /// on the 2-core build machine; 5.1 ms at 63 strips on the H100 machine's host) at a boundary resolution of
+  /// 1/64 of the rows.
   int max_strips = 64;
+  /// Fewest strips the runtime lets a planning budget cut the DP to (plan_options::planning_share): with a
+  /// budget too small for these, planning waits until the use pays for it. 24 strips are 300 blocks.
+  int min_strips = 24;
   int max_blocks = 8;    ///< blocks of the final partition
 };
+
+/// Host time of the DP per predicted (block, candidate) pair in this process, in microseconds: a running mean
+/// over the plannings so far (plan_partition measures each), or 0.18 us before the first (5.1 ms for the
+/// 2016 blocks x 14 formats of 63 strips on the H100 machine's host).
+double planning_us_per_estimate();
+
+/// Largest n <= max_strips whose n (n + 1) / 2 blocks of `candidates` predictions fit in budget_us at
+/// us_per_estimate each; 0 when not even one strip fits.
+int strips_within(double budget_us, double us_per_estimate, int candidates, int max_strips);
 
 /// Optimal contiguous partition of the strips. `whole`, when given, replaces the merged (partly
 /// approximate) statistics of the block spanning every strip with the exact ones, and `whole_x_sectors_per_nnz`
