@@ -135,13 +135,15 @@ TEST_F(GpuBackground, LatePartitionPlanningRunsInTheBackground)
   device_vec<double> dx(x);
   aijp::plan_options opts;
   opts.expected_mults = 2;  // never pays for planning (test_gpu_partition: PlanningSkippedUntilTheUsePaysForIt)
+  opts.planning_share = 1e-3;
   aijp::gpu_matrix<double> sync(*ctx, a.view(), opts, nullptr);
   aijp::gpu_matrix<double> m(*ctx, a.view(), opts, nullptr);
   ASSERT_TRUE(m.report().partition_pending) << m.report().decision;
   const auto single = m.format();
-  opts.expected_mults = 1;  // half of one product of this matrix never reaches the planning's ~2.5 ms
+  opts.expected_mults = 1;  // with the same thousandth of the bound: still too little
   EXPECT_FALSE(m.start_background(ctx, background_step::plan_when_reused, opts, nullptr)) << "does not pay: nothing starts";
   opts.expected_mults = 1e6;
+  opts.planning_share = aijp::plan_options().planning_share;
   const bool sync_changed = sync.plan_when_reused(*ctx, opts, nullptr);
   ASSERT_TRUE(m.start_background(ctx, background_step::plan_when_reused, opts, nullptr));
   bool changed = false;
