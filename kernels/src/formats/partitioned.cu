@@ -1,4 +1,6 @@
-// Row-partitioned plans: one child format per block of rows, run back to back on one stream.
+// Row-partitioned plans: one child format per block of rows. The blocks write disjoint rows of y, so they run
+// concurrently: the caller's stream forks to one side stream per further block (events, no host wait) and
+// joins them before it goes on. A block of a few long rows then runs beside the body instead of after it.
 #include <aijpredict/gpu_matrix.hpp>
 
 #include "../format_impl.hpp"
@@ -37,7 +39,34 @@ class partitioned final : public format_impl<Value> {
         id_ = p.format;
       }
     }
+    // Launch order: the blocks with children by ascending nonzeros, the largest last and on the caller's
+    // stream. A small block launched first takes a few SMs and the body fills the rest; launched after the
+    // body it would wait for the body's tail.
+    for (std::size_t k = 0; k < parts_.size(); ++k) {
+      if (parts_[k].child) order_.push_back(k);
+    }
+    std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) { return parts_[a].sub->nnz < parts_[b].sub->nnz; });
+    // Streams and events exist before the first product, which may be captured into a CUDA graph.
+    try {
+      if (order_.size() > 1) {
+        AIJP_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+        for (std::size_t k = 0; k + 1 < order_.size(); ++k) {
+          cudaStream_t st = nullptr;
+          AIJP_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+          side_.push_back(st);
+          cudaEvent_t ev = nullptr;
+          AIJP_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+          join_.push_back(ev);
+        }
+      }
+    } catch (...) {
+      release();
+      throw;
+    }
   }
+  ~partitioned() override { release(); }
+  partitioned(const partitioned&) = delete;
+  partitioned& operator=(const partitioned&) = delete;
   format_id id() const override { return id_; }
   void refresh_values(const device_csr<Value>& a, cudaStream_t stream) override
   {
@@ -50,13 +79,25 @@ class partitioned final : public format_impl<Value> {
   }
   void apply(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream) override
   {
-    for (auto& p : parts_) {
-      if (p.child) {
-        p.child->apply(alpha, x, beta, y + p.row_begin, stream);
-      } else {
-        scale_or_zero(p.sub->rows, beta, y + p.row_begin, stream);
-      }
+    for (auto& p : parts_) {  // blocks without nonzeros: y = beta y on the caller's stream
+      if (!p.child) scale_or_zero(p.sub->rows, beta, y + p.row_begin, stream);
     }
+    if (order_.size() == 1) {
+      auto& p = parts_[order_[0]];
+      p.child->apply(alpha, x, beta, y + p.row_begin, stream);
+      return;
+    }
+    if (order_.empty()) return;
+    AIJP_CUDA_CHECK(cudaEventRecord(fork_, stream));
+    for (std::size_t k = 0; k + 1 < order_.size(); ++k) {
+      auto& p = parts_[order_[k]];
+      AIJP_CUDA_CHECK(cudaStreamWaitEvent(side_[k], fork_, 0));
+      p.child->apply(alpha, x, beta, y + p.row_begin, side_[k]);
+      AIJP_CUDA_CHECK(cudaEventRecord(join_[k], side_[k]));
+    }
+    auto& last = parts_[order_.back()];
+    last.child->apply(alpha, x, beta, y + last.row_begin, stream);
+    for (auto ev : join_) AIJP_CUDA_CHECK(cudaStreamWaitEvent(stream, ev, 0));
   }
   size_type device_bytes() const override
   {
@@ -69,8 +110,24 @@ class partitioned final : public format_impl<Value> {
   }
 
  private:
+  void release() noexcept
+  {
+    // Work still queued on a side stream completes after cudaStreamDestroy; the layouts it reads are freed
+    // afterwards with the parts, by cudaFree, which waits for the device (device_buffer.hpp).
+    for (auto st : side_) (void)cudaStreamDestroy(st);
+    for (auto ev : join_) (void)cudaEventDestroy(ev);
+    if (fork_) (void)cudaEventDestroy(fork_);
+    side_.clear();
+    join_.clear();
+    fork_ = nullptr;
+  }
+
   std::vector<part> parts_;
   format_id id_ = format_id::cusparse_csr;
+  std::vector<std::size_t> order_;   // parts with children, launch order (the last on the caller's stream)
+  cudaEvent_t fork_ = nullptr;       // recorded on the caller's stream before the blocks
+  std::vector<cudaStream_t> side_;   // one per block but the last of order_
+  std::vector<cudaEvent_t> join_;    // recorded on side_[k] after its block
 };
 
 }  // namespace
