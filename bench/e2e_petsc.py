@@ -234,9 +234,8 @@ def measure_system(argv, how, types, lib, timeout, repeat, log):
     return runs
 
 
-def measure_inprocess(argv, build, rounds, timeout, log):
-    """aijp_solve_ab on an aijp_ksp_solve system: {type: {first_s, later_s, first_paired, later_paired, its}}."""
-    ab = os.path.join(build, "examples", "petsc", "aijp_solve_ab")
+def solve_ab_command(argv, build):
+    """aijp_solve_ab's path and an aijp_ksp_solve system's options that it takes (all but -check_tol and its value)."""
     opts, skip = [], False
     for a in argv[1:]:
         if skip:
@@ -245,6 +244,12 @@ def measure_inprocess(argv, build, rounds, timeout, log):
             skip = True
         else:
             opts.append(a)
+    return os.path.join(build, "examples", "petsc", "aijp_solve_ab"), opts
+
+
+def measure_inprocess(argv, build, rounds, timeout, log):
+    """aijp_solve_ab on an aijp_ksp_solve system: {type: {first_s, later_s, first_paired, later_paired, its}}."""
+    ab, opts = solve_ab_command(argv, build)
     rc, out = run([ab] + opts + ["-types", "aijcusparse,aijpredict", "-rounds", str(rounds), "-solves", "3"], timeout, log)
     if rc != 0:
         return {"error": "aijp_solve_ab exit %d" % rc}
@@ -263,15 +268,7 @@ def measure_steady(argv, build, rounds, mults, timeout, log, hold_analysis=False
     (-log_view_gpu_time: MatMult's GPU time), {type: {gpu_us, event_us, gpu_speedup, event_speedup}}.
     hold_analysis: for a system whose solve never analysed its matrix (a short solve), the analysis is held off
     during the extra products too (-mat_aijpredict_defer_mults 1000000000), so that they run as the solve's did."""
-    ab = os.path.join(build, "examples", "petsc", "aijp_solve_ab")
-    opts, skip = [], False
-    for a in argv[1:]:
-        if skip:
-            skip = False
-        elif a == "-check_tol":
-            skip = True
-        else:
-            opts.append(a)
+    ab, opts = solve_ab_command(argv, build)
     rc, out = run([ab] + opts + ["-types", "aijcusparse,aijpredict", "-rounds", str(rounds), "-solves", "1", "-mults", str(mults),
                                  "-log_view", "-log_view_gpu_time"] + (["-mat_aijpredict_defer_mults", "1000000000"] if hold_analysis else []), timeout, log)
     if rc != 0:
