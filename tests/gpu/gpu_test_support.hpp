@@ -109,6 +109,30 @@ void check_product(gpu_matrix<T>& m, const csr_matrix<T>& a, const std::vector<T
   expect_close(dy.get(), want, spmv_error_bounds(a.view(), T(1), x.data(), T(0), want.data()), what);
 }
 
+/// As the plugin runs a background or staged step: poll (which issues a staged step's next part or installs
+/// a finished one), then a product, each checked against the host reference, until the step is installed.
+/// The running format must not change before the install. `give_up(products)` ends a step that does not
+/// end: a failure, then finish_background. Returns the products that ran before the install.
+template <typename T, typename GiveUp>
+int products_until_installed(gpu_matrix<T>& m, const csr_matrix<T>& a, const std::vector<T>& x, const device_vec<T>& dx,
+                             format_id running, bool* changed, const std::string& step, GiveUp give_up)
+{
+  int products = 0;
+  while (!m.poll_background(nullptr, changed)) {
+    EXPECT_TRUE(m.background_running());
+    EXPECT_EQ(m.format(), running) << "the running plan changed before the install";
+    check_product(m, a, x, dx, "product " + std::to_string(products) + " while the " + step + " runs");
+    ++products;
+    if (give_up(products)) {
+      ADD_FAILURE() << "the " << step << " did not end";
+      m.finish_background(nullptr, changed);
+      break;
+    }
+  }
+  EXPECT_FALSE(m.background_running());
+  return products;
+}
+
 /// The products of a plan against the host reference, with bounds derived from the problem: y = A x with NaN
 /// planted in y (beta = 0 must not read it), y = 2 A x + y / 2, y = A^T x, and y = B x after a values-only
 /// refresh to B = -3 A + 1/4 (same pattern). Random vectors from `seed`, seed + 1 and seed + 2.

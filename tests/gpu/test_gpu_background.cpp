@@ -22,26 +22,15 @@ class GpuBackground : public aijp::test::gpu_fixture {
  protected:
   static std::shared_ptr<const aijp::context> make_context(bool online = false) { return aijp::test::own_context(online); }
 
-  // Products (each checked) until the running step is installed; returns how many ran before. Fails after 60 s.
+  // Products until the install (products_until_installed). Fails after 60 s.
   template <typename T>
   static int run_until_installed(aijp::gpu_matrix<T>& m, const aijp::csr_matrix<T>& a, const std::vector<T>& x,
                                  const device_vec<T>& dx, format_id running, bool* changed)
   {
     const auto t0 = std::chrono::steady_clock::now();
-    int products = 0;
-    while (!m.poll_background(nullptr, changed)) {
-      EXPECT_TRUE(m.background_running());
-      EXPECT_EQ(m.format(), running) << "the running plan changed before the install";
-      check_product(m, a, x, dx, "product " + std::to_string(products) + " while the step runs");
-      ++products;
-      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(60)) {
-        ADD_FAILURE() << "the background step did not finish within 60 s";
-        m.finish_background(nullptr, changed);
-        break;
-      }
-    }
-    EXPECT_FALSE(m.background_running());
-    return products;
+    return aijp::test::products_until_installed(m, a, x, dx, running, changed, "background step", [t0](int) {
+      return std::chrono::steady_clock::now() - t0 > std::chrono::seconds(60);
+    });
   }
 };
 

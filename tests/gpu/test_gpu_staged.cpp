@@ -23,25 +23,13 @@ class GpuStaged : public aijp::test::gpu_fixture {
  protected:
   static std::shared_ptr<const aijp::context> make_context(bool online = false) { return aijp::test::own_context(online); }
 
-  // As the plugin does: poll (which issues the step's next part), then the product; every product checked.
-  // Returns the products that ran before the install. A staged step always ends: fails after 100000 polls.
+  // Products until the install (products_until_installed). A staged step always ends: fails after 100000 polls.
   template <typename T>
   static int poll_until_installed(aijp::gpu_matrix<T>& m, const aijp::csr_matrix<T>& a, const std::vector<T>& x,
                                   const device_vec<T>& dx, format_id running, bool* changed)
   {
-    int products = 0;
-    while (!m.poll_background(nullptr, changed)) {
-      EXPECT_TRUE(m.background_running());
-      EXPECT_EQ(m.format(), running) << "the running plan changed before the install";
-      check_product(m, a, x, dx, "product " + std::to_string(products) + " while the staged step runs");
-      if (++products > 100000) {
-        ADD_FAILURE() << "the staged step did not end";
-        m.finish_background(nullptr, changed);
-        break;
-      }
-    }
-    EXPECT_FALSE(m.background_running());
-    return products;
+    return aijp::test::products_until_installed(m, a, x, dx, running, changed, "staged step",
+                                                [](int products) { return products > 100000; });
   }
 };
 
