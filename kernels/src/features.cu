@@ -168,7 +168,81 @@ __global__ void __launch_bounds__(256) strip_sector_counts(const size_type* __re
   }
 }
 
+// Column facts of the strips: block b covers chunk b % chunks of strip b / chunks, a warp per row (rows
+// strided over the chunk's warps, so a warp's loop is uniform), one atomic per block and fact.
+__global__ void __launch_bounds__(256) strip_column_facts(size_type rows, size_type strip_rows, int chunks,
+                                                          const index_type* __restrict__ row_ptr,
+                                                          const index_type* __restrict__ col_idx, int* max_step,
+                                                          unsigned long long* unsorted)
+{
+  constexpr int warps = 256 / 32;
+  __shared__ int block_step[warps];
+  __shared__ unsigned long long block_unsorted[warps];
+  const int s = blockIdx.x / chunks;
+  const int chunk = blockIdx.x % chunks;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const size_type begin = static_cast<size_type>(s) * strip_rows;
+  const size_type end = min(begin + strip_rows, rows);
+  int step = 0;
+  unsigned long long bad = 0;
+  for (size_type r = begin + static_cast<size_type>(chunk) * warps + warp; r < end; r += static_cast<size_type>(chunks) * warps) {
+    const index_type b = row_ptr[r], e = row_ptr[r + 1];
+    bool sorted = true;
+    for (index_type k = b + 1 + lane; k < e; k += 32) {
+      const index_type d = col_idx[k] - col_idx[k - 1];
+      step = max(step, d);
+      sorted = sorted && d > 0;
+    }
+    bad += !__all_sync(0xffffffffu, sorted);
+  }
+  for (int o = 16; o > 0; o /= 2) step = max(step, __shfl_xor_sync(0xffffffffu, step, o));
+  if (lane == 0) {
+    block_step[warp] = step;
+    block_unsorted[warp] = bad;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < warps; ++w) {
+      step = max(step, block_step[w]);
+      bad += block_unsorted[w];
+    }
+    if (step > 0) atomicMax(max_step + s, step);
+    if (bad > 0) atomicAdd(unsorted + s, bad);
+  }
+}
+
 }  // namespace
+
+void add_strip_columns(std::vector<strip_summary>& strips, const index_type* d_row_ptr, const index_type* d_col_idx,
+                       cudaStream_t stream)
+{
+  const int n = static_cast<int>(strips.size());
+  if (n == 0) return;
+  const size_type strip_rows = strips[0].rows;
+  for (int i = 0; i < n; ++i) {
+    AIJP_ENSURE(strips[i].row_begin == i * strip_rows && (strips[i].rows == strip_rows || i == n - 1), bad_input,
+                "add_strip_columns: the strips must be equal consecutive row ranges from row 0");
+  }
+  const size_type rows = strips[n - 1].row_begin + strips[n - 1].rows;
+  // About 512 blocks in all, at most one warp's row per chunk and warp.
+  const int chunks = static_cast<int>(std::max<size_type>(1, std::min<size_type>((511 + n) / n, (strip_rows + 7) / 8)));
+  detail::device_buffer<int> d_step(n);
+  detail::device_buffer<unsigned long long> d_unsorted(n);
+  AIJP_CUDA_CHECK(cudaMemsetAsync(d_step.data(), 0, n * sizeof(int), stream));
+  AIJP_CUDA_CHECK(cudaMemsetAsync(d_unsorted.data(), 0, n * sizeof(unsigned long long), stream));
+  strip_column_facts<<<static_cast<unsigned>(n) * chunks, 256, 0, stream>>>(rows, strip_rows, chunks, d_row_ptr, d_col_idx,
+                                                                           d_step.data(), d_unsorted.data());
+  AIJP_CHECK_LAUNCH();
+  std::vector<int> step(n);
+  std::vector<unsigned long long> unsorted(n);
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(step.data(), d_step.data(), n * sizeof(int), cudaMemcpyDeviceToHost, stream));
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(unsorted.data(), d_unsorted.data(), n * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (int i = 0; i < n; ++i) {
+    strips[i].max_column_step = step[i];
+    strips[i].unsorted_rows = static_cast<size_type>(unsorted[i]);
+  }
+}
 
 void add_strip_locality(std::vector<strip_summary>& strips, const index_type* d_row_ptr, const index_type* d_col_idx,
                         int value_bytes, cudaStream_t stream)

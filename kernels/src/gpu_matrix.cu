@@ -103,13 +103,19 @@ int estimate_index(const std::vector<format_estimate>& estimates, format_id f)
 
 // The prediction of every candidate format for a block of rows (the whole matrix is the block of all rows):
 // the placeholder's feasibility and estimate, replaced by the fitted model's floored prediction where it has
-// one; the whole matrix's column facts, free memory and x locality (sampled once) with the block's statistics.
+// one; the whole matrix's free memory, and its column facts and x locality where the block's own are unknown,
+// with the block's statistics.
 std::vector<format_estimate> estimate_block(const context& ctx, const prediction_input& whole, const row_stats& block,
-                                            const std::vector<format_id>& candidates, double x_sectors_per_nnz = -1.0)
+                                            const std::vector<format_id>& candidates, double x_sectors_per_nnz = -1.0,
+                                            index_type max_column_step = -1, size_type unsorted_rows = 0)
 {
   prediction_input in = whole;
   in.stats = block;
   if (x_sectors_per_nnz > 0) in.x_sectors_per_nnz = x_sectors_per_nnz;  // the block's own (planner strips)
+  if (max_column_step >= 0) {                                          // the block's own (add_strip_columns)
+    in.max_column_step = max_column_step;
+    in.columns_sorted = unsorted_rows == 0;
+  }
   auto est = predict_bandwidth_model(in, ctx.model_params(), candidates);
   if (const model::performance_model* fitted = ctx.fitted_model()) {
     model::matrix_features feat;
@@ -639,8 +645,15 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
   if (strips.size() < 2) return false;
   add_strip_locality(strips, csr.row_ptr.data(), csr.col_idx.data(), sizeof(Value), stream);
   const auto& candidates = opts.candidates;
-  const auto cost = [&](const row_stats& block, double x_sectors_per_nnz, std::vector<double>& us) {
-    const auto est = estimate_block(ctx, in, block, candidates, x_sectors_per_nnz);
+  // Where the whole matrix's columns rule out sell_delta16, a block's own may not (a stencil stacked on a
+  // power-law block): one more pass gives each strip its facts.
+  if (std::find(candidates.begin(), candidates.end(), format_id::sell_delta16) != candidates.end() &&
+      (!in.columns_sorted || in.max_column_step > sell_delta16_max_step)) {
+    add_strip_columns(strips, csr.row_ptr.data(), csr.col_idx.data(), stream);
+  }
+  const auto cost = [&](const block_facts& block, std::vector<double>& us) {
+    const auto est = estimate_block(ctx, in, block.stats, candidates, block.x_sectors_per_nnz, block.max_column_step,
+                                    block.unsorted_rows);
     for (std::size_t k = 0; k < est.size(); ++k) {
       us[k] = est[k].feasible ? est[k].predicted_us : std::numeric_limits<double>::infinity();
       // The online corrections of the format (not of this matrix: a block is another pattern), so that
@@ -701,6 +714,10 @@ bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const 
   const detail::format_factory<Value> factory = [&](format_id f, const detail::build_args<Value>& args) {
     prediction_input block_in = in;
     block_in.stats = args.stats;
+    // The whole matrix's column facts do not bind a block: sell_delta16's builder checks the block's own
+    // columns and refuses the layout (not_supported: this block falls back to cuSPARSE CSR).
+    block_in.columns_sorted = true;
+    block_in.max_column_step = 0;
     const auto est = predict_bandwidth_model(block_in, params, {f});
     if (!est.empty() && !est[0].feasible) AIJP_THROW(not_supported, est[0].reason);
     return build_format<Value>(f, args);

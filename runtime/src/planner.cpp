@@ -129,6 +129,27 @@ void add_strip_locality_host(const csr_view<Value>& a, std::vector<strip_summary
 template void add_strip_locality_host<double>(const csr_view<double>&, std::vector<strip_summary>&, int);
 template void add_strip_locality_host<float>(const csr_view<float>&, std::vector<strip_summary>&, int);
 
+template <typename Value>
+void add_strip_columns_host(const csr_view<Value>& a, std::vector<strip_summary>& strips)
+{
+  for (auto& st : strips) {
+    st.max_column_step = 0;
+    st.unsorted_rows = 0;
+    for (size_type r = st.row_begin; r < st.row_begin + st.rows; ++r) {
+      bool sorted = true;
+      for (index_type k = a.row_ptr[r] + 1; k < a.row_ptr[r + 1]; ++k) {
+        const index_type step = a.col_idx[k] - a.col_idx[k - 1];
+        sorted = sorted && step > 0;
+        st.max_column_step = std::max(st.max_column_step, step);
+      }
+      st.unsorted_rows += !sorted;
+    }
+  }
+}
+
+template void add_strip_columns_host<double>(const csr_view<double>&, std::vector<strip_summary>&);
+template void add_strip_columns_host<float>(const csr_view<float>&, std::vector<strip_summary>&);
+
 void strip_accumulator::add(const strip_summary& s)
 {
   if (s.x_sectors_per_nnz >= 0) {
@@ -151,6 +172,8 @@ void strip_accumulator::add(const strip_summary& s)
     s_.chain_warp_nnz = s.chain_warp_nnz;
   }
   s_.max_len = std::max(s_.max_len, s.max_len);
+  s_.max_column_step = s_.max_column_step < 0 || s.max_column_step < 0 ? -1 : std::max(s_.max_column_step, s.max_column_step);
+  s_.unsorted_rows += s.unsorted_rows;
   // Only the strip's occupied bins (between its shortest and longest row): most strips span few.
   for (int b = strip_bin_of(s.min_len), last = strip_bin_of(s.max_len); b <= last; ++b) {
     s_.bin_rows[b] += s.bin_rows[b];
@@ -332,15 +355,18 @@ partition_plan plan_partition(const std::vector<strip_summary>& strips, size_typ
   std::vector<int> ef(static_cast<std::size_t>(n) * n, -1);
   std::vector<double> us(candidates.size());
   strip_accumulator acc;
+  block_facts block;
   for (int j = 0; j < n; ++j) {
     acc.clear();
     for (int i = j; i >= 0; --i) {
       acc.add(strips[i]);
       const bool all = i == 0 && j == n - 1;
-      const row_stats block = (whole && all) ? *whole : acc.stats(cols);
-      const double x_sectors = (all && whole_x_sectors_per_nnz >= 0) ? whole_x_sectors_per_nnz : acc.x_sectors_per_nnz();
+      block.stats = (whole && all) ? *whole : acc.stats(cols);
+      block.x_sectors_per_nnz = (all && whole_x_sectors_per_nnz >= 0) ? whole_x_sectors_per_nnz : acc.x_sectors_per_nnz();
+      block.max_column_step = acc.max_column_step();
+      block.unsorted_rows = acc.unsorted_rows();
       std::fill(us.begin(), us.end(), infinity);
-      cost(block, x_sectors, us);
+      cost(block, us);
       for (std::size_t k = 0; k < candidates.size(); ++k) {
         if (us[k] < e[i * n + j]) {  // infinity and NaN never win
           e[i * n + j] = us[k];

@@ -257,6 +257,77 @@ TEST_F(GpuPartitionTest, DeviceStripLocalityMatchesHost)
   }
 }
 
+TEST_F(GpuPartitionTest, DeviceStripColumnFactsMatchHost)
+{
+  // Largest column step and unsorted rows per strip, device against host, on strips of 32, 96 and 1024 rows,
+  // over sorted, unsorted and duplicate columns.
+  std::vector<aijp::csr_matrix<double>> ms{mixed_matrix(), aijp::gen::circuit_like(5000, 1, 8, 3000),
+                                           aijp::gen::from_spec("stack:lap27:16x16x16+powerlaw:rows=70000,deg=16,exp=2.1")};
+  for (const auto& e : aijp::test::edge_cases()) ms.push_back(e.a);
+  auto shuffled = aijp::gen::laplacian_3d_7pt(12, 12, 12);  // every 5th row's first and last columns swapped
+  for (aijp::size_type r = 0; r < shuffled.rows; r += 5) {
+    std::swap(shuffled.col_idx[shuffled.row_ptr[r]], shuffled.col_idx[shuffled.row_ptr[r + 1] - 1]);
+  }
+  shuffled.col_idx[shuffled.row_ptr[7] + 1] = shuffled.col_idx[shuffled.row_ptr[7]];  // and a duplicate column
+  ms.push_back(shuffled);
+  bool some_unsorted = false, some_wide = false;
+  for (const auto& a : ms) {
+    device_vec<aijp::index_type> rp(a.row_ptr), ci(a.col_idx);
+    for (aijp::size_type sr : {32, 96, 1024}) {
+      auto d = aijp::compute_strip_summaries_device(a.rows, rp.p, sr, nullptr);
+      auto h = aijp::compute_strip_summaries(a.view(), sr);
+      for (const auto& st : d) EXPECT_EQ(st.max_column_step, -1);  // not inspected yet
+      aijp::add_strip_columns(d, rp.p, ci.p, nullptr);
+      aijp::add_strip_columns_host(a.view(), h);
+      ASSERT_EQ(d.size(), h.size());
+      for (std::size_t k = 0; k < d.size(); ++k) {
+        EXPECT_EQ(d[k].max_column_step, h[k].max_column_step) << "strip " << k << " of " << sr << " rows";
+        EXPECT_EQ(d[k].unsorted_rows, h[k].unsorted_rows) << "strip " << k << " of " << sr << " rows";
+        some_unsorted = some_unsorted || h[k].unsorted_rows > 0;
+        some_wide = some_wide || h[k].max_column_step > aijp::sell_delta16_max_step;
+      }
+    }
+  }
+  EXPECT_TRUE(some_unsorted);  // the comparison covered both facts
+  EXPECT_TRUE(some_wide);
+}
+
+TEST_F(GpuPartitionTest, StencilBlockKeepsSellDelta16BesideWideRows)
+{
+  // The power-law rows below the stencil jump by more than 16 bits, so sell_delta16 cannot hold the whole
+  // matrix; the stencil's strips can, and the plan gives them sell_delta16 (before the strips had column
+  // facts, every block inherited the whole matrix's and no split was proposed).
+  const auto a = aijp::gen::from_spec("stack:lap27:64x64x64+powerlaw:rows=100000,deg=16,exp=2.1");
+  const aijp::size_type stencil_rows = 64 * 64 * 64;
+  aijp::plan_options opts;
+  opts.candidates = {aijp::format_id::cusparse_csr, aijp::format_id::sell_delta16};
+  opts.online = false;
+  aijp::gpu_matrix<double> m(shared_context(), a.view(), opts, nullptr);
+  const auto& rep = m.report();
+  std::cout << rep.to_string();
+  bool whole_infeasible = false;
+  for (const auto& e : rep.estimates) whole_infeasible = whole_infeasible || (e.format == aijp::format_id::sell_delta16 && !e.feasible);
+  EXPECT_TRUE(whole_infeasible) << "the test needs a matrix sell_delta16 cannot hold whole";
+  ASSERT_TRUE(rep.proposed.split()) << rep.to_string();
+  EXPECT_EQ(rep.proposed.blocks.front().format, aijp::format_id::sell_delta16);
+  EXPECT_LE(rep.proposed.blocks.front().row_end, stencil_rows);
+  EXPECT_GE(rep.proposed.blocks.front().row_end, stencil_rows - rep.proposed.strip_rows);
+  for (const auto& b : rep.proposed.blocks) {
+    if (b.format == aijp::format_id::sell_delta16) {
+      EXPECT_LE(b.row_end, stencil_rows);
+    }
+  }
+  ASSERT_TRUE(rep.partitioned) << rep.to_string();
+  EXPECT_EQ(rep.plan, rep.proposed.to_string());  // the builder accepted the sell_delta16 block
+  EXPECT_EQ(rep.decision.find("cannot hold"), std::string::npos) << rep.decision;
+  const auto x = aijp::test::random_vector(a.cols, 61);
+  device_vec<double> dx(x), dy(std::vector<double>(a.rows, std::numeric_limits<double>::quiet_NaN()));
+  m.apply(1.0, dx.p, 0.0, dy.p, nullptr);
+  std::vector<double> want(a.rows);
+  aijp::reference_spmv(a.view(), 1.0, x.data(), 0.0, want.data());
+  expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), 1.0, x.data(), 0.0, want.data()), "stencil + power law");
+}
+
 TEST_F(GpuPartitionTest, BaselineMarginKeepsCusparseUnlessClearlyBeaten)
 {
   // A 3D stencil: our SELL layouts are predicted well ahead of cuSPARSE CSR. With no margin the smallest

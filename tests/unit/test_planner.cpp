@@ -177,8 +177,9 @@ TEST(Planner, TiesKeepFewerBlocks)
 
 // Toy cost: format 0 ("padded") pays for rows x max_len, format 1 ("per-entry") pays for nnz at twice the
 // rate; both pay a launch of 5.
-void toy_cost(const aijp::row_stats& s, double, std::vector<double>& us)
+void toy_cost(const aijp::block_facts& b, std::vector<double>& us)
 {
+  const aijp::row_stats& s = b.stats;
   us[0] = 5 + 1e-3 * static_cast<double>(s.rows) * s.max_len;
   us[1] = 5 + 2e-3 * static_cast<double>(s.nnz);
 }
@@ -233,7 +234,7 @@ TEST(Planner, InfeasibleEverywhereGivesOneCusparseBlock)
   const auto a = with_lengths(std::vector<int>(1000, 3), 10);
   const auto strips = aijp::compute_strip_summaries(a.view(), 64);
   const auto plan = aijp::plan_partition(strips, a.cols, {aijp::format_id::ell},
-                                         [](const aijp::row_stats&, double, std::vector<double>& us) { us[0] = inf; });
+                                         [](const aijp::block_facts&, std::vector<double>& us) { us[0] = inf; });
   ASSERT_EQ(plan.blocks.size(), 1u);
   EXPECT_EQ(plan.blocks[0].format, aijp::format_id::cusparse_csr);
   EXPECT_EQ(plan.blocks[0].row_end, 1000);
@@ -265,9 +266,10 @@ TEST(Planner, StripLocalitySeparatesTheBlocksAndWeighsByNonzeros)
 
   const std::vector<aijp::format_id> cands{aijp::format_id::cusparse_csr};
   double seen_top = -1, seen_all = -1;
-  const auto cost = [&](const aijp::row_stats& b, double x, std::vector<double>& us) {
-    if (b.rows == 4096 && b.nnz == top.nnz()) seen_top = x;
-    if (b.rows == a.rows) seen_all = x;
+  const auto cost = [&](const aijp::block_facts& f, std::vector<double>& us) {
+    const aijp::row_stats& b = f.stats;
+    if (b.rows == 4096 && b.nnz == top.nnz()) seen_top = f.x_sectors_per_nnz;
+    if (b.rows == a.rows) seen_all = f.x_sectors_per_nnz;
     us[0] = 1.0 + b.nnz * 1e-6;
   };
   const auto whole = aijp::compute_row_stats(a.view());
@@ -277,6 +279,46 @@ TEST(Planner, StripLocalitySeparatesTheBlocksAndWeighsByNonzeros)
                             top.nnz(),
               1e-12);
   EXPECT_EQ(seen_all, 0.5);
+}
+
+TEST(Planner, StripColumnFactsMergeAndReachTheCost)
+{
+  // A 27-point stencil (steps of at most 16^2 + 16 + 1) above rows of random columns in 2^20: the strips'
+  // column steps tell them apart, a block's is the largest of its strips', and an uninspected strip makes a
+  // block's unknown (-1).
+  const auto top = aijp::gen::laplacian_3d_27pt(16, 16, 16);
+  const auto body = aijp::gen::row_length_distribution(4096, 1 << 20, aijp::gen::row_length_dist::constant, 8, 0, 5);
+  const auto a = aijp::gen::block_diagonal({top, body});
+  auto strips = aijp::compute_strip_summaries(a.view(), 1024);
+  ASSERT_EQ(strips.size(), 8u);
+  aijp::add_strip_columns_host(a.view(), strips);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_GT(strips[k].max_column_step, 0) << k;
+    EXPECT_LE(strips[k].max_column_step, 16 * 16 + 16 + 1) << k;
+    EXPECT_EQ(strips[k].unsorted_rows, 0) << k;
+  }
+  for (int k = 4; k < 8; ++k) EXPECT_GT(strips[k].max_column_step, aijp::sell_delta16_max_step) << k;
+
+  aijp::strip_accumulator acc;
+  for (int k = 0; k < 4; ++k) acc.add(strips[k]);
+  EXPECT_LE(acc.max_column_step(), 16 * 16 + 16 + 1);
+  acc.add(strips[4]);
+  EXPECT_EQ(acc.max_column_step(), strips[4].max_column_step);
+  auto unknown = strips[5];
+  unknown.max_column_step = -1;
+  acc.add(unknown);
+  EXPECT_EQ(acc.max_column_step(), -1);
+
+  // The cost callback sees each block's facts: sell_delta16 (candidate 1) only where the steps fit.
+  const std::vector<aijp::format_id> cands{aijp::format_id::cusparse_csr, aijp::format_id::sell_delta16};
+  const auto cost = [&](const aijp::block_facts& b, std::vector<double>& us) {
+    us[0] = 10 + 1e-3 * static_cast<double>(b.stats.nnz);
+    const bool fits = b.max_column_step >= 0 && b.max_column_step <= aijp::sell_delta16_max_step && b.unsorted_rows == 0;
+    us[1] = fits ? 10 + 0.5e-3 * static_cast<double>(b.stats.nnz) : inf;
+  };
+  const auto plan = aijp::plan_partition(strips, a.cols, cands, cost);
+  EXPECT_EQ(plan.to_string(), "sell_delta16[0,4096)+cusparse_csr[4096,8192)");
+  EXPECT_EQ(plan.single_format, aijp::format_id::cusparse_csr);
 }
 
 TEST(Planner, PlanningTimeWithTheBandwidthModel)
@@ -290,8 +332,8 @@ TEST(Planner, PlanningTimeWithTheBandwidthModel)
   in.device.l2_bytes = 50 << 20;
   const auto cands = aijp::all_formats();
   const aijp::bandwidth_model_params p;
-  const auto cost = [&](const aijp::row_stats& s, double, std::vector<double>& us) {
-    in.stats = s;
+  const auto cost = [&](const aijp::block_facts& b, std::vector<double>& us) {
+    in.stats = b.stats;
     const auto est = aijp::predict_bandwidth_model(in, p, cands);
     for (std::size_t k = 0; k < est.size(); ++k) us[k] = est[k].feasible ? est[k].predicted_us : inf;
   };
@@ -333,18 +375,18 @@ TEST(Planner, PlanningMeasuresItsRatePerPrediction)
   const auto a = with_lengths(random_lengths(32 * 20, 12, 3, 0.0), 640);
   const auto strips = aijp::compute_strip_summaries(a.view(), 32);
   ASSERT_EQ(strips.size(), 20u);  // 210 blocks
-  const auto slow = [](const aijp::row_stats& s, double, std::vector<double>& us) {
+  const auto slow = [](const aijp::block_facts& b, std::vector<double>& us) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
     while (std::chrono::steady_clock::now() < until) {
     }
-    us[0] = 1.0 + 0.01 * static_cast<double>(s.nnz);
+    us[0] = 1.0 + 0.01 * static_cast<double>(b.stats.nnz);
   };
   for (int k = 0; k < 6; ++k) aijp::plan_partition(strips, a.cols, {aijp::format_id::csr_scalar}, slow);
   // After six such plannings the running mean is at least (1 - 2^-6) of 100 us.
   EXPECT_GE(aijp::planning_us_per_estimate(), 95.0);
   EXPECT_LT(aijp::planning_us_per_estimate(), 1e5);
   // A fast callback pulls it back down.
-  const auto fast = [](const aijp::row_stats& s, double, std::vector<double>& us) { us[0] = 1.0 + 0.01 * static_cast<double>(s.nnz); };
+  const auto fast = [](const aijp::block_facts& b, std::vector<double>& us) { us[0] = 1.0 + 0.01 * static_cast<double>(b.stats.nnz); };
   for (int k = 0; k < 12; ++k) aijp::plan_partition(strips, a.cols, {aijp::format_id::csr_scalar}, fast);
   EXPECT_LT(aijp::planning_us_per_estimate(), 5.0);
 }
@@ -361,8 +403,8 @@ aijp::partition_plan plan_with_placeholder(const aijp::csr_matrix<double>& a)
   const aijp::bandwidth_model_params p;
   const auto cands = aijp::all_formats();
   const auto whole = aijp::compute_row_stats(a.view());
-  const auto cost = [&](const aijp::row_stats& s, double, std::vector<double>& us) {
-    in.stats = s;
+  const auto cost = [&](const aijp::block_facts& b, std::vector<double>& us) {
+    in.stats = b.stats;
     const auto est = aijp::predict_bandwidth_model(in, p, cands);
     for (std::size_t k = 0; k < est.size(); ++k) us[k] = est[k].feasible ? est[k].predicted_us : inf;
   };

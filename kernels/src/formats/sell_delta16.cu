@@ -22,7 +22,7 @@ namespace {
 
 using namespace sell_common;
 using delta_type = std::uint16_t;
-constexpr int max_delta = 65535;
+constexpr int max_delta = sell_delta16_max_step;
 
 // Threads for layout rows [first, last) (whole slices; rows past `rows` in the last slice are all padding,
 // as in sell_common::fill_slices). With columns, every row's deltas are checked: `bad` counts the rows with

@@ -26,6 +26,9 @@ enum class format_id : int {
 
 constexpr int format_count = 14;
 
+/// Largest step between consecutive columns of a row that sell_delta16 stores (16-bit deltas).
+constexpr int sell_delta16_max_step = 65535;
+
 /// Short name used in options, reports, JSON ("cusparse_csr", "sell").
 const char* format_name(format_id f);
 /// One-line description for help texts.

@@ -66,6 +66,12 @@ struct strip_summary {
   /// nonzero-weighted mean of its sampled strips': a circuit's random-column body and its dense rows differ
   /// by 10x, which one sample of the whole matrix averages away.
   double x_sectors_per_nnz = -1.0;
+  /// Column facts of the strip's rows (add_strip_columns, kernels/; add_strip_columns_host): the largest step
+  /// between consecutive columns of a row, and the rows whose columns do not strictly increase. -1 when not
+  /// inspected: a block holding such a strip has the whole matrix's facts. A stencil stacked on a power-law
+  /// block fits sell_delta16's 16-bit steps in its stencil rows only.
+  index_type max_column_step = -1;
+  size_type unsorted_rows = 0;
 };
 
 /// Rows [first, last) of the sampled groups of a strip: up to `groups` evenly spaced groups of 32 rows of
@@ -91,6 +97,11 @@ double strip_locality_of(const strip_locality_group* groups, int n);
 template <typename Value>
 void add_strip_locality_host(const csr_view<Value>& a, std::vector<strip_summary>& strips, int sector_shift);
 
+/// Host reference of the device column facts (aijp::add_strip_columns, kernels/): sets max_column_step and
+/// unsorted_rows of every strip.
+template <typename Value>
+void add_strip_columns_host(const csr_view<Value>& a, std::vector<strip_summary>& strips);
+
 /// Rows per strip: a multiple of 32 giving at most `max_strips` strips (at least 32 rows).
 size_type strip_rows_for(size_type rows, int max_strips);
 
@@ -111,6 +122,10 @@ class strip_accumulator {
   row_stats stats(size_type cols) const;
   /// Nonzero-weighted mean locality of the sampled strips added; 0 (unknown) when none was sampled.
   double x_sectors_per_nnz() const { return sampled_nnz_ > 0 ? sampled_sectors_ / sampled_nnz_ : 0.0; }
+  /// Largest column step of the strips added; -1 (unknown) when any of them was not inspected.
+  index_type max_column_step() const { return s_.max_column_step; }
+  /// Rows with unsorted columns among the strips added (meaningful when max_column_step() >= 0).
+  size_type unsorted_rows() const { return s_.unsorted_rows; }
   size_type rows() const { return s_.rows; }
 
  private:
@@ -145,10 +160,18 @@ struct partition_plan {
 /// Parses the form of partition_plan::to_string() (predictions left at 0); throws bad_input.
 partition_plan parse_partition_plan(const std::string& text);
 
+/// What the planner knows of a block of strips when it asks for the block's predictions.
+struct block_facts {
+  row_stats stats;                   ///< merged statistics (the whole matrix's exact ones for the block of all rows)
+  double x_sectors_per_nnz = 0;      ///< sampled x locality, 0 when unknown
+  index_type max_column_step = -1;   ///< largest column step of its rows, -1 when unknown (use the whole matrix's)
+  size_type unsorted_rows = 0;       ///< its rows with unsorted columns (meaningful when max_column_step >= 0)
+};
+
 /// Cost callback: fills `us[k]` with the predicted time of `block` in candidates[k] (microseconds, launches
-/// included), or +infinity where that format is infeasible. `x_sectors_per_nnz` is the block's sampled x
-/// locality (0: unknown). `us` arrives sized to candidates.size().
-using block_cost_fn = std::function<void(const row_stats& block, double x_sectors_per_nnz, std::vector<double>& us)>;
+/// included), or +infinity where that format is infeasible for the block. `us` arrives sized to
+/// candidates.size().
+using block_cost_fn = std::function<void(const block_facts& block, std::vector<double>& us)>;
 
 struct planner_options {
   /// Strips of the DP: max_strips^2 / 2 blocks are predicted. 64 keeps planning near 2 ms of host time with
