@@ -295,8 +295,9 @@ TEST_F(GpuPartitionTest, DeviceStripColumnFactsMatchHost)
 TEST_F(GpuPartitionTest, StencilBlockKeepsSellDelta16BesideWideRows)
 {
   // The power-law rows below the stencil jump by more than 16 bits, so sell_delta16 cannot hold the whole
-  // matrix; the stencil's strips can, and the plan gives them sell_delta16 (before the strips had column
-  // facts, every block inherited the whole matrix's and no split was proposed).
+  // matrix; the stencil's strips can, and the plan gives sell_delta16 a block of them (before the strips had
+  // column facts, every block inherited the whole matrix's and no split was proposed: 8.5M nonzeros on the
+  // H100, predicted 51.2 us split against 56.9 us for cuSPARSE CSR alone).
   const auto a = aijp::gen::from_spec("stack:lap27:64x64x64+powerlaw:rows=100000,deg=16,exp=2.1");
   const aijp::size_type stencil_rows = 64 * 64 * 64;
   aijp::plan_options opts;
@@ -310,8 +311,9 @@ TEST_F(GpuPartitionTest, StencilBlockKeepsSellDelta16BesideWideRows)
   EXPECT_TRUE(whole_infeasible) << "the test needs a matrix sell_delta16 cannot hold whole";
   ASSERT_TRUE(rep.proposed.split()) << rep.to_string();
   EXPECT_EQ(rep.proposed.blocks.front().format, aijp::format_id::sell_delta16);
+  // Where the boundary falls inside the stencil is the model's call: a cuSPARSE CSR block whose time its
+  // longest row's chain sets takes some stencil rows at no predicted cost.
   EXPECT_LE(rep.proposed.blocks.front().row_end, stencil_rows);
-  EXPECT_GE(rep.proposed.blocks.front().row_end, stencil_rows - rep.proposed.strip_rows);
   for (const auto& b : rep.proposed.blocks) {
     if (b.format == aijp::format_id::sell_delta16) {
       EXPECT_LE(b.row_end, stencil_rows);
