@@ -107,14 +107,14 @@ int estimate_index(const std::vector<format_estimate>& estimates, format_id f)
 // with the block's statistics.
 std::vector<format_estimate> estimate_block(const context& ctx, const prediction_input& whole, const row_stats& block,
                                             const std::vector<format_id>& candidates, double x_sectors_per_nnz = -1.0,
-                                            index_type max_column_step = -1, size_type unsorted_rows = 0)
+                                            index_type max_column_step = -1, size_type unsorted_steps = 0)
 {
   prediction_input in = whole;
   in.stats = block;
   if (x_sectors_per_nnz > 0) in.x_sectors_per_nnz = x_sectors_per_nnz;  // the block's own (planner strips)
   if (max_column_step >= 0) {                                          // the block's own (add_strip_columns)
     in.max_column_step = max_column_step;
-    in.columns_sorted = unsorted_rows == 0;
+    in.columns_sorted = unsorted_steps == 0;
   }
   auto est = predict_bandwidth_model(in, ctx.model_params(), candidates);
   if (const model::performance_model* fitted = ctx.fitted_model()) {
@@ -653,7 +653,7 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
   }
   const auto cost = [&](const block_facts& block, std::vector<double>& us) {
     const auto est = estimate_block(ctx, in, block.stats, candidates, block.x_sectors_per_nnz, block.max_column_step,
-                                    block.unsorted_rows);
+                                    block.unsorted_steps);
     for (std::size_t k = 0; k < est.size(); ++k) {
       us[k] = est[k].feasible ? est[k].predicted_us : std::numeric_limits<double>::infinity();
       // The online corrections of the format (not of this matrix: a block is another pattern), so that

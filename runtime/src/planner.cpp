@@ -134,15 +134,13 @@ void add_strip_columns_host(const csr_view<Value>& a, std::vector<strip_summary>
 {
   for (auto& st : strips) {
     st.max_column_step = 0;
-    st.unsorted_rows = 0;
+    st.unsorted_steps = 0;
     for (size_type r = st.row_begin; r < st.row_begin + st.rows; ++r) {
-      bool sorted = true;
       for (index_type k = a.row_ptr[r] + 1; k < a.row_ptr[r + 1]; ++k) {
         const index_type step = a.col_idx[k] - a.col_idx[k - 1];
-        sorted = sorted && step > 0;
+        st.unsorted_steps += step <= 0;
         st.max_column_step = std::max(st.max_column_step, step);
       }
-      st.unsorted_rows += !sorted;
     }
   }
 }
@@ -173,7 +171,7 @@ void strip_accumulator::add(const strip_summary& s)
   }
   s_.max_len = std::max(s_.max_len, s.max_len);
   s_.max_column_step = s_.max_column_step < 0 || s.max_column_step < 0 ? -1 : std::max(s_.max_column_step, s.max_column_step);
-  s_.unsorted_rows += s.unsorted_rows;
+  s_.unsorted_steps += s.unsorted_steps;
   // Only the strip's occupied bins (between its shortest and longest row): most strips span few.
   for (int b = strip_bin_of(s.min_len), last = strip_bin_of(s.max_len); b <= last; ++b) {
     s_.bin_rows[b] += s.bin_rows[b];
@@ -364,7 +362,7 @@ partition_plan plan_partition(const std::vector<strip_summary>& strips, size_typ
       block.stats = (whole && all) ? *whole : acc.stats(cols);
       block.x_sectors_per_nnz = (all && whole_x_sectors_per_nnz >= 0) ? whole_x_sectors_per_nnz : acc.x_sectors_per_nnz();
       block.max_column_step = acc.max_column_step();
-      block.unsorted_rows = acc.unsorted_rows();
+      block.unsorted_steps = acc.unsorted_steps();
       std::fill(us.begin(), us.end(), infinity);
       cost(block, us);
       for (std::size_t k = 0; k < candidates.size(); ++k) {

@@ -282,8 +282,8 @@ TEST_F(GpuPartitionTest, DeviceStripColumnFactsMatchHost)
       ASSERT_EQ(d.size(), h.size());
       for (std::size_t k = 0; k < d.size(); ++k) {
         EXPECT_EQ(d[k].max_column_step, h[k].max_column_step) << "strip " << k << " of " << sr << " rows";
-        EXPECT_EQ(d[k].unsorted_rows, h[k].unsorted_rows) << "strip " << k << " of " << sr << " rows";
-        some_unsorted = some_unsorted || h[k].unsorted_rows > 0;
+        EXPECT_EQ(d[k].unsorted_steps, h[k].unsorted_steps) << "strip " << k << " of " << sr << " rows";
+        some_unsorted = some_unsorted || h[k].unsorted_steps > 0;
         some_wide = some_wide || h[k].max_column_step > aijp::sell_delta16_max_step;
       }
     }

@@ -295,7 +295,7 @@ TEST(Planner, StripColumnFactsMergeAndReachTheCost)
   for (int k = 0; k < 4; ++k) {
     EXPECT_GT(strips[k].max_column_step, 0) << k;
     EXPECT_LE(strips[k].max_column_step, 16 * 16 + 16 + 1) << k;
-    EXPECT_EQ(strips[k].unsorted_rows, 0) << k;
+    EXPECT_EQ(strips[k].unsorted_steps, 0) << k;
   }
   for (int k = 4; k < 8; ++k) EXPECT_GT(strips[k].max_column_step, aijp::sell_delta16_max_step) << k;
 
@@ -313,7 +313,7 @@ TEST(Planner, StripColumnFactsMergeAndReachTheCost)
   const std::vector<aijp::format_id> cands{aijp::format_id::cusparse_csr, aijp::format_id::sell_delta16};
   const auto cost = [&](const aijp::block_facts& b, std::vector<double>& us) {
     us[0] = 10 + 1e-3 * static_cast<double>(b.stats.nnz);
-    const bool fits = b.max_column_step >= 0 && b.max_column_step <= aijp::sell_delta16_max_step && b.unsorted_rows == 0;
+    const bool fits = b.max_column_step >= 0 && b.max_column_step <= aijp::sell_delta16_max_step && b.unsorted_steps == 0;
     us[1] = fits ? 10 + 0.5e-3 * static_cast<double>(b.stats.nnz) : inf;
   };
   const auto plan = aijp::plan_partition(strips, a.cols, cands, cost);

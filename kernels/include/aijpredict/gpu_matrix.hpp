@@ -277,8 +277,8 @@ std::vector<strip_summary> compute_strip_summaries_device(size_type rows, const 
 void add_strip_locality(std::vector<strip_summary>& strips, const index_type* d_row_ptr, const index_type* d_col_idx,
                         int value_bytes, cudaStream_t stream);
 
-/// Sets strips[i].max_column_step and unsorted_rows (planner.hpp; add_strip_columns_host is the host
-/// reference) in one pass over the device column indices, a warp per row, one synchronisation. `strips` as
+/// Sets strips[i].max_column_step and unsorted_steps (planner.hpp; add_strip_columns_host is the host
+/// reference) in one pass over the device column indices, a thread per 8 nonzeros, one synchronisation. `strips` as
 /// compute_strip_summaries_device gives them (equal strips but the last).
 void add_strip_columns(std::vector<strip_summary>& strips, const index_type* d_row_ptr, const index_type* d_col_idx,
                        cudaStream_t stream);

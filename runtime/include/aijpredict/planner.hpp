@@ -67,11 +67,11 @@ struct strip_summary {
   /// by 10x, which one sample of the whole matrix averages away.
   double x_sectors_per_nnz = -1.0;
   /// Column facts of the strip's rows (add_strip_columns, kernels/; add_strip_columns_host): the largest step
-  /// between consecutive columns of a row, and the rows whose columns do not strictly increase. -1 when not
-  /// inspected: a block holding such a strip has the whole matrix's facts. A stencil stacked on a power-law
-  /// block fits sell_delta16's 16-bit steps in its stencil rows only.
+  /// between consecutive columns of a row, and the steps that do not increase (0: every row's columns strictly
+  /// increase). max_column_step is -1 when not inspected: a block holding such a strip has the whole matrix's
+  /// facts. A stencil stacked on a power-law block fits sell_delta16's 16-bit steps in its stencil rows only.
   index_type max_column_step = -1;
-  size_type unsorted_rows = 0;
+  size_type unsorted_steps = 0;
 };
 
 /// Rows [first, last) of the sampled groups of a strip: up to `groups` evenly spaced groups of 32 rows of
@@ -98,7 +98,7 @@ template <typename Value>
 void add_strip_locality_host(const csr_view<Value>& a, std::vector<strip_summary>& strips, int sector_shift);
 
 /// Host reference of the device column facts (aijp::add_strip_columns, kernels/): sets max_column_step and
-/// unsorted_rows of every strip.
+/// unsorted_steps of every strip.
 template <typename Value>
 void add_strip_columns_host(const csr_view<Value>& a, std::vector<strip_summary>& strips);
 
@@ -124,8 +124,8 @@ class strip_accumulator {
   double x_sectors_per_nnz() const { return sampled_nnz_ > 0 ? sampled_sectors_ / sampled_nnz_ : 0.0; }
   /// Largest column step of the strips added; -1 (unknown) when any of them was not inspected.
   index_type max_column_step() const { return s_.max_column_step; }
-  /// Rows with unsorted columns among the strips added (meaningful when max_column_step() >= 0).
-  size_type unsorted_rows() const { return s_.unsorted_rows; }
+  /// Steps that do not increase among the strips added (meaningful when max_column_step() >= 0).
+  size_type unsorted_steps() const { return s_.unsorted_steps; }
   size_type rows() const { return s_.rows; }
 
  private:
@@ -165,7 +165,7 @@ struct block_facts {
   row_stats stats;                   ///< merged statistics (the whole matrix's exact ones for the block of all rows)
   double x_sectors_per_nnz = 0;      ///< sampled x locality, 0 when unknown
   index_type max_column_step = -1;   ///< largest column step of its rows, -1 when unknown (use the whole matrix's)
-  size_type unsorted_rows = 0;       ///< its rows with unsorted columns (meaningful when max_column_step >= 0)
+  size_type unsorted_steps = 0;      ///< its column steps that do not increase (meaningful when max_column_step >= 0)
 };
 
 /// Cost callback: fills `us[k]` with the predicted time of `block` in candidates[k] (microseconds, launches
