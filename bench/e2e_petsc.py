@@ -37,6 +37,10 @@ For each system and matrix type the program is run on the GPU machine:
      aijpredict solve never analysed its matrix (the short solve) is measured with the analysis held off
      (-mat_aijpredict_defer_mults 1000000000), as its solve ran; otherwise its K extra products would analyse and
      convert it, a state its solve never reached.
+  5. with --control, a fourth type 'control': aijcusparse again, with the plugin loaded but unused. It runs
+     interleaved with the others, so its ratios against aijcusparse are the spread of two medians of the very
+     same solve in this run: the resolution of the solve-time comparison (bcsstk16 in separate processes, 30
+     runs each: 1.024, bench/results/2026-11-23_h100_session11_bcsstk16_controls.txt).
 Per system it reports SpMV time per product, setup time, solve time and iterations for each type, and the
 ratios against aijcusparse; at the end the geometric mean SpMV speed-up and the worst solve-time ratio
 (targets of issue 5: SpMV >= 1.15x faster than aijcusparse, solve never more than 2 % slower).
@@ -55,13 +59,18 @@ import subprocess
 import sys
 import time
 
-TYPES = ["aijpredict", "aijcusparse", "sellcuda"]
+TYPES = ["aijpredict", "aijcusparse", "sellcuda", "control"]
+DEFAULT_TYPES = ["aijpredict", "aijcusparse", "sellcuda"]
+# "control" is aijcusparse again, with the plugin loaded but unused (-dll_append as for aijpredict): an A/A
+# comparison whose ratios against aijcusparse show how far two runs of the same solve differ in this run.
+CONTROL_TYPE = "aijcusparse"
 # Events nested in MatMult that are setup, not products: our analysis/conversion/value refresh, and the
 # host-to-device copies of aijcusparse and sellcuda.
 SETUP_EVENTS = {
     "aijpredict": ["AIJPredAnalyze", "AIJPredValues"],
     "aijcusparse": ["MatCUSPARSCopyTo"],
     "sellcuda": ["MatAssemblyEnd"],
+    "control": ["MatCUSPARSCopyTo"],
 }
 
 
@@ -98,13 +107,22 @@ def systems(build, matrices, quick):
 
 
 def type_args(kind, how, lib):
+    mat = CONTROL_TYPE if kind == "control" else kind
     if how == "dm":
-        a = ["-dm_mat_type", kind, "-dm_vec_type", "cuda"]
+        a = ["-dm_mat_type", mat, "-dm_vec_type", "cuda"]
     else:
-        a = ["-mat_type", kind]
+        a = ["-mat_type", mat]
     if kind == "aijpredict":
         a = ["-dll_append", lib] + a + ["-mat_aijpredict_view"]
+    elif kind == "control":
+        a = ["-dll_append", lib] + a
     return a
+
+
+def kind_of(cmd):
+    """The type of a logged command line (the control is aijcusparse with the plugin appended)."""
+    kind = next(k for k in TYPES if ("-mat_type %s" % k) in cmd or ("-dm_mat_type %s" % k) in cmd)
+    return "control" if kind == CONTROL_TYPE and "-dll_append" in cmd else kind
 
 
 def parse_log(text):
@@ -298,7 +316,7 @@ def reparse(path, sysl):
         sysm = next((sy for sy in sysl if cmd.startswith(" ".join(shlex.quote(x) for x in sy[2]) + " ")), None)
         if sysm is None:
             continue
-        kind = next(k for k in TYPES if ("-mat_type %s" % k) in cmd or ("-dm_mat_type %s" % k) in cmd)
+        kind = kind_of(cmd)
         row = results.setdefault(sysm[0], {"system": sysm[0], "description": sysm[1], "runs": []})
         if rc != 0:
             row["runs"].append({"type": kind, "error": "exit %d%s" % (rc, " (time limit)" if rc == 124 else "")})
@@ -343,7 +361,8 @@ def main():
     ap.add_argument("--matrices", default=os.environ.get("AIJP_MATRIX_DIR", "../shared/matrices"), help="shared matrix folder")
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not the benchmark)")
     ap.add_argument("--only", default="", help="comma-separated system names (prefix match)")
-    ap.add_argument("--types", default=",".join(TYPES), help="matrix types to compare (default %(default)s)")
+    ap.add_argument("--types", default=",".join(DEFAULT_TYPES), help="matrix types to compare, of %s (default %%(default)s)" % ",".join(TYPES))
+    ap.add_argument("--control", action="store_true", help="also run the A/A control: aijcusparse with the plugin loaded but unused, as its own type 'control'; its ratios against aijcusparse show the run-to-run spread of the same solve in this run")
     ap.add_argument("--timeout", type=float, default=240, help="seconds per run (default %(default)s)")
     ap.add_argument("--repeat", type=int, default=3, help="timing runs per type, interleaved; the median is reported (default %(default)s)")
     ap.add_argument("--reparse", metavar="LOG", help="rebuild the report from an earlier run's e2e_log.txt (no runs)")
@@ -352,6 +371,12 @@ def main():
     ap.add_argument("--steady-mults", type=int, default=500, metavar="K", help="products per type and round for --steady (default %(default)s)")
     ap.add_argument("--bind", default="auto", help="CPUs to bind every run to: numbers (comma-separated), 'auto' (the last CPU this process may use on the GPU's NUMA node, else the last it may use), 'auto:N' (the last N of those) or 'none' (default %(default)s). aijpredict's background analysis (-mat_aijpredict_background) needs two CPUs; on one it analyses inside the product")
     a = ap.parse_args()
+    types = [t for t in a.types.split(",") if t]
+    bad = [t for t in types if t not in TYPES]
+    if bad or not types:
+        sys.exit("e2e_petsc.py: --types: unknown type %s (known: %s)" % (",".join(bad) or "(none given)", ",".join(TYPES)))
+    if a.control and "control" not in types:
+        types.append("control")
     os.makedirs(a.out, exist_ok=True)
     lib = os.path.join(a.build, "petsc_plugin", "libaijpredict.so")
     if not os.path.exists(lib) and not a.reparse:
@@ -377,7 +402,6 @@ def main():
             sys.exit("e2e_petsc.py: --bind takes CPU numbers, 'auto', 'auto:N' or 'none', not '%s'" % a.bind)
         if not BIND or not BIND <= set(allowed):
             sys.exit("e2e_petsc.py: --bind %s: this process may use CPUs %s only" % (a.bind, ",".join(map(str, allowed))))
-    types = a.types.split(",")
     only = [s for s in a.only.split(",") if s]
     try:
         dev = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], stdout=subprocess.PIPE, text=True).stdout.strip()
@@ -447,6 +471,13 @@ def main():
         if paired_ratios:
             wp = max(paired_ratios)
             lines.append("worst paired solve-time ratio (median over rounds of aijpredict / aijcusparse in the same round) %.3f on %s" % wp)
+    control = [(r["solve_ratio_vs_aijcusparse"], r["paired_solve_ratio_vs_aijcusparse"], row["system"]) for row in results if "runs" in row
+               for r in row["runs"] if r["type"] == "control" and r.get("solve_ratio_vs_aijcusparse")]
+    if control:
+        far = max(control, key=lambda c: abs(c[0] - 1))
+        lines.append("A/A control (aijcusparse with the plugin loaded, unused, against aijcusparse; the same solve twice): solve-time "
+                     "ratios %s; farthest from 1: %.3f on %s (paired %s)" % (
+                         ", ".join("%.3f" % c[0] for c in control), far[0], far[2], "%.3f" % far[1] if far[1] else "-"))
     steady = [(row["system"], row["steady"]) for row in results if "steady" in row]
     if steady:
         lines.append("")
