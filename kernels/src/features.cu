@@ -3,6 +3,7 @@
 // every entry's x into a shared-memory hash set and counts the distinct ones.
 #include <aijpredict/gpu_matrix.hpp>
 
+#include "csr_device.cuh"
 #include "cuda_check.hpp"
 #include "analysis_jobs.hpp"
 #include "async_ops.hpp"
@@ -170,7 +171,7 @@ __global__ void __launch_bounds__(256) strip_sector_counts(const size_type* __re
 
 // Column facts of the strips, a thread per run of entries_per_run consecutive nonzeros (a warp per row would
 // leave a power-law matrix's longest row, 10^5-10^6 entries, to one warp: 8 ms on an H100 for a 4M-row stack).
-// The thread finds its first entry's row by binary search in row_ptr, walks its entries, and adds the steps
+// The thread finds its first entry's row (row_of_entry), walks its entries, and adds the steps
 // that are not a row's first entry to its strip's facts: per warp when the warp's entries lie in one strip,
 // per thread otherwise (at strip boundaries).
 constexpr int entries_per_run = 8;
@@ -190,16 +191,7 @@ __global__ void __launch_bounds__(256) strip_column_facts(size_type rows, size_t
   int strip = -1, step = 0;
   unsigned long long bad = 0;
   if (first < nnz) {
-    size_type lo = 0, hi = rows;  // row_ptr[lo] <= first < row_ptr[hi]
-    while (hi - lo > 1) {
-      const size_type mid = lo + (hi - lo) / 2;
-      if (row_ptr[mid] <= first) {
-        lo = mid;
-      } else {
-        hi = mid;
-      }
-    }
-    size_type r = lo;
+    size_type r = detail::row_of_entry(row_ptr, rows, first);
     strip = static_cast<int>(r / strip_rows);
     const size_type last = min(first + entries_per_run, nnz);
     for (size_type k = first; k < last; ++k) {

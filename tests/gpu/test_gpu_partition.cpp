@@ -32,6 +32,18 @@ using aijp::test::shared_context;
 
 class GpuPartitionTest : public aijp::test::gpu_fixture {};
 
+// One product y = A x against the host reference; y starts as NaN, so every row must be written.
+void expect_one_product_right(aijp::gpu_matrix<double>& m, const aijp::csr_matrix<double>& a, unsigned long long seed,
+                              const std::string& what)
+{
+  const auto x = aijp::test::random_vector(a.cols, seed);
+  device_vec<double> dx(x), dy(std::vector<double>(a.rows, std::numeric_limits<double>::quiet_NaN()));
+  m.apply(1.0, dx.p, 0.0, dy.p, nullptr);
+  std::vector<double> want(a.rows);
+  aijp::reference_spmv(a.view(), 1.0, x.data(), 0.0, want.data());
+  expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), 1.0, x.data(), 0.0, want.data()), what);
+}
+
 // 2045 rows: a 7-point stencil (512 rows), 32 empty rows, one row of 2000 entries, 1000 power-law rows,
 // 500 normal rows. Not a multiple of 32.
 aijp::csr_matrix<double> mixed_matrix()
@@ -322,12 +334,7 @@ TEST_F(GpuPartitionTest, StencilBlockKeepsSellDelta16BesideWideRows)
   ASSERT_TRUE(rep.partitioned) << rep.to_string();
   EXPECT_EQ(rep.plan, rep.proposed.to_string());  // the builder accepted the sell_delta16 block
   EXPECT_EQ(rep.decision.find("cannot hold"), std::string::npos) << rep.decision;
-  const auto x = aijp::test::random_vector(a.cols, 61);
-  device_vec<double> dx(x), dy(std::vector<double>(a.rows, std::numeric_limits<double>::quiet_NaN()));
-  m.apply(1.0, dx.p, 0.0, dy.p, nullptr);
-  std::vector<double> want(a.rows);
-  aijp::reference_spmv(a.view(), 1.0, x.data(), 0.0, want.data());
-  expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), 1.0, x.data(), 0.0, want.data()), "stencil + power law");
+  expect_one_product_right(m, a, 61, "stencil + power law");
 }
 
 TEST_F(GpuPartitionTest, BaselineMarginKeepsCusparseUnlessClearlyBeaten)
@@ -345,12 +352,7 @@ TEST_F(GpuPartitionTest, BaselineMarginKeepsCusparseUnlessClearlyBeaten)
   aijp::gpu_matrix<double> kept(shared_context(), a.view(), opts, nullptr);
   EXPECT_EQ(kept.format(), aijp::format_id::cusparse_csr);
   EXPECT_NE(kept.report().decision.find("below the 99 % margin"), std::string::npos) << kept.report().decision;
-  const auto x = aijp::test::random_vector(a.cols, 7);
-  device_vec<double> dx(x), dy(std::vector<double>(a.rows, 0.0));
-  kept.apply(1.0, dx.p, 0.0, dy.p, nullptr);
-  std::vector<double> want(a.rows);
-  aijp::reference_spmv(a.view(), 1.0, x.data(), 0.0, want.data());
-  expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), 1.0, x.data(), 0.0, want.data()), "margin");
+  expect_one_product_right(kept, a, 7, "margin");
 }
 
 TEST_F(GpuPartitionTest, AutomaticPlanOnHeterogeneousMatricesIsCorrect)
@@ -372,12 +374,7 @@ TEST_F(GpuPartitionTest, AutomaticPlanOnHeterogeneousMatricesIsCorrect)
     if (rep.partitioned) {
       EXPECT_TRUE(rep.proposed.split());
     }
-    const auto x = aijp::test::random_vector(a.cols, 51);
-    device_vec<double> dx(x), dy(std::vector<double>(a.rows, std::numeric_limits<double>::quiet_NaN()));
-    m.apply(1.0, dx.p, 0.0, dy.p, nullptr);
-    std::vector<double> want(a.rows);
-    aijp::reference_spmv(a.view(), 1.0, x.data(), 0.0, want.data());
-    expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), 1.0, x.data(), 0.0, want.data()), spec);
+    expect_one_product_right(m, a, 51, spec);
   }
 }
 
@@ -420,12 +417,7 @@ TEST_F(GpuPartitionTest, DeferredPartitionIsBuiltOnceItPays)
   EXPECT_EQ(m.format(), target);
   EXPECT_FALSE(m.report().deferred.has_value());
   EXPECT_EQ(m.report().plan, rep.proposed.to_string());  // no fallbacks expected here
-  const auto x = aijp::test::random_vector(a.cols, 61);
-  device_vec<double> dx(x), dy(std::vector<double>(a.rows, std::numeric_limits<double>::quiet_NaN()));
-  m.apply(1.0, dx.p, 0.0, dy.p, nullptr);
-  std::vector<double> want(a.rows);
-  aijp::reference_spmv(a.view(), 1.0, x.data(), 0.0, want.data());
-  expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), 1.0, x.data(), 0.0, want.data()), "deferred partition");
+  expect_one_product_right(m, a, 61, "deferred partition");
 }
 
 }  // namespace
@@ -498,12 +490,7 @@ TEST_F(GpuPartitionTest, PlanningSkippedUntilTheUsePaysForIt)
   EXPECT_EQ(changed, rep.partitioned);
   EXPECT_EQ(rep.decision.find("no partition planned yet"), std::string::npos) << rep.decision;
   EXPECT_FALSE(m.plan_when_reused(shared_context(), opts, nullptr));  // planned once
-  const auto x = aijp::test::random_vector(a.cols, 81);
-  device_vec<double> dx(x), dy(std::vector<double>(a.rows, std::numeric_limits<double>::quiet_NaN()));
-  m.apply(1.0, dx.p, 0.0, dy.p, nullptr);
-  std::vector<double> want(a.rows);
-  aijp::reference_spmv(a.view(), 1.0, x.data(), 0.0, want.data());
-  expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), 1.0, x.data(), 0.0, want.data()), "planned when reused");
+  expect_one_product_right(m, a, 81, "planned when reused");
   if (!changed) GTEST_SKIP() << "no split taken on this device: " << rep.decision;
   EXPECT_EQ(rep.plan, rep.proposed.to_string());
   EXPECT_FALSE(rep.deferred.has_value()) << "the split replaces a single format still waiting to pay";
