@@ -648,7 +648,7 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
   // Where the whole matrix's columns rule out sell_delta16, a block's own may not (a stencil stacked on a
   // power-law block): one more pass gives each strip its facts.
   if (std::find(candidates.begin(), candidates.end(), format_id::sell_delta16) != candidates.end() &&
-      (!in.columns_sorted || in.max_column_step > sell_delta16_max_step)) {
+      !sell_delta16_columns_fit(in)) {
     add_strip_columns(strips, csr.row_ptr.data(), csr.col_idx.data(), stream);
   }
   const auto cost = [&](const block_facts& block, std::vector<double>& us) {

@@ -421,7 +421,7 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
     e.bytes = t.bytes;
     e.predicted_us = predicted_of(f, t, p);
     // Feasibility: padding blow-up, index range, free memory. cuSPARSE CSR is always feasible.
-    if (f == format_id::sell_delta16 && (!in.columns_sorted || in.max_column_step > sell_delta16_max_step)) {
+    if (f == format_id::sell_delta16 && !sell_delta16_columns_fit(in)) {
       e.reason = !in.columns_sorted ? "rows with unsorted columns cannot be delta-encoded"
                                     : "a column step of " + std::to_string(in.max_column_step) + " does not fit in 16 bits";
     } else if (c.padded_entries > 16.0 * static_cast<double>(s.nnz) + 1e6) {

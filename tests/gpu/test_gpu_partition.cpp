@@ -32,16 +32,13 @@ using aijp::test::shared_context;
 
 class GpuPartitionTest : public aijp::test::gpu_fixture {};
 
-// One product y = A x against the host reference; y starts as NaN, so every row must be written.
+// One product y = A x with a random x of `seed` against the host reference (check_product: y starts as NaN).
 void expect_one_product_right(aijp::gpu_matrix<double>& m, const aijp::csr_matrix<double>& a, unsigned long long seed,
                               const std::string& what)
 {
   const auto x = aijp::test::random_vector(a.cols, seed);
-  device_vec<double> dx(x), dy(std::vector<double>(a.rows, std::numeric_limits<double>::quiet_NaN()));
-  m.apply(1.0, dx.p, 0.0, dy.p, nullptr);
-  std::vector<double> want(a.rows);
-  aijp::reference_spmv(a.view(), 1.0, x.data(), 0.0, want.data());
-  expect_close(dy.get(), want, aijp::spmv_error_bounds(a.view(), 1.0, x.data(), 0.0, want.data()), what);
+  const device_vec<double> dx(x);
+  aijp::test::check_product(m, a, x, dx, what);
 }
 
 // 2045 rows: a 7-point stencil (512 rows), 32 empty rows, one row of 2000 entries, 1000 power-law rows,

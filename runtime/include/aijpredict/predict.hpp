@@ -176,6 +176,12 @@ struct prediction_input {
   sorted_locality sorted;           ///< the same, and y's, in the length-sorted order (0: unknown)
 };
 
+/// Whether sell_delta16 can encode these columns: every row sorted, every step within 16 bits.
+inline bool sell_delta16_columns_fit(const prediction_input& in)
+{
+  return in.columns_sorted && in.max_column_step <= sell_delta16_max_step;
+}
+
 /// Sector bytes a layout that sorts all rows by length (jad, pellr) moves beyond what the natural order
 /// moves: x gathers of a warp whose rows lie apart (distinct x sectors in sorted order minus those in natural
 /// order, times 32 bytes per sector) and the scattered y writes (distinct y sectors per row beyond the
