@@ -437,10 +437,7 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
 
   PetscFunctionBegin;
   p->mults++;
-  if (p->gpu->background_running()) {
-    PetscCall(AIJPInstallStep(A, p, false));
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
+  if (p->gpu->background_running()) PetscFunctionReturn(PETSC_SUCCESS); /* advanced after the product: AIJPAfterProduct */
   const auto &rep = p->gpu->report();
   if (rep.analyzed && !rep.deferred && !rep.partition_pending) PetscFunctionReturn(PETSC_SUCCESS);
   if (!rep.analyzed && p->mults <= p->opt.defer_mults) PetscFunctionReturn(PETSC_SUCCESS);
@@ -471,6 +468,18 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
   }
   /* The analysis skipped planning a row partition that its use so far could not pay for. */
   if (rep.partition_pending) PetscCall(AIJPStep(A, p, aijp::background_step::plan_when_reused, opts, stream, &started, &changed));
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* Called after each product is queued: a running staged or threaded step advances (staged: issues its next
+   part on the products' stream) or installs its plan. Here rather than before the product, so that the step's
+   host time (launches, the decision, allocations) overlaps the product's kernels on the device instead of
+   adding to a device that idles: a solve's host waits (dot products, norms) leave the device idle before each
+   product. */
+PetscErrorCode AIJPAfterProduct(Mat A, Mat_SeqAIJPredict *p)
+{
+  PetscFunctionBegin;
+  if (p->gpu->background_running()) PetscCall(AIJPInstallStep(A, p, false));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 #endif
@@ -708,6 +717,7 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
   PetscCall(PetscLogEventBegin(AIJP_EVENT_SPMV, A, xx, zz, 0));
   PetscCall(MatSeqAIJPredictApply(A, p, xx, yy, zz, transpose));
   PetscCall(PetscLogEventEnd(AIJP_EVENT_SPMV, A, xx, zz, 0));
+  if (!transpose) PetscCall(AIJPAfterProduct(A, p));
 #endif
   PetscFunctionReturn(PETSC_SUCCESS);
 }

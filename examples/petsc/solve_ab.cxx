@@ -10,6 +10,9 @@ order of the types alternates from round to round. Reported per type: the median
 first solve (setup included) and of the later solves, the iterations (of the last round; * where\n\
 rounds differed), and for each type after the first\n\
 the median over rounds of the ratio to the first type's time in the same round (the paired ratio).\n\
+With -solves > 1, also per solve index: the paired ratio of the k-th solve (median over rounds), and\n\
+the worst of them over the later solves (the solve a conversion lands in shows there, where the median\n\
+of the later solves hides it).\n\
 The right-hand side is b = A * ones (computed on the host), the initial guess zero.\n\
 Options:\n\
   -f <file>          Matrix Market file (.mtx or .mtx.gz)\n\
@@ -245,6 +248,7 @@ int main(int argc, char **argv)
 
   const size_t                     nt = types.size();
   std::vector<std::vector<double>> first(nt), later(nt);
+  std::vector<std::vector<std::vector<double>>> each(nt); /* [type][round][solve index - 1]: the later solves */
   std::vector<std::vector<ProductTimes>> products(nt);
   std::vector<PetscInt>            its(nt, -1);
   std::vector<bool>                same_its(nt, true);
@@ -263,6 +267,7 @@ int main(int argc, char **argv)
       its[k] = n;
       first[k].push_back(f);
       later[k].push_back(Median(l));
+      each[k].push_back(l);
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  %s %" PetscInt_FMT " its, %.6f s", types[k].c_str(), n, f));
       for (double t : l) PetscCall(PetscPrintf(PETSC_COMM_WORLD, " %.6f", t));
     }
@@ -277,6 +282,26 @@ int main(int argc, char **argv)
     }
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-14s %6" PetscInt_FMT "%s%14.6f %14.6f %16.3f %16.3f %14.6f %14.6f\n", types[k].c_str(), its[k], same_its[k] ? " " : "*", Median(first[k]), solves > 1 ? Median(later[k]) : 0.0, Median(pf), solves > 1 ? Median(pl) : 0.0,
                           *std::min_element(first[k].begin(), first[k].end()), solves > 1 ? *std::min_element(later[k].begin(), later[k].end()) : 0.0));
+  }
+  if (solves > 1) {
+    /* Per solve index: a conversion inside one of the later solves shows in that index only. */
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "Paired ratio per later solve (median over rounds of this type's k-th solve / %s's k-th solve):\n", types[0].c_str()));
+    for (size_t k = 1; k < nt; ++k) {
+      double   worst = 0;
+      PetscInt worst_at = 0;
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-14s", types[k].c_str()));
+      for (PetscInt j = 0; j + 1 < solves; ++j) {
+        std::vector<double> pj;
+        for (PetscInt r = 0; r < rounds; ++r) pj.push_back(each[k][r][j] / each[0][r][j]);
+        const double q = Median(pj);
+        if (q > worst) {
+          worst    = q;
+          worst_at = j + 2;
+        }
+        PetscCall(PetscPrintf(PETSC_COMM_WORLD, " %.3f", q));
+      }
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\n%-14s worst later solve paired x %.3f (solve %" PetscInt_FMT ")\n", types[k].c_str(), worst, worst_at));
+    }
   }
   if (mults > 0) {
     /* The speed-up over the first type: its per-product time over this type's, paired within each round. */
