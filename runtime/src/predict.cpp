@@ -40,7 +40,13 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
       t.fixed_us = p.cusparse_csr_overhead_us - p.launch_us;
       break;
     case format_id::cusparse_csr_alg2:
-      t.efficiency = p.cusparse_csr_alg2_efficiency;
+      // ALG2 streams the same arrays at ALG1's rate; what it costs beyond ALG1 does not grow with the bytes,
+      // so it belongs to the fixed costs (its own overhead and fitted fixed cost), not to an efficiency. On
+      // the H100 warm-up and held-out matrices beyond the L2, ALG2 measured ALG1 + 2-24 us (1-7 %: 387 vs
+      // 377 us on an 8M-row band, 339 vs 316 us on the 27-point stencil), where its calibrated efficiency
+      // (0.68 against ALG1's 0.76, measured on one 1.8M-row band) and L2 rate (4.0 against 4.5 TB/s) had it
+      // 12 % slower, 8-28 % above the measurement (bench/results/2026-11-23_h100_session6_*_samples.jsonl.xz).
+      t.efficiency = p.cusparse_csr_efficiency;
       t.fixed_us = p.cusparse_csr_alg2_overhead_us - p.launch_us;
       break;
     case format_id::cusparse_sell:
@@ -379,8 +385,8 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   // The scatter's visits miss the L2 in the share of the working set that does not fit in it.
   const double beyond_l2 = in.device.l2_bytes > 0 ? std::max(0.0, 1.0 - in.device.l2_bytes / r.bytes) : 1.0;
   r.stream_us = (r.bytes - scatter) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
-  const double l2_rate = f == format_id::cusparse_csr_alg2 && p.l2_gather_alg2_gbs > 0 ? p.l2_gather_alg2_gbs : p.l2_gather_gbs;
-  r.l2_us = l2_rate > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (l2_rate * 1e3) : 0.0;
+  // One L2 rate for every format, ALG2 included (see placeholder_terms_of).
+  r.l2_us = p.l2_gather_gbs > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (p.l2_gather_gbs * 1e3) : 0.0;
   return r;
 }
 

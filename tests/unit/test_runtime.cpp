@@ -277,13 +277,19 @@ TEST(PlaceholderModel, L2TrafficBoundsScatteredGathers)
     EXPECT_GT(random[k].predicted_us, 1.5 * local[k].predicted_us);
     EXPECT_EQ(local[k].predicted_us, unbounded[k].predicted_us);
   }
-  // ALG2 at its own, lower rate: slower than ALG1 under the bound whatever their fixed costs.
+  // ALG2 streams and gathers at ALG1's rates, under the bound too: the two differ by their fixed costs only
+  // (ALG2's own measured efficiency and L2 rate are not used).
   in.x_sectors_per_nnz = 1.0;
   aijp::bandwidth_model_params two = p;
   two.l2_gather_alg2_gbs = 4400;
-  two.cusparse_csr_alg2_overhead_us = two.cusparse_csr_overhead_us - 1.0;
+  two.cusparse_csr_alg2_efficiency = 0.5;
+  two.cusparse_csr_alg2_overhead_us = two.cusparse_csr_overhead_us + 3.0;
+  two.format_fixed_us[static_cast<int>(aijp::format_id::cusparse_csr_alg2)] = 1.5;
   const auto cu = aijp::predict_bandwidth_model(in, two, {aijp::format_id::cusparse_csr, aijp::format_id::cusparse_csr_alg2});
-  EXPECT_LT(cu[0].predicted_us, cu[1].predicted_us);
+  EXPECT_NEAR(cu[1].predicted_us - cu[0].predicted_us, 4.5, 1e-9);
+  in.x_sectors_per_nnz = 0.1;
+  const auto cu_local = aijp::predict_bandwidth_model(in, two, {aijp::format_id::cusparse_csr, aijp::format_id::cusparse_csr_alg2});
+  EXPECT_NEAR(cu_local[1].predicted_us - cu_local[0].predicted_us, 4.5, 1e-9);
   // Unknown locality: x once, as the streaming term counts it.
   EXPECT_NEAR(aijp::l2_traffic_bytes(aijp::format_id::cusparse_csr, s, 8, 0.0, {}),
               aijp::layout_traffic_of(aijp::format_id::cusparse_csr, s, 8).moved_bytes + 2e6 * 8 + 2e6 * 8, 1.0);

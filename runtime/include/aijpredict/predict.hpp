@@ -38,7 +38,10 @@ struct bandwidth_model_params {
   /// Our SELL reaches the streaming rate itself, so its factor is 1.
   double cusparse_csr_efficiency = 0.72;
   /// The same two constants for cuSPARSE CSR ALG2 (calibrate_device; defaults for older cache files: ALG1's
-  /// fixed cost, and the 0.85 the placeholder assumed before ALG2 was measured).
+  /// fixed cost, and the 0.85 the placeholder assumed before ALG2 was measured). The placeholder uses the
+  /// fixed cost only: it streams ALG2 at ALG1's efficiency, because what ALG2 costs beyond ALG1 does not grow
+  /// with the bytes (H100: +2-24 us on matrices of 12M-58M nonzeros, where the efficiency, measured on one
+  /// 1.8M-row band, put it 12 % above ALG1; predict.cpp). The efficiency stays in the cache as measured.
   double cusparse_csr_alg2_overhead_us = 9.5;
   double cusparse_csr_alg2_efficiency = 0.85;
   /// A thread-per-row kernel cannot finish before its longest row, whose entries are a chain of dependent
@@ -66,7 +69,10 @@ struct bandwidth_model_params {
   /// and 4400 GB/s on the H100 warm-up's random-column samples; with one rate for both, the bound tied
   /// them and their fixed costs (within a microsecond, measured anew each run) picked the slower ALG2 for
   /// power-law blocks (H100, bench/results/2026-11-23_h100_session4_csrvector_partition_online.txt).
-  /// 0 (older cache files): l2_gather_gbs.
+  /// 0 (older cache files): l2_gather_gbs. Kept in the cache as measured, no longer used by the placeholder:
+  /// on the large random-column held-out matrices it put ALG2 17-28 % above the measurement, ALG1's rate 5-14 %;
+  /// the two kernels now differ by their fitted fixed costs (ALG2 +4.6 us on the H100 warm-up), which no
+  /// longer tie.
   double l2_gather_alg2_gbs = 0.0;
   /// What each format costs beyond the terms above when fixed costs dominate (indexed by format_id, in
   /// microseconds; may be negative): the median of measured minus predicted over the warm-up's samples whose
