@@ -5,6 +5,12 @@
 # file starts with the date, device and command.
 # Usage: bash bench/device_suite.sh OUTDIR [--skip-bench] [--skip-warmup] [--skip-accuracy] [--skip-online] [--skip-e2e]
 set -uo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+  echo "Runs on the GPU machine from the checkout's root (it reads .device/paths.env, written by scripts/pack_device.sh)."
+  echo "Without --skip-warmup, AIJPREDICT_CACHE_DIR is OUTDIR/cache from the warm-up on; otherwise the caller's."
+  exit 0
+fi
 out="${1:?usage: device_suite.sh OUTDIR [--skip-...]}"; shift; mkdir -p "$out"
 here="$(cd "$(dirname "$0")/.." && pwd)"
 source "$here/.device/paths.env"
