@@ -1234,7 +1234,6 @@ struct gpu_matrix<Value>::background_job {
         // for it would only delay the install.
         const bool device_part = (at == stage::start && step == background_step::analyze) || at == stage::convert ||
                                  at == stage::converting;
-        const stage began = at;
         const auto h0 = clock_type::now();
         AIJP_CUDA_CHECK(cudaEventRecord(begin, s));
         finished = advance_once(s, true);
@@ -1244,15 +1243,8 @@ struct gpu_matrix<Value>::background_job {
         AIJP_CUDA_CHECK(cudaEventElapsedTime(&part_ms, begin, end));
         ++parts;
         poll_us.push_back(1e3 * ms_since(h0));
-        if (!device_part) continue;
-        // The span of the events is an upper bound of the part's device work only on an idle device: on the
-        // low-priority stream the part's blocks wait behind the products' kernels (a 2M-row matrix's
-        // statistics and locality kernels spanned milliseconds beside CG solves). The part's own work, from
-        // the bytes it moves, bounds it where it is known.
-        const double est_ms = part_estimate_ms(began);
-        const double work_ms = est_ms > 0 ? std::min<double>(part_ms, est_ms) : part_ms;
-        device_ms += work_ms;
-        if (!finished && duty < 1) pause(work_ms * (1 / duty - 1));
+        if (device_part) device_ms += part_ms;
+        if (!finished && device_part && duty < 1) pause(part_ms * (1 / duty - 1));
       }
       AIJP_CUDA_CHECK(cudaStreamSynchronize(s));
     } catch (...) {
@@ -1264,31 +1256,6 @@ struct gpu_matrix<Value>::background_job {
     at = stage::finished;
     wall_ms = ms_since(t0);
     done.store(true, std::memory_order_release);
-  }
-
-  // The device work of a part that began at stage `at` (ms; 0 where unknown): the statistics and locality
-  // kernels read row_ptr once and sample a few columns; a sell_delta16 part moves its rows' CSR and layout
-  // bytes (rows_per_part's budget); a whole conversion, the analysis's conversion estimate. Launches count.
-  double part_estimate_ms(stage began) const
-  {
-    const auto& p = ctx->model_params();
-    const double launch_us = p.launch_us > 0 ? p.launch_us : 4.3;
-    const double gbs = p.stream_read_gbs > 0 ? p.stream_read_gbs : 3100.0;
-    const auto& a = plan->csr;
-    switch (began) {
-      case stage::start: return 1e-3 * (4 * launch_us + (a.rows + 1.0) * sizeof(index_type) / (gbs * 1e3));
-      case stage::convert:
-      case stage::converting: {
-        if (building == format_id::sell_delta16 && builder) {
-          const double rows = static_cast<double>(rows_per_part(format_id::sell_delta16));
-          const double csr_bytes = rows / std::max<double>(a.rows, 1) *
-                                   (a.nnz * (sizeof(Value) + sizeof(index_type)) + (a.rows + 1.0) * sizeof(index_type));
-          return 1e-3 * (3 * launch_us + 2.5 * csr_bytes / (gbs * 1e3));
-        }
-        return 1e-3 * plan->report.conversion_estimate_us;
-      }
-      default: return 0.0;
-    }
   }
 
   // Sleeps `ms` unless finish_background is waiting for the step.
