@@ -375,13 +375,10 @@ PetscErrorCode AIJPStep(Mat A, Mat_SeqAIJPredict *p, aijp::background_step step,
   const bool thread = p->opt.background && cpus >= 2;
   if (thread || p->opt.staged) {
     const auto mode = thread ? aijp::background_mode::thread : aijp::background_mode::staged;
-    PetscLogDouble t0, t1;
-    PetscCall(PetscTime(&t0));
     PetscCallCXX(*started = p->gpu->start_background(aijp_context, step, opts, stream, mode));
-    PetscCall(PetscTime(&t1));
     if (*started) {
       p->step_begun = p->mults;
-      PetscCall(PetscInfo(A, "aijpredict: %s started %s at product %" PetscInt_FMT " (%.0f us)\n", aijp::background_step_name(step), thread ? "in the background" : "staged over the next products", p->mults, 1e6 * (t1 - t0)));
+      PetscCall(PetscInfo(A, "aijpredict: %s started %s at product %" PetscInt_FMT "\n", aijp::background_step_name(step), thread ? "in the background" : "staged over the next products", p->mults));
     }
   } else {
     switch (step) {
@@ -423,12 +420,7 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
     std::string us;
     for (double t : r.staged_poll_us) us += " " + std::to_string((int)std::lround(t));
     PetscCall(PetscInfo(A, "aijpredict: staged step, host time of each poll (us):%s\n", us.c_str()));
-  } else {
-    std::string us;
-    for (double t : r.background_part_us) us += " " + std::to_string((int)std::lround(t));
-    PetscCall(PetscInfo(A, "aijpredict: background step, the worker's time in each part (us):%s\n", us.c_str()));
-    PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms (%d parts, %.3f ms on the device, %.3f ms paused), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.background_ms, r.background_parts, r.background_device_ms, r.background_paused_ms, r.install_ms, p->step_begun, p->mults, wait ? ", waited for" : "", changed ? "new plan installed" : "the plan stays"));
-  }
+  } else PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms (%d parts, %.3f ms on the device, %.3f ms paused), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.background_ms, r.background_parts, r.background_device_ms, r.background_paused_ms, r.install_ms, p->step_begun, p->mults, wait ? ", waited for" : "", changed ? "new plan installed" : "the plan stays"));
   if (changed) PetscCall(AIJPReport(A, p));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

@@ -20,12 +20,6 @@
 #include <sstream>
 #include <thread>
 
-#if defined(__linux__)
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-
 namespace aijp {
 
 namespace {
@@ -1219,22 +1213,10 @@ struct gpu_matrix<Value>::background_job {
       AIJP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
       AIJP_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
       AIJP_CUDA_CHECK(cudaStreamWaitEvent(s, ready, 0));
-#if defined(__linux__)
-      // The products' thread comes first where the two share a CPU (a failure leaves the priority as it is).
-      (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
-#endif
       AIJP_CUDA_CHECK(cudaEventCreate(&begin));
-      // Waiting for a part sleeps instead of spinning on a CPU the products' thread may share.
-      AIJP_CUDA_CHECK(cudaEventCreateWithFlags(&end, cudaEventBlockingSync));
+      AIJP_CUDA_CHECK(cudaEventCreate(&end));
       const double duty = std::clamp(opts.background_duty, 1e-4, 1.0);
       for (bool finished = false; !finished;) {
-        // Parts whose span is device work: the statistics and locality kernels, a conversion's parts. The
-        // others (waiting for read-backs, the memory query, the decision and a late partition's planning)
-        // are host work on this thread's CPU: the span of events around them is that host time, and pausing
-        // for it would only delay the install.
-        const bool device_part = (at == stage::start && step == background_step::analyze) || at == stage::convert ||
-                                 at == stage::converting;
-        const auto h0 = clock_type::now();
         AIJP_CUDA_CHECK(cudaEventRecord(begin, s));
         finished = advance_once(s, true);
         AIJP_CUDA_CHECK(cudaEventRecord(end, s));
@@ -1242,9 +1224,8 @@ struct gpu_matrix<Value>::background_job {
         float part_ms = 0;
         AIJP_CUDA_CHECK(cudaEventElapsedTime(&part_ms, begin, end));
         ++parts;
-        poll_us.push_back(1e3 * ms_since(h0));
-        if (device_part) device_ms += part_ms;
-        if (!finished && device_part && duty < 1) pause(part_ms * (1 / duty - 1));
+        device_ms += part_ms;
+        if (!finished && duty < 1) pause(part_ms * (1 / duty - 1));
       }
       AIJP_CUDA_CHECK(cudaStreamSynchronize(s));
     } catch (...) {
@@ -1487,9 +1468,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   plan_report& rep = impl_->report;  // the plan now running, new or not
   rep.background_ms = job->wall_ms;
   rep.background_what = background_step_name(job->step);
-  // A staged step: the host time of each poll on the products' thread; a thread: of each part on the worker.
-  if (job->mode == background_mode::staged) rep.staged_poll_us = std::move(job->poll_us);
-  else rep.background_part_us = std::move(job->poll_us);
+  rep.staged_poll_us = std::move(job->poll_us);  // empty for a thread
   rep.background_parts = job->parts;              // 0 for staged steps
   rep.background_device_ms = job->device_ms;
   rep.background_paused_ms = job->paused_ms;

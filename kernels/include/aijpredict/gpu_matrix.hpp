@@ -120,12 +120,11 @@ struct plan_report {
   /// Wall time of the last step that ran in the background (gpu_matrix::start_background), from its start
   /// to its end on the worker thread; the products ran the previous plan meanwhile. 0: none did.
   double background_ms = 0.0;
-  /// A step on a worker thread: the parts it ran, the device time of its device parts (the span of events
-  /// around each) and the time it paused after them (plan_options::background_duty).
+  /// A step on a worker thread: the parts it ran, their device time (the span of events around each part,
+  /// host time inside it included) and the time it paused between them (plan_options::background_duty).
   int background_parts = 0;
   double background_device_ms = 0.0;
   double background_paused_ms = 0.0;
-  std::vector<double> background_part_us;  ///< the worker's wall time of each part (waits included)
   std::string background_what;  ///< which step that was (background_step_name)
   /// A staged step (background_mode::staged): the host time of each poll that issued or checked its work,
   /// one per product it was spread over, in order. Empty: it ran on a thread.
