@@ -56,7 +56,6 @@ struct AIJPOptions {
   PetscBool   background     = PETSC_FALSE; /* -mat_aijpredict_background: analyse and convert a reused matrix on a worker thread */
   PetscBool   staged         = PETSC_FALSE; /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
   PetscReal   stage_fraction = 0.03;        /* -mat_aijpredict_stage_fraction: a part's share of a product's predicted time */
-  PetscReal   background_duty = 0.01;       /* -mat_aijpredict_background_duty: a worker thread's share of the device time */
 };
 
 /* Where the products of one matrix run; decided at the first product. */
@@ -337,7 +336,6 @@ PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp
   opts->online         = p->opt.online;
   opts->partition      = p->opt.partition;
   opts->stage_fraction = p->opt.stage_fraction;
-  opts->background_duty = p->opt.background_duty;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -420,7 +418,7 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
     std::string us;
     for (double t : r.staged_poll_us) us += " " + std::to_string((int)std::lround(t));
     PetscCall(PetscInfo(A, "aijpredict: staged step, host time of each poll (us):%s\n", us.c_str()));
-  } else PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms (%d parts, %.3f ms on the device, %.3f ms paused), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.background_ms, r.background_parts, r.background_device_ms, r.background_paused_ms, r.install_ms, p->step_begun, p->mults, wait ? ", waited for" : "", changed ? "new plan installed" : "the plan stays"));
+  } else PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms, installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.background_ms, r.install_ms, p->step_begun, p->mults, wait ? ", waited for" : "", changed ? "new plan installed" : "the plan stays"));
   if (changed) PetscCall(AIJPReport(A, p));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -1050,8 +1048,6 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_staged", "Analyse and convert a reused matrix in parts over the next products, on their stream, never waiting for the device (read-backs are polled at later products); the products run the current format until the new one is complete. A conversion to sell_delta16 is split so each product carries at most -mat_aijpredict_stage_fraction of its time; other formats convert in one product. Off by default: it lowers the slowest solve but converts later, so repeated short solves took longer in total (false: the whole analysis and conversion inside the product that decides it). -mat_aijpredict_background takes precedence", "MatCreateSeqAIJPredict", o->staged, &o->staged, nullptr));
   PetscCall(PetscOptionsReal("-mat_aijpredict_stage_fraction", "Staged steps: the largest share of a conversion one product carries, as a fraction of the running format's predicted product time", "MatCreateSeqAIJPredict", o->stage_fraction, &o->stage_fraction, nullptr));
   PetscCheck(o->stage_fraction > 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_stage_fraction must be > 0");
-  PetscCall(PetscOptionsReal("-mat_aijpredict_background_duty", "Background steps: the largest share of the device time the worker thread's parts take (it pauses after each part for its device time x (1/duty - 1))", "MatCreateSeqAIJPredict", o->background_duty, &o->background_duty, nullptr));
-  PetscCheck(o->background_duty > 0 && o->background_duty <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_background_duty must be in (0, 1]");
   PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", o->use_gpu, &o->use_gpu, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_copy", "Without a GPU, keep the copy the GPU would hold on the host, refreshed by the same state checks, and multiply with it (tests that no operation leaves a stale copy)", "MatCreateSeqAIJPredict", o->host_copy, &o->host_copy, nullptr));
   /* Reject bad values now, with the option's name, rather than at the first MatMult. */
@@ -1182,7 +1178,6 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_partition <bool> - row-partitioned multi-format plans when they pay (default true)
 .  -mat_aijpredict_staged <bool>    - analyse and convert in parts over the next products, never waiting for the device (default false)
 .  -mat_aijpredict_stage_fraction <f> - a product's largest share of a staged conversion, as a fraction of its predicted time (default 0.03)
-.  -mat_aijpredict_background_duty <f> - a background step's largest share of the device time (default 0.01)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
 .  -mat_aijpredict_host_copy        - without a GPU, multiply with a host copy refreshed like the device copy (testing)
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice

@@ -12,11 +12,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <exception>
 #include <limits>
-#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -1169,13 +1167,6 @@ struct gpu_matrix<Value>::background_job {
   bool changed = false;
   std::exception_ptr error;
   double wall_ms = 0;
-  int parts = 0;            // thread mode: parts run, their device time and the pauses between them
-  double device_ms = 0;
-  double paused_ms = 0;
-  // finish_background wakes a pausing worker: the caller waits for the step, so pacing no longer helps.
-  std::mutex pause_mutex;
-  std::condition_variable pause_cv;
-  bool hurry = false;
 
   // Staged mode.
   enum class stage { start, gathering, convert, converting, finished };
@@ -1201,61 +1192,31 @@ struct gpu_matrix<Value>::background_job {
     if (ready) (void)cudaEventDestroy(ready);
   }
 
-  // Thread mode: the staged parts (advance_once, waiting for each) on the worker's own stream, paced.
   void run(int device)
   {
     const auto t0 = clock_type::now();
     cudaStream_t s = nullptr;
-    cudaEvent_t begin = nullptr, end = nullptr;
     try {
       AIJP_CUDA_CHECK(cudaSetDevice(device));
       int least = 0, greatest = 0;
       AIJP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
       AIJP_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
       AIJP_CUDA_CHECK(cudaStreamWaitEvent(s, ready, 0));
-      AIJP_CUDA_CHECK(cudaEventCreate(&begin));
-      AIJP_CUDA_CHECK(cudaEventCreate(&end));
-      const double duty = std::clamp(opts.background_duty, 1e-4, 1.0);
-      for (bool finished = false; !finished;) {
-        AIJP_CUDA_CHECK(cudaEventRecord(begin, s));
-        finished = advance_once(s, true);
-        AIJP_CUDA_CHECK(cudaEventRecord(end, s));
-        AIJP_CUDA_CHECK(cudaEventSynchronize(end));
-        float part_ms = 0;
-        AIJP_CUDA_CHECK(cudaEventElapsedTime(&part_ms, begin, end));
-        ++parts;
-        device_ms += part_ms;
-        if (!finished && duty < 1) pause(part_ms * (1 / duty - 1));
+      switch (step) {
+        case background_step::analyze:
+          plan->analyze(*ctx, opts, s);
+          changed = true;
+          break;
+        case background_step::convert_deferred: changed = plan->convert_deferred(opts.expected_mults, s); break;
+        case background_step::plan_when_reused: changed = plan->plan_when_reused(*ctx, opts, s); break;
       }
       AIJP_CUDA_CHECK(cudaStreamSynchronize(s));
     } catch (...) {
       error = std::current_exception();
     }
-    if (begin) (void)cudaEventDestroy(begin);
-    if (end) (void)cudaEventDestroy(end);
     if (s) (void)cudaStreamDestroy(s);
-    at = stage::finished;
     wall_ms = ms_since(t0);
     done.store(true, std::memory_order_release);
-  }
-
-  // Sleeps `ms` unless finish_background is waiting for the step.
-  void pause(double ms)
-  {
-    if (!(ms > 0)) return;
-    const auto t0 = clock_type::now();
-    std::unique_lock<std::mutex> lock(pause_mutex);
-    pause_cv.wait_for(lock, std::chrono::duration<double, std::milli>(ms), [this] { return hurry; });
-    paused_ms += ms_since(t0);
-  }
-
-  void hurry_up()
-  {
-    {
-      std::lock_guard<std::mutex> lock(pause_mutex);
-      hurry = true;
-    }
-    pause_cv.notify_all();
   }
 
   // Rows per part of a staged conversion to `f`: its fill moves the CSR copy's bytes and the layout's once,
@@ -1405,12 +1366,11 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   job->ctx = std::move(ctx);
   job->opts = opts;
   job->plan = m.copy_for_background();
-  // Both modes run the staged parts: on this thread at each poll, or on the worker, paced.
-  job->plan->staged = true;
-  job->started = clock_type::now();
-  job->running_format = m.report.chosen;
-  job->running_cusparse_csr = !m.report.partitioned && m.format && m.format->id() == format_id::cusparse_csr;
   if (mode == background_mode::staged) {
+    job->plan->staged = true;
+    job->started = clock_type::now();
+    job->running_format = m.report.chosen;
+    job->running_cusparse_csr = !m.report.partitioned && m.format && m.format->id() == format_id::cusparse_csr;
     job_ = std::move(job);
     m.step_running = true;
     return true;
@@ -1469,9 +1429,6 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   rep.background_ms = job->wall_ms;
   rep.background_what = background_step_name(job->step);
   rep.staged_poll_us = std::move(job->poll_us);  // empty for a thread
-  rep.background_parts = job->parts;              // 0 for staged steps
-  rep.background_device_ms = job->device_ms;
-  rep.background_paused_ms = job->paused_ms;
   rep.install_ms = ms_since(t0);
   if (changed) *changed = job->changed;
 }
@@ -1494,7 +1451,6 @@ bool gpu_matrix<Value>::finish_background(cudaStream_t stream, bool* changed)
 {
   if (!job_) return false;
   if (job_->mode == background_mode::staged) job_->advance(stream, true);
-  else job_->hurry_up();
   install_background(stream, changed);
   return true;
 }
@@ -1703,8 +1659,8 @@ std::string plan_report::to_string() const
                   background_what.c_str(), staged_polls(), staged_host_ms(), staged_max_poll_ms(), background_ms, install_ms);
     os << line;
   } else if (background_ms > 0) {
-    std::snprintf(line, sizeof(line), "  %s ran in the background in %.3f ms (%d parts, %.3f ms on the device, %.3f ms paused), while the products ran the previous plan; installed in %.3f ms\n",
-                  background_what.c_str(), background_ms, background_parts, background_device_ms, background_paused_ms, install_ms);
+    std::snprintf(line, sizeof(line), "  %s ran in the background in %.3f ms, while the products ran the previous plan; installed in %.3f ms\n",
+                  background_what.c_str(), background_ms, install_ms);
     os << line;
   }
   if (measured_samples > 0) {

@@ -72,13 +72,6 @@ struct plan_options {
   /// Staged steps (background_mode::staged): each product's share of a conversion is at most this fraction
   /// of the running plan's predicted SpMV time (the parts' GPU work estimated from the bytes they move).
   double stage_fraction = 0.03;
-  /// Background steps on a worker thread (background_mode::thread): the step's share of the device time.
-  /// The worker runs the staged parts one at a time on its own stream, waits for each, and then pauses for
-  /// the part's device time x (1 / background_duty - 1), so a solve that runs while the step does shares
-  /// the device with at most this fraction of it (plus one part). An unpaced step (1) ran its 4-5 ms of
-  /// kernels at once and slowed the two short solves it overlapped by 22-32 % on an H100
-  /// (bench/results/2026-11-23_h100_session8_background.txt). In (0, 1].
-  double background_duty = 0.01;
   /// Run this partition (parse_partition_plan("sell[0,1000)+coo[1000,1200)")) instead of selecting: tests,
   /// benchmarks, warm-up. Blocks must cover every row; a block's format that is infeasible there becomes
   /// cuSPARSE CSR. A one-block plan is the unpartitioned format. Takes precedence over `forced`.
@@ -120,11 +113,6 @@ struct plan_report {
   /// Wall time of the last step that ran in the background (gpu_matrix::start_background), from its start
   /// to its end on the worker thread; the products ran the previous plan meanwhile. 0: none did.
   double background_ms = 0.0;
-  /// A step on a worker thread: the parts it ran, their device time (the span of events around each part,
-  /// host time inside it included) and the time it paused between them (plan_options::background_duty).
-  int background_parts = 0;
-  double background_device_ms = 0.0;
-  double background_paused_ms = 0.0;
   std::string background_what;  ///< which step that was (background_step_name)
   /// A staged step (background_mode::staged): the host time of each poll that issued or checked its work,
   /// one per product it was spread over, in order. Empty: it ran on a thread.
@@ -171,11 +159,7 @@ const char* background_step_name(background_step s);
 /// How gpu_matrix::start_background runs a step.
 enum class background_mode {
   /// On a worker thread with its own low-priority stream: neither the step's read-backs nor its host work
-  /// hold up the thread issuing the products. The worker runs the parts of the staged mode (below) one at a
-  /// time, waits for each, and paces them so that its device work takes at most
-  /// plan_options::background_duty of the time (the products' kernels share the device with one part at a
-  /// time). Needs a CPU of its own: on the products' CPU its host work (a partition's planning: milliseconds
-  /// on small matrices) would take their time slices.
+  /// hold up the thread issuing the products; its GPU work runs beside theirs.
   thread,
   /// On the products' thread and stream, in parts: each poll_background does one part and never waits for
   /// the device; read-backs land in pinned memory and are polled through events at later calls. The parts
