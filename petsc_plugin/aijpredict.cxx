@@ -352,7 +352,8 @@ int AIJPCpusAvailable()
 
 /* Runs one step of the analysis of a reused matrix: on a worker thread with -mat_aijpredict_background, else
    staged over the next products with -mat_aijpredict_staged, else here (the default). While a staged or threaded
-   step runs, the products run the current plan; AIJPReuseStep advances it and installs the new plan.
+   step runs, the products run the current plan; AIJPInstallStep, after each product, advances it and installs
+   the new plan.
    *started: the step runs beside the products; *changed: the plan changed now (synchronous steps only). */
 PetscErrorCode AIJPStep(Mat A, Mat_SeqAIJPredict *p, aijp::background_step step, const aijp::plan_options &opts, cudaStream_t stream, bool *started, bool *changed)
 {
@@ -428,8 +429,8 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
    format whose conversion does not pay yet, or a row partition whose planning did not, is reconsidered
    whenever the product count doubles, expecting as many products again as so far (or
    -mat_aijpredict_expected_mults, if larger). With -mat_aijpredict_staged or -mat_aijpredict_background
-   (not the default) a step runs staged or on a worker thread: this function then only starts it and, at
-   later products, advances and installs it. */
+   (not the default) a step runs staged or on a worker thread: this function then only starts it, and
+   AIJPInstallStep advances and installs it after each product. */
 PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
 {
   cudaStream_t stream;
@@ -437,7 +438,7 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
 
   PetscFunctionBegin;
   p->mults++;
-  if (p->gpu->background_running()) PetscFunctionReturn(PETSC_SUCCESS); /* advanced after the product: AIJPAfterProduct */
+  if (p->gpu->background_running()) PetscFunctionReturn(PETSC_SUCCESS); /* advanced after the product: AIJPInstallStep */
   const auto &rep = p->gpu->report();
   if (rep.analyzed && !rep.deferred && !rep.partition_pending) PetscFunctionReturn(PETSC_SUCCESS);
   if (!rep.analyzed && p->mults <= p->opt.defer_mults) PetscFunctionReturn(PETSC_SUCCESS);
@@ -468,18 +469,6 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
   }
   /* The analysis skipped planning a row partition that its use so far could not pay for. */
   if (rep.partition_pending) PetscCall(AIJPStep(A, p, aijp::background_step::plan_when_reused, opts, stream, &started, &changed));
-  PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-/* Called after each product is queued: a running staged or threaded step advances (staged: issues its next
-   part on the products' stream) or installs its plan. Here rather than before the product, so that the step's
-   host time (launches, the decision, allocations) overlaps the product's kernels on the device instead of
-   adding to a device that idles: a solve's host waits (dot products, norms) leave the device idle before each
-   product. */
-PetscErrorCode AIJPAfterProduct(Mat A, Mat_SeqAIJPredict *p)
-{
-  PetscFunctionBegin;
-  if (p->gpu->background_running()) PetscCall(AIJPInstallStep(A, p, false));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 #endif
@@ -717,7 +706,11 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
   PetscCall(PetscLogEventBegin(AIJP_EVENT_SPMV, A, xx, zz, 0));
   PetscCall(MatSeqAIJPredictApply(A, p, xx, yy, zz, transpose));
   PetscCall(PetscLogEventEnd(AIJP_EVENT_SPMV, A, xx, zz, 0));
-  if (!transpose) PetscCall(AIJPAfterProduct(A, p));
+  /* A running staged or threaded step advances (staged: issues its next part on the products' stream) or
+     installs its plan after the product is queued rather than before, so that its host time (launches, the
+     decision, allocations) overlaps the product's kernels instead of a device left idle by the solver's last
+     host wait (dot products, norms). No-op without a step. */
+  if (!transpose) PetscCall(AIJPInstallStep(A, p, false));
 #endif
   PetscFunctionReturn(PETSC_SUCCESS);
 }
