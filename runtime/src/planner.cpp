@@ -336,56 +336,93 @@ std::vector<int> optimal_split(int n, const std::function<double(int, int)>& cos
   return starts;
 }
 
-partition_plan plan_partition(const std::vector<strip_summary>& strips, size_type cols,
-                              const std::vector<format_id>& candidates, const block_cost_fn& cost,
-                              const planner_options& opts, const row_stats* whole, double whole_x_sectors_per_nnz)
+partition_planner::partition_planner(std::vector<strip_summary> strips, size_type cols, std::vector<format_id> candidates,
+                                     block_cost_fn cost, const planner_options& opts, const row_stats* whole,
+                                     double whole_x_sectors_per_nnz)
+    : strips_(std::move(strips)),
+      cols_(cols),
+      candidates_(std::move(candidates)),
+      cost_(std::move(cost)),
+      opts_(opts),
+      whole_x_(whole_x_sectors_per_nnz)
 {
-  const auto t0 = std::chrono::steady_clock::now();
-  AIJP_ENSURE(opts.max_strips >= 1 && opts.max_blocks >= 1, bad_input, "planner options must be positive");
-  partition_plan plan;
-  const int n = static_cast<int>(strips.size());
-  plan.strips = n;
-  plan.strip_rows = n > 0 ? strips[0].rows : 0;
-  if (n == 0 || candidates.empty()) return plan;
-
+  AIJP_ENSURE(opts_.max_strips >= 1 && opts_.max_blocks >= 1, bad_input, "planner options must be positive");
+  if (whole) whole_ = *whole;
+  n_ = static_cast<int>(strips_.size());
+  plan_.strips = n_;
+  plan_.strip_rows = n_ > 0 ? strips_[0].rows : 0;
+  if (n_ == 0 || candidates_.empty()) {
+    done_ = true;
+    return;
+  }
   // E[i][j] and its format for every block of strips i..j.
-  std::vector<double> e(static_cast<std::size_t>(n) * n, infinity);
-  std::vector<int> ef(static_cast<std::size_t>(n) * n, -1);
-  std::vector<double> us(candidates.size());
-  strip_accumulator acc;
+  e_.assign(static_cast<std::size_t>(n_) * n_, infinity);
+  ef_.assign(static_cast<std::size_t>(n_) * n_, -1);
+  us_.resize(candidates_.size());
+}
+
+std::size_t partition_planner::blocks_total() const { return static_cast<std::size_t>(n_) * (n_ + 1) / 2; }
+
+bool partition_planner::advance(double budget_us)
+{
+  if (done_) return true;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto elapsed_us = [&] { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(); };
+  const int n = n_;
   block_facts block;
-  for (int j = 0; j < n; ++j) {
-    acc.clear();
-    for (int i = j; i >= 0; --i) {
-      acc.add(strips[i]);
-      const bool all = i == 0 && j == n - 1;
-      block.stats = (whole && all) ? *whole : acc.stats(cols);
-      block.x_sectors_per_nnz = (all && whole_x_sectors_per_nnz >= 0) ? whole_x_sectors_per_nnz : acc.x_sectors_per_nnz();
-      block.max_column_step = acc.max_column_step();
-      block.unsorted_steps = acc.unsorted_steps();
-      std::fill(us.begin(), us.end(), infinity);
-      cost(block, us);
-      for (std::size_t k = 0; k < candidates.size(); ++k) {
-        if (us[k] < e[i * n + j]) {  // infinity and NaN never win
-          e[i * n + j] = us[k];
-          ef[i * n + j] = static_cast<int>(k);
-        }
+  bool first = true;
+  while (j_ < n && (first || elapsed_us() < budget_us)) {
+    first = false;
+    if (i_ == j_) acc_.clear();
+    acc_.add(strips_[i_]);
+    const bool all = i_ == 0 && j_ == n - 1;
+    block.stats = (whole_ && all) ? *whole_ : acc_.stats(cols_);
+    block.x_sectors_per_nnz = (all && whole_x_ >= 0) ? whole_x_ : acc_.x_sectors_per_nnz();
+    block.max_column_step = acc_.max_column_step();
+    block.unsorted_steps = acc_.unsorted_steps();
+    std::fill(us_.begin(), us_.end(), infinity);
+    cost_(block, us_);
+    const std::size_t at = static_cast<std::size_t>(i_) * n + j_;
+    for (std::size_t k = 0; k < candidates_.size(); ++k) {
+      if (us_[k] < e_[at]) {  // infinity and NaN never win
+        e_[at] = us_[k];
+        ef_[at] = static_cast<int>(k);
       }
     }
+    ++blocks_done_;
+    if (i_ == 0) {
+      ++j_;
+      i_ = j_;
+    } else {
+      --i_;
+    }
   }
-  // The measured rate of the table above (the DP below is n^2 max_blocks additions: negligible).
-  const double table_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  const double estimates = 0.5 * n * (n + 1.0) * static_cast<double>(candidates.size());
+  table_us_ += elapsed_us();
+  if (j_ == n) finish();
+  spent_ms_ += 1e-3 * elapsed_us();
+  plan_.planning_ms = spent_ms_;
+  return done_;
+}
+
+void partition_planner::finish()
+{
+  const int n = n_;
+  // The measured rate of the table (the DP below is n^2 max_blocks additions: negligible).
+  const double estimates = 0.5 * n * (n + 1.0) * static_cast<double>(candidates_.size());
   if (estimates >= 64) {  // too few to time
-    const double rate = table_us / estimates;
+    const double rate = table_us_ / estimates;
     const bool measured = g_rate_measured.exchange(true, std::memory_order_relaxed);
     g_us_per_estimate.store(measured ? 0.5 * (planning_us_per_estimate() + rate) : rate, std::memory_order_relaxed);
   }
+  partition_plan& plan = plan_;
+  const auto& e = e_;
+  const auto& ef = ef_;
+  const auto& strips = strips_;
   const int whole_format = ef[n - 1];
-  plan.single_format = whole_format >= 0 ? candidates[whole_format] : format_id::cusparse_csr;
+  plan.single_format = whole_format >= 0 ? candidates_[whole_format] : format_id::cusparse_csr;
   plan.single_us = e[n - 1];
 
-  const auto starts = optimal_split(n, [&](int i, int j) { return e[i * n + j]; }, opts.max_blocks);
+  const auto starts = optimal_split(n, [&](int i, int j) { return e[i * n + j]; }, opts_.max_blocks);
   double total = 0;
   for (std::size_t k = 0; k < starts.size(); ++k) {
     const int i = starts[k];
@@ -393,7 +430,7 @@ partition_plan plan_partition(const std::vector<strip_summary>& strips, size_typ
     plan_block b;
     b.row_begin = strips[i].row_begin;
     b.row_end = strips[j].row_begin + strips[j].rows;
-    b.format = ef[i * n + j] >= 0 ? candidates[ef[i * n + j]] : format_id::cusparse_csr;
+    b.format = ef[i * n + j] >= 0 ? candidates_[ef[i * n + j]] : format_id::cusparse_csr;
     b.predicted_us = e[i * n + j];
     for (int k2 = i; k2 <= j; ++k2) b.nnz += strips[k2].nnz;
     total += b.predicted_us;
@@ -405,8 +442,18 @@ partition_plan plan_partition(const std::vector<strip_summary>& strips, size_typ
     for (const auto& st : strips) all.nnz += st.nnz;
     plan.blocks = {all};
   }
-  plan.planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return plan;
+  done_ = true;
+  e_ = {};
+  ef_ = {};
+}
+
+partition_plan plan_partition(const std::vector<strip_summary>& strips, size_type cols,
+                              const std::vector<format_id>& candidates, const block_cost_fn& cost,
+                              const planner_options& opts, const row_stats* whole, double whole_x_sectors_per_nnz)
+{
+  partition_planner p(strips, cols, candidates, cost, opts, whole, whole_x_sectors_per_nnz);
+  p.advance(infinity);
+  return p.result();
 }
 
 }  // namespace aijp

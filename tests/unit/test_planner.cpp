@@ -428,6 +428,47 @@ TEST(Planner, StencilAbovePowerLawSplitsUnderThePlaceholderModel)
   EXPECT_EQ(plan.blocks[0].nnz + plan.blocks[1].nnz, a.nnz());
 }
 
+TEST(Planner, SlicedPlanningGivesTheSamePlan)
+{
+  // partition_planner in slices of (at least) one block each equals plan_partition in one go: blocks,
+  // formats, predictions, the single-format baseline.
+  const auto a = aijp::gen::from_spec("stack:lap27:64x64x64+powerlaw:rows=30000,deg=16,exp=2.1");
+  aijp::prediction_input in;
+  in.value_bytes = 8;
+  in.device.l2_bytes = 50 << 20;
+  in.device.sm_count = 132;
+  in.free_memory_bytes = 70ll << 30;
+  const aijp::bandwidth_model_params p;
+  const auto cands = aijp::all_formats();
+  const auto whole = aijp::compute_row_stats(a.view());
+  const auto cost = [&](const aijp::block_facts& b, std::vector<double>& us) {
+    in.stats = b.stats;
+    const auto est = aijp::predict_bandwidth_model(in, p, cands);
+    for (std::size_t k = 0; k < est.size(); ++k) us[k] = est[k].feasible ? est[k].predicted_us : inf;
+  };
+  aijp::planner_options o;
+  o.max_strips = 24;
+  const auto strips = aijp::compute_strip_summaries(a.view(), aijp::strip_rows_for(a.rows, o.max_strips));
+  const auto once = aijp::plan_partition(strips, a.cols, cands, cost, o, &whole);
+  aijp::partition_planner sliced(strips, a.cols, cands, cost, o, &whole);
+  EXPECT_EQ(sliced.blocks_total(), strips.size() * (strips.size() + 1) / 2);
+  int calls = 0;
+  while (!sliced.advance(0.0)) ++calls;
+  ++calls;
+  EXPECT_EQ(static_cast<std::size_t>(calls), sliced.blocks_total()) << "a zero budget predicts one block per call";
+  EXPECT_EQ(sliced.blocks_done(), sliced.blocks_total());
+  const auto& r = sliced.result();
+  EXPECT_EQ(r.to_string(), once.to_string());
+  EXPECT_DOUBLE_EQ(r.predicted_us, once.predicted_us);
+  EXPECT_DOUBLE_EQ(r.single_us, once.single_us);
+  EXPECT_EQ(r.single_format, once.single_format);
+  EXPECT_EQ(r.strips, once.strips);
+  ASSERT_EQ(r.blocks.size(), once.blocks.size());
+  for (std::size_t k = 0; k < r.blocks.size(); ++k) EXPECT_EQ(r.blocks[k].nnz, once.blocks[k].nnz);
+  EXPECT_GT(r.planning_ms, 0.0);
+  EXPECT_TRUE(sliced.advance(0.0)) << "done stays done";
+}
+
 TEST(Planner, StencilAloneDoesNotSplitUnderThePlaceholderModel)
 {
   const auto plan = plan_with_placeholder(aijp::gen::laplacian_3d_27pt(64, 64, 64));

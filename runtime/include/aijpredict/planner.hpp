@@ -20,6 +20,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -203,6 +204,45 @@ partition_plan plan_partition(const std::vector<strip_summary>& strips, size_typ
                               const std::vector<format_id>& candidates, const block_cost_fn& cost,
                               const planner_options& opts = {}, const row_stats* whole = nullptr,
                               double whole_x_sectors_per_nnz = -1.0);
+
+/// plan_partition in slices of bounded host time (staged steps, gpu_matrix.hpp): the table of block
+/// predictions, the expensive part, is filled block by block across advance() calls, each returning once its
+/// budget is spent; the DP runs in the call that completes the table. The strips, the cost callback and what
+/// it refers to must outlive the planner. result() equals plan_partition's for the same arguments, except
+/// planning_ms, which sums the advance() calls.
+class partition_planner {
+ public:
+  partition_planner(std::vector<strip_summary> strips, size_type cols, std::vector<format_id> candidates, block_cost_fn cost,
+                    const planner_options& opts = {}, const row_stats* whole = nullptr, double whole_x_sectors_per_nnz = -1.0);
+  /// Works for about `budget_us` of host time (at least one block); true once result() is ready.
+  bool advance(double budget_us);
+  bool done() const { return done_; }
+  const partition_plan& result() const { return plan_; }
+  /// Blocks predicted so far and in all.
+  std::size_t blocks_done() const { return blocks_done_; }
+  std::size_t blocks_total() const;
+
+ private:
+  void finish();
+  std::vector<strip_summary> strips_;
+  size_type cols_;
+  std::vector<format_id> candidates_;
+  block_cost_fn cost_;
+  planner_options opts_;
+  std::optional<row_stats> whole_;
+  double whole_x_;
+  int n_ = 0;
+  int j_ = 0, i_ = 0;  // the next block to predict: strips i_..j_ (i_ runs from j_ down to 0)
+  std::vector<double> e_;
+  std::vector<int> ef_;
+  std::vector<double> us_;
+  strip_accumulator acc_;
+  std::size_t blocks_done_ = 0;
+  double table_us_ = 0;  // host time of the table so far
+  double spent_ms_ = 0;  // host time of every advance
+  bool done_ = false;
+  partition_plan plan_;
+};
 
 /// The same DP on a table of block costs, exposed for tests: cost(i, j) is E of strips i..j (inclusive,
 /// i <= j < n), +infinity if no format is feasible; returns the strip index where each block begins
