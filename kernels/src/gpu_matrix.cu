@@ -203,6 +203,26 @@ struct gpu_matrix<Value>::impl {
   // A copy built by a staged step: convert_to records its choice here and the step converts in parts.
   bool staged = false;
   std::optional<format_id> staged_choice;
+  // Staged steps plan a partition outside the step that needs it: try_partition, finding no plan for its
+  // strips, records what it would plan (`planning_request`) and returns as if not planning; the step
+  // (background_job) gathers the strips in a part of its own and runs the DP in slices, then runs the
+  // analysis or plan_when_reused again, whose try_partition takes the result (`planning_memo`).
+  struct planning_request_t {
+    size_type strip_rows = 0;
+    prediction_input in;
+  };
+  std::optional<planning_request_t> planning_request;
+  struct planning_memo_t {
+    size_type strip_rows = 0;
+    partition_plan plan;  // planning_ms: the strip pass and every slice of the DP
+  };
+  std::optional<planning_memo_t> planning_memo;
+  // The strip summaries the DP of a partition with `strip_rows` rows per strip works on (device passes,
+  // waits for them).
+  std::vector<strip_summary> gather_strips(size_type strip_rows, const prediction_input& in, const std::vector<format_id>& candidates,
+                                           cudaStream_t stream);
+  // The DP's cost of a block: every candidate's prediction with the format's online correction.
+  block_cost_fn partition_cost(const context& ctx, const prediction_input& in, const std::vector<format_id>& candidates) const;
   std::uint64_t values_version = 0;  // update_values calls so far
 
   void convert_to(format_id choice, cudaStream_t stream);
@@ -461,6 +481,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   m.on.runner_up = -1;  // a partition sets its own (build_partition)
   m.on.may_explore = false;
   if (m.try_partition(ctx, opts, in, stream)) return;
+  if (m.planning_request) return;  // a staged step plans first, then analyses again
 
   // Amortization: convert only if the predicted saving pays for the conversion within the expected use.
   if (choice != format_id::cusparse_csr && !opts.forced && opts.expected_mults > 0) {
@@ -580,10 +601,49 @@ planning_strips strips_for_planning(double single_us, size_type rows, const plan
 }
 
 template <typename Value>
+std::vector<strip_summary> gpu_matrix<Value>::impl::gather_strips(size_type strip_rows, const prediction_input& in,
+                                                                  const std::vector<format_id>& candidates, cudaStream_t stream)
+{
+  auto strips = compute_strip_summaries_device(csr.rows, csr.row_ptr.data(), strip_rows, stream);
+  if (strips.size() < 2) return strips;
+  add_strip_locality(strips, csr.row_ptr.data(), csr.col_idx.data(), sizeof(Value), stream);
+  // Where the whole matrix's columns rule out sell_delta16, a block's own may not (a stencil stacked on a
+  // power-law block): one more pass gives each strip its facts.
+  if (std::find(candidates.begin(), candidates.end(), format_id::sell_delta16) != candidates.end() &&
+      !sell_delta16_columns_fit(in)) {
+    add_strip_columns(strips, csr.row_ptr.data(), csr.col_idx.data(), stream);
+  }
+  return strips;
+}
+
+template <typename Value>
+block_cost_fn gpu_matrix<Value>::impl::partition_cost(const context& ctx, const prediction_input& in,
+                                                      const std::vector<format_id>& candidates) const
+{
+  const auto corr = on.corr;
+  const double l2 = static_cast<double>(report.device.l2_bytes);
+  return [&ctx, in, candidates, corr, l2](const block_facts& block, std::vector<double>& us) {
+    const auto est = estimate_block(ctx, in, block.stats, candidates, block.x_sectors_per_nnz, block.max_column_step,
+                                    block.unsorted_steps);
+    for (std::size_t k = 0; k < est.size(); ++k) {
+      us[k] = est[k].feasible ? est[k].predicted_us : std::numeric_limits<double>::infinity();
+      // The online corrections of the format (not of this matrix: a block is another pattern), so that
+      // split and single-format predictions stay on one scale.
+      if (corr && est[k].feasible) us[k] *= corr->factor(est[k].format, online::classify(est[k].bytes, l2));
+    }
+  };
+}
+
+template <typename Value>
 bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_options& opts, const prediction_input& in,
                                             cudaStream_t stream, bool late)
 {
   plan_report& rep = report;
+  // What the resets below clear, for a staged step's planning request (which leaves everything as it was).
+  partition_plan saved_proposed = staged ? rep.proposed : partition_plan{};
+  const bool saved_pending = rep.partition_pending;
+  auto saved_plan_input = staged ? plan_input : std::nullopt;
+  auto saved_deferred = staged ? deferred_plan : std::nullopt;
   rep.proposed = partition_plan{};
   rep.partition_pending = false;
   plan_input.reset();
@@ -641,30 +701,29 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
     return false;
   }
   const auto t0 = clock_type::now();
-  auto strips = compute_strip_summaries_device(csr.rows, csr.row_ptr.data(), strip_rows_for(csr.rows, budget.strips), stream);
-  if (strips.size() < 2) return false;
-  add_strip_locality(strips, csr.row_ptr.data(), csr.col_idx.data(), sizeof(Value), stream);
-  const auto& candidates = opts.candidates;
-  // Where the whole matrix's columns rule out sell_delta16, a block's own may not (a stencil stacked on a
-  // power-law block): one more pass gives each strip its facts.
-  if (std::find(candidates.begin(), candidates.end(), format_id::sell_delta16) != candidates.end() &&
-      !sell_delta16_columns_fit(in)) {
-    add_strip_columns(strips, csr.row_ptr.data(), csr.col_idx.data(), stream);
+  const size_type strip_rows = strip_rows_for(csr.rows, budget.strips);
+  partition_plan plan;
+  if (planning_memo) {
+    // Planned by the staged step for this very step (planning_ms: its parts). Not compared with strip_rows:
+    // the DP's measured rate (planning_us_per_estimate) may have moved the budget's strips since.
+    plan = std::move(planning_memo->plan);
+    planning_memo.reset();
+  } else if (staged) {
+    // Planned in parts by the staged step, which then runs this step again: leave everything as it was.
+    rep.proposed = std::move(saved_proposed);
+    rep.partition_pending = saved_pending;
+    plan_input = std::move(saved_plan_input);
+    deferred_plan = std::move(saved_deferred);
+    planning_request = planning_request_t{strip_rows, in};
+    return false;
+  } else {
+    auto strips = gather_strips(strip_rows, in, opts.candidates, stream);
+    if (strips.size() < 2) return false;
+    plan = plan_partition(strips, csr.cols, opts.candidates, partition_cost(ctx, in, opts.candidates), opts.planner, &rep.stats,
+                          rep.x_sectors_per_nnz);
+    plan.planning_ms = ms_since(t0);  // the strip pass on the device included
   }
-  const auto cost = [&](const block_facts& block, std::vector<double>& us) {
-    const auto est = estimate_block(ctx, in, block.stats, candidates, block.x_sectors_per_nnz, block.max_column_step,
-                                    block.unsorted_steps);
-    for (std::size_t k = 0; k < est.size(); ++k) {
-      us[k] = est[k].feasible ? est[k].predicted_us : std::numeric_limits<double>::infinity();
-      // The online corrections of the format (not of this matrix: a block is another pattern), so that
-      // split and single-format predictions stay on one scale.
-      if (on.corr && est[k].feasible) {
-        us[k] *= on.corr->factor(est[k].format, online::classify(est[k].bytes, static_cast<double>(rep.device.l2_bytes)));
-      }
-    }
-  };
-  partition_plan plan = plan_partition(strips, csr.cols, candidates, cost, opts.planner, &rep.stats, rep.x_sectors_per_nnz);
-  plan.planning_ms = ms_since(t0);  // the strip pass on the device included
+  if (plan.strips < 2) return false;
   rep.proposed = plan;
   if (!plan.split() || !(plan.predicted_us < (1 - opts.partition_margin) * plan.single_us)) return false;
   char line[320];
@@ -1028,6 +1087,7 @@ bool gpu_matrix<Value>::impl::plan_when_reused(const context& ctx, const plan_op
   if (!may_plan_when_reused(opts)) return false;
   const prediction_input in = *m.plan_input;
   const auto t0 = clock_type::now();
+  const std::string decision_before = rep.decision;
   // What try_partition rewrites, kept for when no split is taken: the running (or deferred) single format
   // stays with its decision, its amortization and its exploration.
   const std::string decision = rep.decision.substr(0, rep.decision.find("; no partition planned yet"));
@@ -1040,6 +1100,11 @@ bool gpu_matrix<Value>::impl::plan_when_reused(const context& ctx, const plan_op
     rep.deferred.reset();  // the split replaces a single format still waiting for its conversion to pay
     rep.decision += "; planned after the matrix proved reused";
     return true;
+  }
+  if (m.planning_request) {  // a staged step plans first, then runs this again: leave everything as it was
+    rep.decision = decision_before;
+    rep.exploration = std::move(explored);
+    return false;
   }
   const std::string out_of_memory = rep.decision.find("; out of device memory") != std::string::npos ? rep.decision.substr(decision.size()) : "";
   rep.decision = decision;
@@ -1169,7 +1234,7 @@ struct gpu_matrix<Value>::background_job {
   double wall_ms = 0;
 
   // Staged mode.
-  enum class stage { start, gathering, convert, converting, finished };
+  enum class stage { start, gathering, plan_strips, plan_dp, replay, convert, converting, finished };
   stage at = stage::start;
   clock_type::time_point started;
   format_id running_format = format_id::cusparse_csr;  // the running plan's: the parts' budget is its product time
@@ -1178,10 +1243,27 @@ struct gpu_matrix<Value>::background_job {
   detail::locality_job locality;
   bool free_queried = false;
   size_type free_memory = 0;
+  // Partition planning in parts (impl::planning_request): the strips, then the DP in slices.
+  std::unique_ptr<partition_planner> planner;
+  double strips_ms = 0;
+  // The analysis' read-backs, kept to run the analysis again once the partition is planned.
+  std::optional<typename impl::gathered_input> gathered;
+  // The step's next stage once it has run (again): plan first when it asked for a partition.
+  stage after_step()
+  {
+    if (plan->planning_request) return stage::plan_strips;
+    return stage::convert;
+  }
   std::unique_ptr<detail::format_builder<Value>> builder;
   format_id building = format_id::cusparse_csr;
   double conversion_host_ms = 0;
-  std::vector<double> poll_us;  // host time of each advance
+  std::vector<double> poll_us;  // host time of each advance that did work
+  // Pacing (opts.stage_duty): a part runs right after a product was queued, and its host time up to that
+  // product's device time (`slack_us`, the running plan's predicted product time beyond one launch) overlaps
+  // it; what a part takes beyond that (`spent_us`, summed) is what the solver waits for.
+  double slack_us = 0;
+  double spent_us = 0;
+  int skipped = 0;              // advances that waited for the host-time share (opts.stage_duty)
   // The staged analysis kept cuSPARSE CSR, which runs now: the install moves the running layout over
   // instead of building another (a cuSPARSE handle costs milliseconds to create).
   bool keep_running_layout = false;
@@ -1243,6 +1325,11 @@ struct gpu_matrix<Value>::background_job {
   bool advance(cudaStream_t stream, bool block)
   {
     const auto t0 = clock_type::now();
+    // Pacing: the parts' host time stays within opts.stage_duty of the wall time since the step began.
+    if (!block && opts.stage_duty > 0 && spent_us > opts.stage_duty * 1e3 * std::chrono::duration<double, std::milli>(t0 - started).count()) {
+      ++skipped;
+      return false;
+    }
     try {
       bool finished = false;
       do {
@@ -1254,6 +1341,7 @@ struct gpu_matrix<Value>::background_job {
       at = stage::finished;
     }
     poll_us.push_back(1e3 * ms_since(t0));
+    spent_us += std::max(0.0, poll_us.back() - slack_us);
     if (at == stage::finished) {
       wall_ms = ms_since(started);
       return true;
@@ -1275,7 +1363,7 @@ struct gpu_matrix<Value>::background_job {
           case background_step::convert_deferred: changed = m.convert_deferred(opts.expected_mults, stream); break;
           case background_step::plan_when_reused: changed = m.plan_when_reused(*ctx, opts, stream); break;
         }
-        at = stage::convert;
+        at = after_step();
         return false;
       case stage::gathering: {
         const bool stats_done = stats_job.poll(stream);
@@ -1292,12 +1380,48 @@ struct gpu_matrix<Value>::background_job {
           device_memory_info(&free_memory, nullptr);
           return false;
         }
-        const typename impl::gathered_input g{stats_job.result(), locality.result(), free_memory};
-        m.analyze(*ctx, opts, stream, &g);
+        gathered = typename impl::gathered_input{stats_job.result(), locality.result(), free_memory};
+        m.analyze(*ctx, opts, stream, &*gathered);
         changed = true;
-        at = stage::convert;
+        at = after_step();
         return false;
       }
+      case stage::plan_strips: {
+        const auto t0 = clock_type::now();
+        const auto req = *m.planning_request;
+        auto strips = m.gather_strips(req.strip_rows, req.in, opts.candidates, stream);
+        strips_ms = ms_since(t0);
+        planner = std::make_unique<partition_planner>(std::move(strips), m.csr.cols, opts.candidates,
+                                                      m.partition_cost(*ctx, req.in, opts.candidates), opts.planner, &m.report.stats,
+                                                      m.report.x_sectors_per_nnz);
+        at = stage::plan_dp;
+        return false;
+      }
+      case stage::plan_dp: {
+        // A slice: the product's device time it overlaps, and a little more (paced by opts.stage_duty).
+        if (!planner->advance(std::max(20.0, slack_us))) return false;
+        partition_plan p = planner->result();
+        p.planning_ms += strips_ms;
+        m.planning_memo = typename impl::planning_memo_t{m.planning_request->strip_rows, std::move(p)};
+        m.planning_request.reset();
+        planner.reset();
+        at = stage::replay;
+        return false;
+      }
+      case stage::replay:
+        // The step again, now with its partition planned (try_partition takes planning_memo).
+        switch (step) {
+          case background_step::analyze: m.analyze(*ctx, opts, stream, &*gathered); break;
+          case background_step::plan_when_reused: changed = m.plan_when_reused(*ctx, opts, stream); break;
+          case background_step::convert_deferred: break;  // plans nothing
+        }
+        m.planning_memo.reset();
+        if (m.planning_request) {  // cannot happen (the memo matches the request): do not loop
+          m.planning_request.reset();
+          AIJP_THROW(aijp::error, "staged partition planning asked for strips again");
+        }
+        at = stage::convert;
+        return false;
       case stage::convert: {
         if (!m.staged_choice) return true;  // nothing to convert (a partition built whole, or no change)
         building = *m.staged_choice;
@@ -1369,6 +1493,17 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   if (mode == background_mode::staged) {
     job->plan->staged = true;
     job->started = clock_type::now();
+    double running_us = m.report.analyzed ? m.report.predicted_us : 0.0;
+    if (!(running_us > 0)) {  // not analysed yet: cuSPARSE CSR from the sizes
+      prediction_input in;
+      in.stats.rows = m.csr.rows;
+      in.stats.cols = m.csr.cols;
+      in.stats.nnz = m.csr.nnz;
+      in.device = job->ctx->device();
+      in.value_bytes = sizeof(Value);
+      running_us = predict_bandwidth_model(in, job->ctx->model_params(), {format_id::cusparse_csr}).front().predicted_us;
+    }
+    job->slack_us = std::max(0.0, running_us - job->ctx->model_params().launch_us);
     job->running_format = m.report.chosen;
     job->running_cusparse_csr = !m.report.partitioned && m.format && m.format->id() == format_id::cusparse_csr;
     job_ = std::move(job);
@@ -1429,6 +1564,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   rep.background_ms = job->wall_ms;
   rep.background_what = background_step_name(job->step);
   rep.staged_poll_us = std::move(job->poll_us);  // empty for a thread
+  rep.staged_skipped = job->skipped;
   rep.install_ms = ms_since(t0);
   if (changed) *changed = job->changed;
 }
@@ -1655,8 +1791,8 @@ std::string plan_report::to_string() const
   if (partitioned) os << "  plan: " << plan << "\n";
   os << line;
   if (background_ms > 0 && staged_polls() > 0) {
-    std::snprintf(line, sizeof(line), "  %s ran staged over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms from start to end), while they ran the previous plan; installed in %.3f ms\n",
-                  background_what.c_str(), staged_polls(), staged_host_ms(), staged_max_poll_ms(), background_ms, install_ms);
+    std::snprintf(line, sizeof(line), "  %s ran staged in %d parts over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms from start to end), while they ran the previous plan; installed in %.3f ms\n",
+                  background_what.c_str(), staged_polls(), staged_polls() + staged_skipped, staged_host_ms(), staged_max_poll_ms(), background_ms, install_ms);
     os << line;
   } else if (background_ms > 0) {
     std::snprintf(line, sizeof(line), "  %s ran in the background in %.3f ms, while the products ran the previous plan; installed in %.3f ms\n",

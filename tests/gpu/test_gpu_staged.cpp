@@ -221,6 +221,78 @@ TEST_F(GpuStaged, SinglePrecisionOnAStreamOfItsOwn)
   ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
+TEST_F(GpuStaged, PartitionIsPlannedInSlicesAndMatchesTheSynchronousPlan)
+{
+  // The staged analysis of a heterogeneous matrix gathers the strips in a part of its own and runs the DP in
+  // slices over later products (impl::planning_request), then analyses again with that plan: the same
+  // proposal, decision and plan as the synchronous analysis, and no part as long as the DP in one go.
+  const auto a = aijp::gen::from_spec("stack:lap27:64x64x64+powerlaw:rows=100000,deg=16,exp=2.1");
+  const auto ctx = make_context();
+  const auto x = aijp::test::random_vector(a.cols, 11);
+  device_vec<double> dx(x);
+  aijp::plan_options opts;
+  opts.online = false;
+  opts.stage_duty = 0;  // a part at every product: the test is about the parts, not the pacing
+  aijp::gpu_matrix<double> sync(*ctx, a.view(), opts, nullptr);
+  const auto& want = sync.report();
+  ASSERT_GE(want.proposed.strips, 2) << "the test needs a planned partition: " << want.decision;
+
+  aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+  ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+  bool changed = false;
+  const int before = poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
+  const auto& rep = m.report();
+  std::cout << before << " products while the staged analysis ran; parts (us):";
+  for (double t : rep.staged_poll_us) std::cout << " " << t;
+  std::cout << "\n" << rep.to_string();
+  EXPECT_TRUE(changed);
+  EXPECT_EQ(rep.proposed.to_string(), want.proposed.to_string());
+  EXPECT_EQ(rep.proposed.strips, want.proposed.strips);
+  EXPECT_DOUBLE_EQ(rep.proposed.predicted_us, want.proposed.predicted_us);
+  EXPECT_DOUBLE_EQ(rep.proposed.single_us, want.proposed.single_us);
+  EXPECT_EQ(rep.plan, want.plan);
+  EXPECT_EQ(rep.partitioned, want.partitioned);
+  EXPECT_EQ(m.format(), sync.format());
+  // Statistics (3 parts), free memory, decision, strips, at least two DP slices, the analysis again.
+  EXPECT_GE(rep.staged_polls(), 8);
+  EXPECT_GT(rep.proposed.planning_ms, 0.0);
+  aijp::test::check_products_and_refresh(m, a, "after the staged analysis with a partition", 13);
+}
+
+TEST_F(GpuStaged, LatePartitionPlanningRunsInSlices)
+{
+  // plan_when_reused as a staged step: the planning the analysis skipped (too little use to pay for it)
+  // happens over later products in slices, with the same outcome as the synchronous call.
+  const auto a = aijp::gen::from_spec("stack:circuit:rows=100000,dense=32,len=50000+lap27:64x64x64");
+  const auto ctx = make_context();
+  const auto x = aijp::test::random_vector(a.cols, 17);
+  device_vec<double> dx(x);
+  aijp::plan_options opts;
+  opts.online = false;
+  opts.stage_duty = 0;
+  opts.expected_mults = 2;
+  opts.planning_share = 1e-3;  // too little for the strips: pending (as GpuPartitionTest.PlanningSkippedUntilTheUsePaysForIt)
+  aijp::gpu_matrix<double> sync(*ctx, a.view(), opts, nullptr);
+  aijp::gpu_matrix<double> m(*ctx, a.view(), opts, nullptr);
+  ASSERT_TRUE(m.report().partition_pending) << m.report().decision;
+  const auto single = m.format();
+
+  opts.expected_mults = 1e6;
+  opts.planning_share = aijp::plan_options().planning_share;
+  const bool sync_changed = sync.plan_when_reused(*ctx, opts, nullptr);
+  ASSERT_TRUE(m.start_background(ctx, background_step::plan_when_reused, opts, nullptr, background_mode::staged));
+  bool changed = false;
+  const int before = poll_until_installed(m, a, x, dx, single, &changed);
+  const auto& rep = m.report();
+  std::cout << before << " products while the staged planning ran (" << rep.staged_polls() << " parts); " << rep.decision << "\n";
+  EXPECT_EQ(changed, sync_changed);
+  EXPECT_FALSE(rep.partition_pending);
+  EXPECT_EQ(rep.proposed.to_string(), sync.report().proposed.to_string());
+  EXPECT_EQ(rep.plan, sync.report().plan);
+  EXPECT_GE(rep.staged_polls(), 4);  // the step, the strips, the DP (at least one slice), the step again
+  aijp::test::check_products_and_refresh(m, a, "after the staged planning", 19);
+}
+
 TEST_F(GpuStaged, EmptyMatrix)
 {
   aijp::csr_matrix<double> a;

@@ -72,6 +72,12 @@ struct plan_options {
   /// Staged steps (background_mode::staged): each product's share of a conversion is at most this fraction
   /// of the running plan's predicted SpMV time (the parts' GPU work estimated from the bytes they move).
   double stage_fraction = 0.03;
+  /// Staged steps: the most host time their parts may take, as a share of the wall time since the step
+  /// began. A product issues the next part only while the parts so far stayed within it; the others skip
+  /// (a few nanoseconds). Repeated short solves of a small matrix are host-bound (1.25 ms for 10 GMRES
+  /// iterations on the H100 machine), and a part issued at every product put 40-180 us of host time into each
+  /// of them. 0: a part at every product.
+  double stage_duty = 0.01;
   /// Run this partition (parse_partition_plan("sell[0,1000)+coo[1000,1200)")) instead of selecting: tests,
   /// benchmarks, warm-up. Blocks must cover every row; a block's format that is infeasible there becomes
   /// cuSPARSE CSR. A one-block plan is the unpartitioned format. Takes precedence over `forced`.
@@ -118,6 +124,8 @@ struct plan_report {
   /// one per product it was spread over, in order. Empty: it ran on a thread.
   std::vector<double> staged_poll_us;
   int staged_polls() const { return static_cast<int>(staged_poll_us.size()); }
+  /// Products at which the step's part waited for its host-time share (plan_options::stage_duty).
+  int staged_skipped = 0;
   double staged_host_ms() const;      ///< those polls' host time together
   double staged_max_poll_ms() const;  ///< the longest of them
   double install_ms = 0.0;      ///< host time of its install (poll_background): the swap and freeing the old layout
