@@ -138,6 +138,7 @@ int main(int argc, char** argv)
       if (fitted.chain[f] > 0) {
         std::printf(" %s %.2f", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_chain_scale[f]);
         if (fitted.lanes[f] > 0) std::printf(" (+%.2f at 32 lanes)", params.format_chain_lanes[f]);
+        if (fitted.chain_dram[f] > 0) std::printf(" (DRAM %.2f, +%.2f at 32 lanes, %d)", params.format_chain_scale_dram[f], params.format_chain_lanes_dram[f] >= 0 ? params.format_chain_lanes_dram[f] : params.format_chain_lanes[f], fitted.chain_dram[f]);
         std::printf(" (%d)", fitted.chain[f]);
       }
     }
@@ -167,7 +168,7 @@ int main(int argc, char** argv)
       ex = std::fopen(explain.c_str(), "w");
       if (ex == nullptr) die("cannot write " + explain);
       std::fprintf(ex, "matrix,format,measured_us,predicted_us,fixed_us,stream_us,chain_us,l2_us,rows,nnz,mean,mode_len,max_len,stddev,"
-                       "n_iter_natural,n_iter_sorted,x_sectors_per_nnz\n");
+                       "n_iter_natural,n_iter_sorted,x_sectors_per_nnz,cols,raw_chain_us,lanes,in_l2,moved_bytes,x_sectors_sorted\n");
     }
     for (const auto& s : test.samples) {
       aijp::bench::accuracy_row r{s.matrix, s.format, s.measured_us, {}};
@@ -176,10 +177,12 @@ int main(int argc, char** argv)
       if (ex != nullptr) {
         const auto b = aijp::explain_bandwidth_model(s.format, pin, params);
         const auto& st = s.features.stats;
-        std::fprintf(ex, "\"%s\",%s,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g\n", s.matrix.c_str(),
+        std::fprintf(ex, "\"%s\",%s,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%.4g,%.4g,%d,%.4g,%.4g\n", s.matrix.c_str(),
                      aijp::format_name(s.format), s.measured_us, b.predicted_us, b.fixed_us, b.stream_us, b.chain_us, b.l2_us,
                      (long long)st.rows, (long long)st.nnz, st.mean, (long long)st.mode_len, (long long)st.max_len, st.stddev,
-                     (long long)st.n_iter_natural, (long long)st.n_iter_sorted, s.features.x_sectors_per_nnz);
+                     (long long)st.n_iter_natural, (long long)st.n_iter_sorted, s.features.x_sectors_per_nnz,
+                     (long long)st.cols, b.raw_chain_us, b.lanes, b.in_l2 ? 1 : 0, b.moved_bytes,
+                     pin.sorted.x_sectors_per_nnz);
       }
       for (const auto& m : models) {
         if (const auto p = m->predict_us(s.format, s.features, dev)) {

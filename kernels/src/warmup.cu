@@ -88,6 +88,21 @@ std::vector<warmup_point> warmup_grid(const device_properties& d, bool full)
     add(L::constant, rows / 4, 27, 0, 64, F::other);  // 27-point-like
     add(L::pareto, rows, 12, 2.1, 32768, F::other);
   }
+  // Beyond the L2 (appended last, so the earlier points keep their seeds and keys and a samples file of the
+  // previous full grid resumes with these only). Blocks of 1, 2, 8, 20 and 32 rows of 200000 contiguous
+  // columns on 2M rows of 12 (columns in a window of 200000; 290-365 MB as CSR, x 16 MB): chains from DRAM
+  // whose x fits in the L2, the regime of format_chain_scale_dram (fitted from 5 chain-bound samples; without
+  // these csr_scalar had one, the 2M-row pareto, and csr_vector none), with both lane groups (1-16, 17-32)
+  // holding the 2 each its DRAM lanes slope needs. Then random columns with x of 16 and 32 MB at the same 48M
+  // nonzeros (the random matrices above have x of at most 8.7 MB): the L2-bound gathers of the held-out
+  // 16 MB ones. Estimated cost on an H100, from the held-out 2M-row circuit (20 rows of 200000: 17-65 ms
+  // per product for the 7 formats the chain bounds, 0.1 ms for the 4 others; ell, ellr and pellr do not
+  // fit): time_spmv runs a product over 6 ms 5 times, so ~2-2.5 s per block; ~1 s per random matrix.
+  if (full) {
+    for (double k : {1.0, 2.0, 8.0, 20.0, 32.0}) add(L::block, 2000000, 12, k, 200000, F::other);
+    add(L::normal, 2000000, 24, 6, 2000000, F::other);
+    add(L::normal, 4000000, 12, 3, 4000000, F::other);
+  }
   return g;
 }
 

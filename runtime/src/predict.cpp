@@ -108,6 +108,10 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (ch != m.end() && ch->second >= 0.25 && ch->second <= 4.0) p.format_chain_scale[i] = ch->second;
     const auto ln = m.find(chain_lanes_key(static_cast<format_id>(i)));
     if (ln != m.end() && ln->second >= 0.0 && ln->second <= 4.0) p.format_chain_lanes[i] = ln->second;
+    const auto cd = m.find(chain_scale_dram_key(static_cast<format_id>(i)));
+    if (cd != m.end() && cd->second >= 0.25 && cd->second <= 4.0) p.format_chain_scale_dram[i] = cd->second;
+    const auto ld = m.find(chain_lanes_dram_key(static_cast<format_id>(i)));
+    if (ld != m.end() && ld->second >= 0.0 && ld->second <= 4.0) p.format_chain_lanes_dram[i] = ld->second;
   }
   return true;
 }
@@ -136,12 +140,16 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(fixed_cost_key(f), p.format_fixed_us[i], 0.0);
     put(chain_scale_key(f), p.format_chain_scale[i], 1.0);
     put(chain_lanes_key(f), p.format_chain_lanes[i], 0.0);
+    put(chain_scale_dram_key(f), p.format_chain_scale_dram[i], 0.0);
+    put(chain_lanes_dram_key(f), p.format_chain_lanes_dram[i], -1.0);
   }
 }
 
 std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + format_name(f); }
 std::string chain_scale_key(format_id f) { return std::string("chain_scale.") + format_name(f); }
 std::string chain_lanes_key(format_id f) { return std::string("chain_lanes.") + format_name(f); }
+std::string chain_scale_dram_key(format_id f) { return std::string("chain_scale_dram.") + format_name(f); }
+std::string chain_lanes_dram_key(format_id f) { return std::string("chain_lanes_dram.") + format_name(f); }
 
 namespace {
 // Where `lanes` (chain_lanes) lies between one lane (0) and a full group of 32 (1).
@@ -154,11 +162,20 @@ double chain_factor(const bandwidth_model_params& p, format_id f, double lanes)
   return p.format_chain_scale[i] * (1.0 + p.format_chain_lanes[i] * lanes_position(lanes));
 }
 
+double chain_factor(const bandwidth_model_params& p, format_id f, double lanes, bool in_l2)
+{
+  const int i = static_cast<int>(f);
+  if (in_l2 || !(p.format_chain_scale_dram[i] > 0)) return chain_factor(p, f, lanes);
+  const double slope = p.format_chain_lanes_dram[i] >= 0 ? p.format_chain_lanes_dram[i] : p.format_chain_lanes[i];
+  return p.format_chain_scale_dram[i] * (1.0 + slope * lanes_position(lanes));
+}
+
 bool has_format_corrections(const bandwidth_model_params& p)
 {
   const bandwidth_model_params neutral;
   return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale ||
-         p.format_chain_lanes != neutral.format_chain_lanes;
+         p.format_chain_lanes != neutral.format_chain_lanes || p.format_chain_scale_dram != neutral.format_chain_scale_dram ||
+         p.format_chain_lanes_dram != neutral.format_chain_lanes_dram;
 }
 
 double l1_bytes_per_sm(const device_properties* device)
@@ -220,6 +237,7 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       const double l1 = l1_bytes_per_sm(device);
       const double miss = footprint > l1 ? (footprint - l1) / footprint : 0.0;
       c.moved_bytes = nnz * (entry + miss * (64.0 - entry)) + row_ptr;
+      c.footprint_bytes = nnz * entry + row_ptr;
       c.serial_entries = s.max_len;
       c.slot_work = natural;
       break;
@@ -319,6 +337,7 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       c.slot_work = natural;
       break;
   }
+  if (c.footprint_bytes == 0) c.footprint_bytes = c.moved_bytes;
   return c;
 }
 
@@ -378,7 +397,7 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   const double scatter = sorted_scatter_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted);
   r.bytes = c.moved_bytes + vectors + scatter;
   r.fixed_us = c.launches * p.launch_us + pt.fixed_us;
-  const bool in_l2 = in.device.l2_bytes > 0 && c.moved_bytes < in.device.l2_bytes;
+  const bool in_l2 = in.device.l2_bytes > 0 && c.footprint_bytes < in.device.l2_bytes;
   r.serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
   r.lanes = chain_lanes(s);
   r.in_l2 = in_l2;
@@ -395,7 +414,8 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
 double predicted_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
 {
   const int i = static_cast<int>(f);
-  return std::max(p.launch_us, t.fixed_us + p.format_fixed_us[i] + std::max({t.stream_us, t.serial_us * chain_factor(p, f, t.lanes), t.l2_us}));
+  return std::max(p.launch_us,
+                  t.fixed_us + p.format_fixed_us[i] + std::max({t.stream_us, t.serial_us * chain_factor(p, f, t.lanes, t.in_l2), t.l2_us}));
 }
 }  // namespace
 
@@ -406,9 +426,13 @@ placeholder_breakdown explain_bandwidth_model(format_id f, const prediction_inpu
   placeholder_breakdown b;
   b.fixed_us = t.fixed_us + p.format_fixed_us[i];
   b.stream_us = t.stream_us;
-  b.chain_us = t.serial_us * chain_factor(p, f, t.lanes);
+  b.chain_us = t.serial_us * chain_factor(p, f, t.lanes, t.in_l2);
   b.l2_us = t.l2_us;
   b.predicted_us = predicted_of(f, t, p);
+  b.raw_chain_us = t.serial_us;
+  b.lanes = t.lanes;
+  b.in_l2 = t.in_l2;
+  b.moved_bytes = t.traffic.moved_bytes;
   return b;
 }
 
@@ -458,6 +482,8 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   p.format_fixed_us.fill(0.0);
   p.format_chain_scale.fill(1.0);
   p.format_chain_lanes.fill(0.0);
+  p.format_chain_scale_dram.fill(0.0);
+  p.format_chain_lanes_dram.fill(-1.0);
   std::vector<placeholder_parts> parts;
   parts.reserve(obs.size());
   for (const auto& o : obs) parts.push_back(parts_of(o.format, o.input, p));
@@ -472,7 +498,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       const auto& t = parts[k];
       const int i = static_cast<int>(o.format);
       if (!(o.measured_us > 0)) continue;
-      const double variable = std::max({t.stream_us, t.serial_us * chain_factor(p, o.format, t.lanes), t.l2_us});
+      const double variable = std::max({t.stream_us, t.serial_us * chain_factor(p, o.format, t.lanes, t.in_l2), t.l2_us});
       if (variable > p.launch_us) continue;  // not dominated by fixed costs
       residuals[i].push_back(o.measured_us - (t.fixed_us + variable));
     }
@@ -490,6 +516,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     struct chain_ratio {
       double u, r;
       bool in_l2;
+      bool x_in_l2;  // x (min(cols, nnz) values) fits in the L2
     };
     std::array<std::vector<chain_ratio>, format_count> ratios;
     for (std::size_t k = 0; k < obs.size(); ++k) {
@@ -499,7 +526,9 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       if (!(o.measured_us > 0) || !(t.serial_us > 0)) continue;
       // A chain that clearly dominates: at least two launches long and twice the traffic terms.
       if (t.serial_us < 2 * p.launch_us || t.serial_us < 2 * std::max(t.stream_us, t.l2_us)) continue;
-      ratios[i].push_back({lanes_position(t.lanes), (o.measured_us - t.fixed_us - p.format_fixed_us[i]) / t.serial_us, t.in_l2});
+      const double x_bytes = static_cast<double>(std::min(o.input.stats.cols, o.input.stats.nnz)) * o.input.value_bytes;
+      ratios[i].push_back({lanes_position(t.lanes), (o.measured_us - t.fixed_us - p.format_fixed_us[i]) / t.serial_us, t.in_l2,
+                           !(o.input.device.l2_bytes > 0) || x_bytes < o.input.device.l2_bytes});
     }
     constexpr double few_lanes = 15.0 / 31.0;  // one to 16 lanes
     constexpr std::size_t per_group = 3;
@@ -534,6 +563,39 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       for (const auto& c : ratios[i]) at_one.push_back(c.r / (1.0 + slope * c.u));
       p.format_chain_scale[i] = std::clamp(online::median(std::move(at_one)), 0.25, 4.0);
       p.format_chain_lanes[i] = slope;
+      // From DRAM on its own where enough chains ran beyond the L2 (see format_chain_scale_dram), with its own
+      // lanes slope where both lane groups have at least 2 of them. Chains whose x gathers miss the L2 too are a
+      // third regime the warm-up holds one matrix of (the 8M-row pareto, x 64 MB: 1.5-1.9x the 2M-row one's
+      // latency per entry for csr_scalar and jad on an H100), left out.
+      std::vector<double> du_lo, dr_lo, du_hi, dr_hi;
+      int n_dram = 0;
+      for (const auto& c : ratios[i]) {
+        if (c.in_l2 || !c.x_in_l2) continue;
+        ++n_dram;
+        (c.u <= few_lanes ? du_lo : du_hi).push_back(c.u);
+        (c.u <= few_lanes ? dr_lo : dr_hi).push_back(c.r);
+      }
+      used.chain_dram[i] = 0;
+      if (n_dram >= std::max(1, min_samples)) {
+        double dram_slope = slope;
+        if (du_lo.size() >= 2 && du_hi.size() >= 2) {
+          const double ul = online::median(du_lo), uh = online::median(du_hi);
+          const double rl = online::median(dr_lo), rh = online::median(dr_hi);
+          dram_slope = 0.0;
+          if (uh > ul && rh > rl) {
+            const double b = (rh - rl) / (uh - ul);
+            const double a = rl - b * ul;
+            if (a > 0) dram_slope = std::min(b / a, 4.0);
+          }
+          p.format_chain_lanes_dram[i] = dram_slope;
+        }
+        std::vector<double> dram;
+        for (const auto& c : ratios[i]) {
+          if (!c.in_l2 && c.x_in_l2) dram.push_back(c.r / (1.0 + dram_slope * c.u));
+        }
+        used.chain_dram[i] = n_dram;
+        p.format_chain_scale_dram[i] = std::clamp(online::median(std::move(dram)), 0.25, 4.0);
+      }
     }
   }
   fit_fixed();
@@ -542,6 +604,8 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];
+      out.format_chain_scale_dram[i] = p.format_chain_scale_dram[i];
+      out.format_chain_lanes_dram[i] = p.format_chain_lanes_dram[i];
     }
   }
   return used;

@@ -12,6 +12,7 @@
 #include <aijpredict/generators.hpp>
 #include <aijpredict/layout_ref_csr.hpp>
 #include <aijpredict/stats.hpp>
+#include <aijpredict/warmup.hpp>
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -238,6 +240,48 @@ TEST_F(GpuTest, DeviceGeneratedBlockOfLongRows)
   aijp::device_generator_spec bad = spec;
   bad.param = 0;
   EXPECT_THROW(aijp::generate_on_device<double>(bad, nullptr), aijp::bad_input);
+}
+
+// The full warm-up grid ends with the points beyond the L2 (appended, so the earlier points keep their seeds
+// and a previous full run's samples file resumes): blocks of 200000-entry rows on 2M short rows and random
+// columns with x of 16 and 32 MB; the quick grid has none of them. The 2-row block is generated: its long
+// rows are exactly 200000 contiguous columns from 0 and its statistics give 2 lanes on the chain.
+TEST_F(GpuTest, WarmupFullGridEndsWithChainsAndGathersBeyondL2)
+{
+  const auto& dev = shared_context().device();
+  const auto quick = aijp::warmup_grid(dev, false);
+  const auto full = aijp::warmup_grid(dev, true);
+  std::set<std::string> keys;
+  for (const auto& p : full) EXPECT_TRUE(keys.insert(p.key()).second) << "duplicate " << p.key();
+  const std::vector<std::string> tail = {
+      "block:rows=2000000,cols=2000000,mean=12,long_rows=1,window=200000",
+      "block:rows=2000000,cols=2000000,mean=12,long_rows=2,window=200000",
+      "block:rows=2000000,cols=2000000,mean=12,long_rows=8,window=200000",
+      "block:rows=2000000,cols=2000000,mean=12,long_rows=20,window=200000",
+      "block:rows=2000000,cols=2000000,mean=12,long_rows=32,window=200000",
+      "normal:rows=2000000,cols=2000000,mean=24,sigma=6,window=2000000",
+      "normal:rows=4000000,cols=4000000,mean=12,sigma=3,window=4000000",
+  };
+  ASSERT_GT(full.size(), tail.size());
+  const std::size_t first = full.size() - tail.size();
+  for (std::size_t i = 0; i < tail.size(); ++i) {
+    EXPECT_EQ(full[first + i].key(), tail[i] + ",seed=" + std::to_string(first + i + 1));
+    for (const auto& p : quick) EXPECT_NE(p.key().rfind(tail[i], 0), 0u) << "quick grid point " << p.key();
+  }
+
+  const auto m = aijp::generate_on_device<double>(full[first + 1].spec, nullptr);
+  const auto v = m.view();
+  ASSERT_EQ(v.rows, 2000000);
+  ASSERT_EQ(v.nnz, 2 * 200000 + (2000000 - 2) * 12);
+  std::vector<aijp::index_type> row_ptr(v.rows + 1);
+  ASSERT_EQ(cudaMemcpy(row_ptr.data(), v.row_ptr, row_ptr.size() * sizeof(aijp::index_type), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (aijp::size_type r = 0; r < v.rows; ++r) ASSERT_EQ(row_ptr[r + 1] - row_ptr[r], r < 2 ? 200000 : 12) << "row " << r;
+  std::vector<aijp::index_type> col(2 * 200000);
+  ASSERT_EQ(cudaMemcpy(col.data(), v.col_idx, col.size() * sizeof(aijp::index_type), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (std::size_t k = 0; k < col.size(); ++k) ASSERT_EQ(col[k], static_cast<aijp::index_type>(k % 200000)) << "entry " << k;
+  const auto s = aijp::compute_row_stats_device(v.rows, v.cols, v.row_ptr, nullptr);
+  EXPECT_EQ(s.max_len, 200000);
+  EXPECT_EQ(s.chain_warp_nnz, 2 * 200000 + 30 * 12);
 }
 
 TEST_F(GpuTest, RejectsInvalidColumnIndexWithClearError)

@@ -576,6 +576,63 @@ TEST(PlaceholderModel, ChainFactorFittedFromChainBoundSamples)
   EXPECT_NEAR(p.format_chain_scale[static_cast<int>(ell)], 2.025, 1e-9);
 }
 
+// Chains beyond the L2 get their own factor where the warm-up has enough of them: the chains in the L2 keep
+// theirs, the DRAM ones are predicted with the median of their own ratios, and chains whose x does not fit in
+// the L2 either (a third regime) do not move it.
+TEST(PlaceholderModel, ChainFactorFromDramFittedApart)
+{
+  aijp::bandwidth_model_params p;
+  p.l2_bytes = 50.0 * (1 << 20);
+  const aijp::format_id sell = aijp::format_id::sell_c_sigma;
+  const auto chain_bound = [](aijp::size_type rows, int long_row, double l2_bytes) {
+    aijp::prediction_input in;
+    in.device = h100_like();
+    in.device.l2_bytes = static_cast<aijp::size_type>(l2_bytes);
+    in.stats.rows = in.stats.cols = rows;
+    in.stats.nnz = rows * 3 + long_row;
+    in.stats.mean = static_cast<double>(in.stats.nnz) / rows;
+    in.stats.mode_len = in.stats.min_len = 3;
+    in.stats.mode_count = rows - 1;
+    in.stats.max_len = long_row;
+    in.stats.n_iter_natural = in.stats.n_iter_sorted = (rows + 31) / 32 * 3 + long_row;
+    in.x_sectors_per_nnz = 0.25;
+    return in;
+  };
+  std::vector<aijp::fixed_cost_observation> obs;
+  // In the L2: factor 1.2 of the L2 latency.
+  for (int k = 0; k < 6; ++k) {
+    const auto in = chain_bound(64 + 16 * k, 500 + 100 * k, p.l2_bytes);
+    obs.push_back({sell, in, p.launch_us + 1.2 * in.stats.max_len * p.serial_entry_l2_ns * 1e-3});
+  }
+  // Beyond the L2 (an L2 of 1 MB holds neither layout nor x of 300K rows): factor 0.9 of the DRAM latency.
+  const double small_l2 = 1 << 20;
+  for (int k = 0; k < 6; ++k) {
+    const auto in = chain_bound(100000 + 1000 * k, 20000 + 1000 * k, small_l2 * 8);
+    obs.push_back({sell, in, p.launch_us + 0.9 * in.stats.max_len * p.serial_entry_dram_ns * 1e-3});
+  }
+  // x beyond the L2 too: much slower, left out of the DRAM factor.
+  for (int k = 0; k < 6; ++k) {
+    const auto in = chain_bound(300000 + 1000 * k, 20000 + 1000 * k, small_l2);
+    obs.push_back({sell, in, p.launch_us + 2.0 * in.stats.max_len * p.serial_entry_dram_ns * 1e-3});
+  }
+  const auto used = aijp::fit_format_corrections(obs, p);
+  const int i = static_cast<int>(sell);
+  EXPECT_EQ(used.chain_dram[i], 6);
+  EXPECT_NEAR(p.format_chain_scale_dram[i], 0.9, 1e-9);
+  EXPECT_NEAR(aijp::chain_factor(p, sell, 1.0, false), 0.9, 1e-9);
+  EXPECT_EQ(aijp::chain_factor(p, sell, 1.0, true), p.format_chain_scale[i]);
+  // Round trip through the cache's metrics; absent keys keep one factor for both regimes.
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(p, m);
+  EXPECT_NEAR(m.at("chain_scale_dram.sell"), 0.9, 1e-9);
+  aijp::bandwidth_model_params r;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_NEAR(r.format_chain_scale_dram[i], 0.9, 1e-9);
+  aijp::bandwidth_model_params old;
+  old.format_chain_scale[i] = 1.3;
+  EXPECT_EQ(aijp::chain_factor(old, sell, 1.0, false), 1.3);
+}
+
 // The warm-up's fit of the per-format fixed costs: the median residual over the samples whose traffic and
 // chain terms are below a launch; large matrices, and formats with too few small samples, do not move it.
 TEST(PlaceholderModel, FixedCostsFittedFromSmallSamples)

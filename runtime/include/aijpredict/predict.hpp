@@ -100,17 +100,42 @@ struct bandwidth_model_params {
   /// the power-law matrix's one dense row and 192 ns behind the circuit's 20
   /// (bench/results/2026-11-23_h100_session5_l1_fresh_cache_accuracy_samples.jsonl.xz).
   std::array<double, format_count> format_chain_lanes = per_format(0.0);
+  /// Per-format factor on the chain when the layout does not fit in the L2 (indexed by format_id; 0 = not
+  /// fitted: format_chain_scale serves both regimes, as in cache files written before it). The 90 / 270 ns
+  /// per entry are one format's; how much slower a chain runs from DRAM than in the L2 depends on the format
+  /// (which of its loads stream, how many depend on each other): on the H100 warm-up the SELL layouts took
+  /// 255-290 ns per entry from DRAM (sell, sell_sigma, with one lane or 32), csr_scalar 144 ns, while one
+  /// factor for both regimes, the median over the samples of both, gave sell 1.11 x 270 ns and csr_scalar
+  /// 0.72 x 270 ns: the 2M-row circuit's 20 rows of 200000 measured 51.6 ms (sell), predicted 59.9 ms
+  /// (bench/results/2026-11-23_h100_session6_block_warmup_samples.jsonl.xz,
+  /// 2026-11-24_h100_session12_accuracy_samples.jsonl.xz). The chain term from DRAM is
+  /// format_chain_scale_dram x (1 + format_chain_lanes x (lanes - 1) / 31). Fitted like format_chain_scale
+  /// on the chain-bound samples beyond the L2 alone (fit_format_corrections); cache key
+  /// "chain_scale_dram.<format>".
+  std::array<double, format_count> format_chain_scale_dram = per_format(0.0);
+  /// The lanes' growth of the chain from DRAM (indexed by format_id; -1 = not fitted: format_chain_lanes).
+  /// From DRAM a lane's loads of its own row are DRAM sectors of their own, and the chain grows with the lanes
+  /// far more than in the L2: csr_scalar on the H200 warm-up took 139-210 ns per entry behind one long row
+  /// and 297 ns with 32 rows of 1024-2048 walked together (in the L2: +13 % at 32 lanes). Fitted like
+  /// format_chain_lanes on the chains beyond the L2 alone, with at least 2 samples per lane group; cache key
+  /// "chain_lanes_dram.<format>".
+  std::array<double, format_count> format_chain_lanes_dram = per_format(-1.0);
 };
 
 /// The chain term's factor for `lanes` lanes (chain_lanes): format_chain_scale x (1 + format_chain_lanes x
 /// (lanes - 1) / 31).
 double chain_factor(const bandwidth_model_params& p, format_id f, double lanes);
+/// The same for a chain from DRAM (the layout beyond the L2): format_chain_scale_dram in place of
+/// format_chain_scale where it was fitted.
+double chain_factor(const bandwidth_model_params& p, format_id f, double lanes, bool in_l2);
 
 /// Cache keys of a format's fitted corrections in cache_entry::device_metrics: "fixed_us.<format name>" and
 /// "chain_scale.<format name>".
 std::string fixed_cost_key(format_id f);
 std::string chain_scale_key(format_id f);
 std::string chain_lanes_key(format_id f);  ///< "chain_lanes.<format name>"
+std::string chain_scale_dram_key(format_id f);  ///< "chain_scale_dram.<format name>"
+std::string chain_lanes_dram_key(format_id f);  ///< "chain_lanes_dram.<format name>"
 /// Whether `p` carries fitted per-format corrections (any fixed cost or chain factor off its neutral value).
 bool has_format_corrections(const bandwidth_model_params& p);
 
@@ -133,6 +158,10 @@ struct layout_traffic {
   int launches = 1;           ///< kernel launches per SpMV
   double serial_entries = 0;  ///< longest dependent chain of entries one thread walks (csr_vector: in steps of its
                               ///< one-row loop, see layout_traffic_of in predict.cpp)
+  /// Bytes of the layout one SpMV touches, each once (x and y excluded): what must fit in the L2 for its
+  /// chain to run at the L2 latency. moved_bytes except where a layout fetches sectors more than once
+  /// (csr_scalar's entries that miss L1 fetch their sectors again; the data stay as large).
+  double footprint_bytes = 0;
   double slot_work = 0;       ///< thread-slot iterations of the whole SpMV
 };
 /// `device` (optional) gives the geometry some kernels adapt to (csr_vector stacks rows per lane group once
@@ -224,6 +253,7 @@ struct format_fit {
   std::array<int, format_count> fixed{};
   std::array<int, format_count> chain{};
   std::array<int, format_count> lanes{};  ///< observations behind format_chain_lanes (0: not fitted)
+  std::array<int, format_count> chain_dram{};  ///< observations behind format_chain_scale_dram (0: not fitted)
 };
 
 /// Fits the placeholder's per-format corrections from measured products. p.format_fixed_us: for each format
@@ -246,6 +276,10 @@ struct placeholder_breakdown {
   double chain_us = 0;    ///< the longest dependent chain, times the fitted chain factor
   double l2_us = 0;       ///< L2 traffic at the calibrated gather rate
   double predicted_us = 0;
+  double raw_chain_us = 0;   ///< the chain before the fitted factor (entries x the L2 or DRAM latency)
+  double lanes = 1;          ///< chain_lanes of the statistics
+  bool in_l2 = false;        ///< the layout's bytes fit in the L2 (the chain at the L2 latency)
+  double moved_bytes = 0;    ///< layout_traffic::moved_bytes
 };
 placeholder_breakdown explain_bandwidth_model(format_id f, const prediction_input& in, const bandwidth_model_params& p);
 
