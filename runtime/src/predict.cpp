@@ -595,6 +595,14 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
         }
         used.chain_dram[i] = n_dram;
         p.format_chain_scale_dram[i] = std::clamp(online::median(std::move(dram)), 0.25, 4.0);
+        // With the chains from DRAM described apart, the factor in the L2 comes from the chains in the L2
+        // alone (at least per_group of them): a warm-up with as many chains from DRAM as in the L2 otherwise
+        // moves it halfway to the DRAM factor (csr_vector 1.33 -> 1.91 with the session-13 grid's blocks).
+        std::vector<double> in_l2;
+        for (const auto& c : ratios[i]) {
+          if (c.in_l2) in_l2.push_back(c.r / (1.0 + slope * c.u));
+        }
+        if (in_l2.size() >= per_group) p.format_chain_scale[i] = std::clamp(online::median(std::move(in_l2)), 0.25, 4.0);
       }
     }
   }
