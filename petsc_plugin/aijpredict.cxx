@@ -54,7 +54,7 @@ struct AIJPOptions {
   PetscBool   online         = PETSC_TRUE;  /* -mat_aijpredict_online: time sampled products, refine the model, explore the runner-up, then cuSPARSE CSR (ALG2 when it runs), once each */
   PetscBool   partition      = PETSC_TRUE;  /* -mat_aijpredict_partition: row-partitioned multi-format plans when they pay */
   PetscBool   background     = PETSC_FALSE; /* -mat_aijpredict_background: analyse and convert a reused matrix on a worker thread */
-  PetscBool   staged         = PETSC_FALSE; /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
+  PetscBool   staged         = PETSC_TRUE;  /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
   PetscReal   stage_fraction = 0.03;        /* -mat_aijpredict_stage_fraction: a part's share of a product's predicted time */
   PetscReal   stage_duty     = 0.01;        /* -mat_aijpredict_stage_duty: the parts' share of the wall time (host) */
 };
@@ -362,7 +362,7 @@ int AIJPCpusAvailable()
 }
 
 /* Runs one step of the analysis of a reused matrix: on a worker thread with -mat_aijpredict_background, else
-   staged over the next products with -mat_aijpredict_staged, else here (the default). While a staged or threaded
+   staged over the next products (-mat_aijpredict_staged, the default), else here. While a staged or threaded
    step runs, the products run the current plan; AIJPInstallStep, after each product, advances it and installs
    the new plan.
    *started: the step runs beside the products; *changed: the plan changed now (synchronous steps only). */
@@ -439,9 +439,9 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
    the most it could save over the expected products pays for the analysis; a
    format whose conversion does not pay yet, or a row partition whose planning did not, is reconsidered
    whenever the product count doubles, expecting as many products again as so far (or
-   -mat_aijpredict_expected_mults, if larger). With -mat_aijpredict_staged or -mat_aijpredict_background
-   (not the default) a step runs staged or on a worker thread: this function then only starts it, and
-   AIJPInstallStep advances and installs it after each product. */
+   -mat_aijpredict_expected_mults, if larger). Staged (the default) or with -mat_aijpredict_background, a step
+   runs over the next products or on a worker thread: this function then only starts it, and AIJPInstallStep
+   advances and installs it after each product. */
 PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
 {
   cudaStream_t stream;
@@ -1049,7 +1049,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_online", "Time sampled products with CUDA events (never waiting for them), correct the model's predictions per format with what was measured (saved in the cache at PetscFinalize), and try the runner-up format, then cuSPARSE CSR (its ALG2 when cuSPARSE CSR runs), once each when the chosen one measures slower than the candidate's prediction", "MatCreateSeqAIJPredict", o->online, &o->online, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_partition", "Plan row-partitioned multi-format layouts (dynamic programming over row strips) and use one when its predicted time beats the best single format", "MatCreateSeqAIJPredict", o->partition, &o->partition, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_background", "Analyse and convert a reused matrix on a worker thread, on its own CUDA stream, while the products keep running the current format (cuSPARSE CSR before the first analysis); the new format is installed at the first product after it is ready. Needs a second CPU. Off by default: on one GPU the step's work shares the device with the products, so it spreads the cost over more products rather than removing it (false: inside the product that decides it)", "MatCreateSeqAIJPredict", o->background, &o->background, nullptr));
-  PetscCall(PetscOptionsBool("-mat_aijpredict_staged", "Analyse and convert a reused matrix in parts over the next products, on their stream, never waiting for the device (read-backs are polled at later products); the products run the current format until the new one is complete. A conversion to sell_delta16 is split so each product carries at most -mat_aijpredict_stage_fraction of its time; other formats convert in one product. Off by default: it lowers the slowest solve but converts later, so repeated short solves took longer in total (false: the whole analysis and conversion inside the product that decides it). -mat_aijpredict_background takes precedence", "MatCreateSeqAIJPredict", o->staged, &o->staged, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_staged", "Analyse and convert a reused matrix in parts over the next products, on their stream, never waiting for the device (read-backs are polled at later products), paced by -mat_aijpredict_stage_duty; the products run the current format until the new one is complete. A partition is planned in slices; a conversion to sell_delta16 is split so each product carries at most -mat_aijpredict_stage_fraction of its time; other formats convert in one part. False: the whole analysis and conversion inside the product that decides it (one solve of repeated short solves took 1.4-2.4x there, against 1.09-1.6x staged on an H100). -mat_aijpredict_background takes precedence", "MatCreateSeqAIJPredict", o->staged, &o->staged, nullptr));
   PetscCall(PetscOptionsReal("-mat_aijpredict_stage_fraction", "Staged steps: the largest share of a conversion one product carries, as a fraction of the running format's predicted product time", "MatCreateSeqAIJPredict", o->stage_fraction, &o->stage_fraction, nullptr));
   PetscCheck(o->stage_fraction > 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_stage_fraction must be > 0");
   PetscCall(PetscOptionsReal("-mat_aijpredict_stage_duty", "Staged steps: the most host time their parts take, as a share of the wall time since the step began (a product issues the next part only within it; 0: a part at every product)", "MatCreateSeqAIJPredict", o->stage_duty, &o->stage_duty, nullptr));
@@ -1182,7 +1182,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
 .  -mat_aijpredict_online <bool>    - time sampled products, refine the model, try the runner-up, then cuSPARSE CSR (ALG2 when it runs), once (default true)
 .  -mat_aijpredict_partition <bool> - row-partitioned multi-format plans when they pay (default true)
-.  -mat_aijpredict_staged <bool>    - analyse and convert in parts over the next products, never waiting for the device (default false)
+.  -mat_aijpredict_staged <bool>    - analyse and convert in parts over the next products, never waiting for the device (default true; false: inside the product that decides it)
 .  -mat_aijpredict_stage_fraction <f> - a product's largest share of a staged conversion, as a fraction of its predicted time (default 0.03)
 .  -mat_aijpredict_stage_duty <f>   - the most host time a staged step's parts take, as a share of the wall time since it began (default 0.01; 0: a part at every product)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
