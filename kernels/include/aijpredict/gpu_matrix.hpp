@@ -72,11 +72,12 @@ struct plan_options {
   /// Staged steps (background_mode::staged): each product's share of a conversion is at most this fraction
   /// of the running plan's predicted SpMV time (the parts' GPU work estimated from the bytes they move).
   double stage_fraction = 0.03;
-  /// Staged steps: the most host time their parts may take, as a share of the wall time since the step
-  /// began. A product issues the next part only while the parts so far stayed within it; the others skip
-  /// (a few nanoseconds). Repeated short solves of a small matrix are host-bound (1.25 ms for 10 GMRES
-  /// iterations on the H100 machine), and a part issued at every product put 40-180 us of host time into each
-  /// of them. 0: a part at every product.
+  /// Staged steps: the most host time their parts may take beyond the product each one overlaps (the running
+  /// plan's predicted product time above one launch), as a share of the wall time since the step began. A
+  /// product issues the next part only while the parts so far stayed within it; the others skip (a few
+  /// nanoseconds). Repeated short solves of a small matrix are host-bound (1.25 ms for 10 GMRES iterations on
+  /// the H100 machine), and a part issued at every product put 40-180 us of host time into each of them.
+  /// 0: a part at every product.
   double stage_duty = 0.01;
   /// Run this partition (parse_partition_plan("sell[0,1000)+coo[1000,1200)")) instead of selecting: tests,
   /// benchmarks, warm-up. Blocks must cover every row; a block's format that is infeasible there becomes
@@ -170,14 +171,16 @@ enum class background_mode {
   /// hold up the thread issuing the products; its GPU work runs beside theirs.
   thread,
   /// On the products' thread and stream, in parts: each poll_background does one part and never waits for
-  /// the device; read-backs land in pinned memory and are polled through events at later calls. The parts
-  /// of an analysis: the statistics and locality samples issued; the histogram issued; the free memory
-  /// queried; the prediction and decision (host). A conversion to sell_delta16 is split into its slice
-  /// offsets, one allocation per array, and fills of at most plan_options::stage_fraction of the running
-  /// plan's predicted product time each, then its column check. Run whole in one poll: a conversion to any
-  /// other format (csr_vector and csr_scalar run on the CSR copy; the rest are chosen mostly for matrices
-  /// whose conversion is short), a row partition's planning and building, and the refresh of values
-  /// changed meanwhile.
+  /// the device; read-backs land in pinned memory and are polled through events at later calls; the parts
+  /// are paced by plan_options::stage_duty. The parts of an analysis: the statistics and locality samples
+  /// issued; the histogram issued; the free memory queried; the prediction and decision (host). A partition
+  /// the decision would plan: the strip summaries (one part, waiting for their device passes), the DP in
+  /// slices (partition_planner), then the decision again with that plan. A conversion to sell_delta16 is
+  /// split into its slice offsets, one allocation per array, and fills of at most
+  /// plan_options::stage_fraction of the running plan's predicted product time each, then its column check.
+  /// Run whole in one part: a conversion to any other format (csr_vector and csr_scalar run on the CSR copy;
+  /// the rest are chosen mostly for matrices whose conversion is short), a row partition's building, and the
+  /// refresh of values changed meanwhile.
   staged,
 };
 
