@@ -391,26 +391,37 @@ TEST(Planner, PlanningMeasuresItsRatePerPrediction)
   EXPECT_LT(aijp::planning_us_per_estimate(), 5.0);
 }
 
-// The whole host pipeline with the placeholder model and the default (H100) constants, as the runtime
-// plans: strips of at most 64, exact statistics for the whole matrix.
+// The runtime's block cost with the placeholder model and the default (H100) constants.
+struct placeholder_cost {
+  aijp::prediction_input in;
+  const aijp::bandwidth_model_params p;
+  const std::vector<aijp::format_id> cands = aijp::all_formats();
+  placeholder_cost()
+  {
+    in.value_bytes = 8;
+    in.device.l2_bytes = 50 << 20;
+    in.device.sm_count = 132;
+    in.free_memory_bytes = 70ll << 30;
+  }
+  aijp::block_cost_fn fn()
+  {
+    return [this](const aijp::block_facts& b, std::vector<double>& us) {
+      in.stats = b.stats;
+      const auto est = aijp::predict_bandwidth_model(in, p, cands);
+      for (std::size_t k = 0; k < est.size(); ++k) us[k] = est[k].feasible ? est[k].predicted_us : inf;
+    };
+  }
+};
+
+// The whole host pipeline with the placeholder model, as the runtime plans: strips of at most 64, exact
+// statistics for the whole matrix.
 aijp::partition_plan plan_with_placeholder(const aijp::csr_matrix<double>& a)
 {
-  aijp::prediction_input in;
-  in.value_bytes = 8;
-  in.device.l2_bytes = 50 << 20;
-  in.device.sm_count = 132;
-  in.free_memory_bytes = 70ll << 30;
-  const aijp::bandwidth_model_params p;
-  const auto cands = aijp::all_formats();
+  placeholder_cost c;
   const auto whole = aijp::compute_row_stats(a.view());
-  const auto cost = [&](const aijp::block_facts& b, std::vector<double>& us) {
-    in.stats = b.stats;
-    const auto est = aijp::predict_bandwidth_model(in, p, cands);
-    for (std::size_t k = 0; k < est.size(); ++k) us[k] = est[k].feasible ? est[k].predicted_us : inf;
-  };
   const aijp::planner_options o;
   const auto strips = aijp::compute_strip_summaries(a.view(), aijp::strip_rows_for(a.rows, o.max_strips));
-  return aijp::plan_partition(strips, a.cols, cands, cost, o, &whole);
+  return aijp::plan_partition(strips, a.cols, c.cands, c.fn(), o, &whole);
 }
 
 TEST(Planner, StencilAbovePowerLawSplitsUnderThePlaceholderModel)
@@ -433,19 +444,10 @@ TEST(Planner, SlicedPlanningGivesTheSamePlan)
   // partition_planner in slices of (at least) one block each equals plan_partition in one go: blocks,
   // formats, predictions, the single-format baseline.
   const auto a = aijp::gen::from_spec("stack:lap27:64x64x64+powerlaw:rows=30000,deg=16,exp=2.1");
-  aijp::prediction_input in;
-  in.value_bytes = 8;
-  in.device.l2_bytes = 50 << 20;
-  in.device.sm_count = 132;
-  in.free_memory_bytes = 70ll << 30;
-  const aijp::bandwidth_model_params p;
-  const auto cands = aijp::all_formats();
+  placeholder_cost c;
+  const auto& cands = c.cands;
+  const auto cost = c.fn();
   const auto whole = aijp::compute_row_stats(a.view());
-  const auto cost = [&](const aijp::block_facts& b, std::vector<double>& us) {
-    in.stats = b.stats;
-    const auto est = aijp::predict_bandwidth_model(in, p, cands);
-    for (std::size_t k = 0; k < est.size(); ++k) us[k] = est[k].feasible ? est[k].predicted_us : inf;
-  };
   aijp::planner_options o;
   o.max_strips = 24;
   const auto strips = aijp::compute_strip_summaries(a.view(), aijp::strip_rows_for(a.rows, o.max_strips));

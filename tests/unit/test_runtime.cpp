@@ -527,6 +527,24 @@ TEST(PlaceholderModel, ParamsFromCacheMetrics)
   EXPECT_EQ(defaults.format_chain_scale[static_cast<int>(aijp::format_id::ell)], 1.0);
 }
 
+// A small matrix of rows of 3 with one long row, whose chain bounds the thread-per-row layouts, on a device
+// with an L2 of `l2_bytes`.
+aijp::prediction_input chain_bound_input(aijp::size_type rows, int long_row, double l2_bytes)
+{
+  aijp::prediction_input in;
+  in.device = h100_like();
+  in.device.l2_bytes = static_cast<aijp::size_type>(l2_bytes);
+  in.stats.rows = in.stats.cols = rows;
+  in.stats.nnz = rows * 3 + long_row;
+  in.stats.mean = static_cast<double>(in.stats.nnz) / rows;
+  in.stats.mode_len = in.stats.min_len = 3;
+  in.stats.mode_count = rows - 1;
+  in.stats.max_len = long_row;
+  in.stats.n_iter_natural = in.stats.n_iter_sorted = (rows + 31) / 32 * 3 + long_row;
+  in.x_sectors_per_nnz = 0.25;
+  return in;
+}
+
 // The chain factor: over the samples whose longest-row chain clearly dominates, measured minus fixed costs over
 // the chain; samples of other regimes do not move it, and the prediction's chain scales with it.
 TEST(PlaceholderModel, ChainFactorFittedFromChainBoundSamples)
@@ -535,20 +553,8 @@ TEST(PlaceholderModel, ChainFactorFittedFromChainBoundSamples)
   p.l2_bytes = 50.0 * (1 << 20);
   const aijp::format_id ell = aijp::format_id::ell;
   // A small matrix with one long row: ELL pads every row to it, but few rows keep the traffic small.
-  const auto chain_bound = [](aijp::size_type rows, int long_row) {
-    aijp::prediction_input in;
-    in.device = h100_like();
-    in.device.l2_bytes = 50 << 20;  // the layout fits in it: the chain runs at the L2 latency
-    in.stats.rows = in.stats.cols = rows;
-    in.stats.nnz = rows * 3 + long_row;
-    in.stats.mean = static_cast<double>(in.stats.nnz) / rows;
-    in.stats.mode_len = in.stats.min_len = 3;
-    in.stats.mode_count = rows - 1;
-    in.stats.max_len = long_row;
-    in.stats.n_iter_natural = in.stats.n_iter_sorted = (rows + 31) / 32 * 3 + long_row;
-    in.x_sectors_per_nnz = 0.25;
-    return in;
-  };
+  // The layout fits in the L2: the chain runs at the L2 latency.
+  const auto chain_bound = [](aijp::size_type rows, int long_row) { return chain_bound_input(rows, long_row, 50 << 20); };
   const auto predicted = [&](const aijp::prediction_input& in, const aijp::bandwidth_model_params& q) {
     return aijp::predict_bandwidth_model(in, q, {ell}).front().predicted_us;
   };
@@ -584,20 +590,7 @@ TEST(PlaceholderModel, ChainFactorFromDramFittedApart)
   aijp::bandwidth_model_params p;
   p.l2_bytes = 50.0 * (1 << 20);
   const aijp::format_id sell = aijp::format_id::sell_c_sigma;
-  const auto chain_bound = [](aijp::size_type rows, int long_row, double l2_bytes) {
-    aijp::prediction_input in;
-    in.device = h100_like();
-    in.device.l2_bytes = static_cast<aijp::size_type>(l2_bytes);
-    in.stats.rows = in.stats.cols = rows;
-    in.stats.nnz = rows * 3 + long_row;
-    in.stats.mean = static_cast<double>(in.stats.nnz) / rows;
-    in.stats.mode_len = in.stats.min_len = 3;
-    in.stats.mode_count = rows - 1;
-    in.stats.max_len = long_row;
-    in.stats.n_iter_natural = in.stats.n_iter_sorted = (rows + 31) / 32 * 3 + long_row;
-    in.x_sectors_per_nnz = 0.25;
-    return in;
-  };
+  const auto chain_bound = chain_bound_input;
   std::vector<aijp::fixed_cost_observation> obs;
   // In the L2: factor 1.2 of the L2 latency.
   for (int k = 0; k < 6; ++k) {
