@@ -322,19 +322,11 @@ PetscErrorCode AIJPRefreshReport(Mat A, Mat_SeqAIJPredict *p)
    analysis 1.18 ms, conversion to csr_vector 1.10 ms; bench/results/2026-11-23_h100_e2e_small_2.txt). */
 #define AIJP_ANALYSIS_COST_US 2000.0
 
-/* Most a format can save per product over cuSPARSE CSR: the placeholder's prediction for cuSPARSE CSR (which
-   needs only the sizes: its fixed cost plus its bytes at its calibrated streaming efficiency) above one
-   kernel launch. */
+/* Most a format can save per product over cuSPARSE CSR: the placeholder's prediction for cuSPARSE CSR (from
+   the sizes alone) above one kernel launch. */
 double AIJPSavingBound(const aijp::context &ctx, const Mat_SeqAIJPredict *p)
 {
-  aijp::prediction_input in;
-  in.stats.rows    = p->gpu->rows();
-  in.stats.cols    = p->gpu->cols();
-  in.stats.nnz     = p->gpu->nnz();
-  in.device        = ctx.device();
-  in.value_bytes   = sizeof(PetscScalar);
-  const double t_csr = aijp::predict_bandwidth_model(in, ctx.model_params(), {aijp::format_id::cusparse_csr}).front().predicted_us;
-  return std::max(0.0, t_csr - ctx.model_params().launch_us);
+  return aijp::cusparse_csr_us_above_launch(ctx.device(), ctx.model_params(), p->gpu->rows(), p->gpu->cols(), p->gpu->nnz(), sizeof(PetscScalar));
 }
 
 /* The plan options every analysis and re-plan of this matrix uses, for `expected` products. */
@@ -1052,7 +1044,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_staged", "Analyse and convert a reused matrix in parts over the next products, on their stream, never waiting for the device (read-backs are polled at later products), paced by -mat_aijpredict_stage_duty; the products run the current format until the new one is complete. A partition is planned in slices; a conversion to sell_delta16 is split so each product carries at most -mat_aijpredict_stage_fraction of its time; other formats convert in one part. False: the whole analysis and conversion inside the product that decides it (one solve of repeated short solves took 1.4-2.4x there, against 1.09-1.6x staged on an H100). -mat_aijpredict_background takes precedence", "MatCreateSeqAIJPredict", o->staged, &o->staged, nullptr));
   PetscCall(PetscOptionsReal("-mat_aijpredict_stage_fraction", "Staged steps: the largest share of a conversion one product carries, as a fraction of the running format's predicted product time", "MatCreateSeqAIJPredict", o->stage_fraction, &o->stage_fraction, nullptr));
   PetscCheck(o->stage_fraction > 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_stage_fraction must be > 0");
-  PetscCall(PetscOptionsReal("-mat_aijpredict_stage_duty", "Staged steps: the most host time their parts take, as a share of the wall time since the step began (a product issues the next part only within it; 0: a part at every product)", "MatCreateSeqAIJPredict", o->stage_duty, &o->stage_duty, nullptr));
+  PetscCall(PetscOptionsReal("-mat_aijpredict_stage_duty", "Staged steps: the most host time their parts take beyond the product each one overlaps, as a share of the wall time since the step began (a product issues the next part only within it; 0: a part at every product)", "MatCreateSeqAIJPredict", o->stage_duty, &o->stage_duty, nullptr));
   PetscCheck(o->stage_duty >= 0 && o->stage_duty <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_stage_duty must be in [0, 1]");
   PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", o->use_gpu, &o->use_gpu, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_copy", "Without a GPU, keep the copy the GPU would hold on the host, refreshed by the same state checks, and multiply with it (tests that no operation leaves a stale copy)", "MatCreateSeqAIJPredict", o->host_copy, &o->host_copy, nullptr));
@@ -1184,7 +1176,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_partition <bool> - row-partitioned multi-format plans when they pay (default true)
 .  -mat_aijpredict_staged <bool>    - analyse and convert in parts over the next products, never waiting for the device (default true; false: inside the product that decides it)
 .  -mat_aijpredict_stage_fraction <f> - a product's largest share of a staged conversion, as a fraction of its predicted time (default 0.03)
-.  -mat_aijpredict_stage_duty <f>   - the most host time a staged step's parts take, as a share of the wall time since it began (default 0.01; 0: a part at every product)
+.  -mat_aijpredict_stage_duty <f>   - the most host time a staged step's parts take beyond the products they overlap, as a share of the wall time since it began (default 0.01; 0: a part at every product)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
 .  -mat_aijpredict_host_copy        - without a GPU, multiply with a host copy refreshed like the device copy (testing)
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice

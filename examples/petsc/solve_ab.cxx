@@ -12,7 +12,9 @@ rounds differed), and for each type after the first\n\
 the median over rounds of the ratio to the first type's time in the same round (the paired ratio).\n\
 With -solves > 1, also per solve index: the paired ratio of the k-th solve (median over rounds), and\n\
 the worst of them over the later solves (the solve a conversion lands in shows there, where the median\n\
-of the later solves hides it).\n\
+of the later solves hides it), and each round's slowest later solve against the first type's median later\n\
+solve of that round, for every type (the first type's own is the noise floor; a step paced by wall time\n\
+lands at other solve indices in other rounds, which the median per index hides).\n\
 The right-hand side is b = A * ones (computed on the host), the initial guess zero.\n\
 Options:\n\
   -f <file>          Matrix Market file (.mtx or .mtx.gz)\n\

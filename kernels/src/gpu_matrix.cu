@@ -212,11 +212,7 @@ struct gpu_matrix<Value>::impl {
     prediction_input in;
   };
   std::optional<planning_request_t> planning_request;
-  struct planning_memo_t {
-    size_type strip_rows = 0;
-    partition_plan plan;  // planning_ms: the strip pass and every slice of the DP
-  };
-  std::optional<planning_memo_t> planning_memo;
+  std::optional<partition_plan> planning_memo;  // planning_ms: the strip pass and every slice of the DP
   // The strip summaries the DP of a partition with `strip_rows` rows per strip works on (device passes,
   // waits for them).
   std::vector<strip_summary> gather_strips(size_type strip_rows, const prediction_input& in, const std::vector<format_id>& candidates,
@@ -706,7 +702,7 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
   if (planning_memo) {
     // Planned by the staged step for this very step (planning_ms: its parts). Not compared with strip_rows:
     // the DP's measured rate (planning_us_per_estimate) may have moved the budget's strips since.
-    plan = std::move(planning_memo->plan);
+    plan = std::move(*planning_memo);
     planning_memo.reset();
   } else if (staged) {
     // Planned in parts by the staged step, which then runs this step again: leave everything as it was.
@@ -1402,7 +1398,7 @@ struct gpu_matrix<Value>::background_job {
         if (!planner->advance(std::max(20.0, slack_us))) return false;
         partition_plan p = planner->result();
         p.planning_ms += strips_ms;
-        m.planning_memo = typename impl::planning_memo_t{m.planning_request->strip_rows, std::move(p)};
+        m.planning_memo = std::move(p);
         m.planning_request.reset();
         planner.reset();
         at = stage::replay;
@@ -1493,17 +1489,10 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   if (mode == background_mode::staged) {
     job->plan->staged = true;
     job->started = clock_type::now();
-    double running_us = m.report.analyzed ? m.report.predicted_us : 0.0;
-    if (!(running_us > 0)) {  // not analysed yet: cuSPARSE CSR from the sizes
-      prediction_input in;
-      in.stats.rows = m.csr.rows;
-      in.stats.cols = m.csr.cols;
-      in.stats.nnz = m.csr.nnz;
-      in.device = job->ctx->device();
-      in.value_bytes = sizeof(Value);
-      running_us = predict_bandwidth_model(in, job->ctx->model_params(), {format_id::cusparse_csr}).front().predicted_us;
-    }
-    job->slack_us = std::max(0.0, running_us - job->ctx->model_params().launch_us);
+    const auto& params = job->ctx->model_params();
+    job->slack_us = m.report.analyzed && m.report.predicted_us > 0
+                        ? std::max(0.0, m.report.predicted_us - params.launch_us)
+                        : cusparse_csr_us_above_launch(job->ctx->device(), params, m.csr.rows, m.csr.cols, m.csr.nnz, sizeof(Value));  // not analysed yet
     job->running_format = m.report.chosen;
     job->running_cusparse_csr = !m.report.partitioned && m.format && m.format->id() == format_id::cusparse_csr;
     job_ = std::move(job);

@@ -474,6 +474,18 @@ std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in,
   return out;
 }
 
+double cusparse_csr_us_above_launch(const device_properties& device, const bandwidth_model_params& p, size_type rows,
+                                    size_type cols, size_type nnz, int value_bytes)
+{
+  prediction_input in;
+  in.stats.rows = rows;
+  in.stats.cols = cols;
+  in.stats.nnz = nnz;
+  in.device = device;
+  in.value_bytes = value_bytes;
+  return std::max(0.0, predict_bandwidth_model(in, p, {format_id::cusparse_csr}).front().predicted_us - p.launch_us);
+}
+
 format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& out, int min_samples)
 {
   // The fit starts from neutral corrections, whatever `out` holds (a cache entry refitted offline gives the

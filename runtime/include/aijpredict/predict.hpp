@@ -287,6 +287,12 @@ placeholder_breakdown explain_bandwidth_model(format_id f, const prediction_inpu
 std::vector<format_estimate> predict_bandwidth_model(const prediction_input& in, const bandwidth_model_params& p,
                                                      const std::vector<format_id>& candidates);
 
+/// cuSPARSE CSR's predicted product time above one kernel launch, from the matrix's sizes alone (its fixed cost
+/// and its bytes at its calibrated streaming efficiency need no statistics): the most any format can save per
+/// product before an analysis, and the device time a product overlaps with the host work queued after it.
+double cusparse_csr_us_above_launch(const device_properties& device, const bandwidth_model_params& p, size_type rows,
+                                    size_type cols, size_type nnz, int value_bytes);
+
 /// A physical floor for any model's prediction: one SpMV cannot finish before one kernel launch plus one thread's walk of its longest dependent chain of entries at the L2
 /// latency per entry, nor before the part of its working set (layout bytes + x once + y) that exceeds the L2
 /// has streamed from DRAM at the measured bandwidth. Fitted models extrapolated beyond their samples otherwise
