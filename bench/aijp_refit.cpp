@@ -133,6 +133,10 @@ int main(int argc, char** argv)
     for (int f = 0; f < aijp::format_count; ++f) {
       if (fitted.fixed[f] > 0) std::printf(" %s %+.2f (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_fixed_us[f], fitted.fixed[f]);
     }
+    std::printf("\n# placeholder floors (us, median of the training samples whose variable terms are below a quarter launch):");
+    for (int f = 0; f < aijp::format_count; ++f) {
+      if (fitted.floor[f] > 0) std::printf(" %s %.2f (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_floor_us[f], fitted.floor[f]);
+    }
     std::printf("\n# placeholder chain factors (from the training samples a chain dominates):");
     for (int f = 0; f < aijp::format_count; ++f) {
       if (fitted.chain[f] > 0) {
@@ -167,7 +171,7 @@ int main(int argc, char** argv)
     if (!explain.empty()) {
       ex = std::fopen(explain.c_str(), "w");
       if (ex == nullptr) die("cannot write " + explain);
-      std::fprintf(ex, "matrix,format,measured_us,predicted_us,fixed_us,stream_us,chain_us,l2_us,rows,nnz,mean,mode_len,max_len,stddev,"
+      std::fprintf(ex, "matrix,format,measured_us,predicted_us,fixed_us,floor_us,stream_us,chain_us,l2_us,rows,nnz,mean,mode_len,max_len,stddev,"
                        "n_iter_natural,n_iter_sorted,x_sectors_per_nnz,cols,raw_chain_us,lanes,in_l2,moved_bytes,x_sectors_sorted\n");
     }
     for (const auto& s : test.samples) {
@@ -177,8 +181,8 @@ int main(int argc, char** argv)
       if (ex != nullptr) {
         const auto b = aijp::explain_bandwidth_model(s.format, pin, params);
         const auto& st = s.features.stats;
-        std::fprintf(ex, "\"%s\",%s,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%.4g,%.4g,%d,%.4g,%.4g\n", s.matrix.c_str(),
-                     aijp::format_name(s.format), s.measured_us, b.predicted_us, b.fixed_us, b.stream_us, b.chain_us, b.l2_us,
+        std::fprintf(ex, "\"%s\",%s,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%.4g,%.4g,%d,%.4g,%.4g\n", s.matrix.c_str(),
+                     aijp::format_name(s.format), s.measured_us, b.predicted_us, b.fixed_us, b.floor_us, b.stream_us, b.chain_us, b.l2_us,
                      (long long)st.rows, (long long)st.nnz, st.mean, (long long)st.mode_len, (long long)st.max_len, st.stddev,
                      (long long)st.n_iter_natural, (long long)st.n_iter_sorted, s.features.x_sectors_per_nnz,
                      (long long)st.cols, b.raw_chain_us, b.lanes, b.in_l2 ? 1 : 0, b.moved_bytes,

@@ -484,7 +484,8 @@ void context::default_corrections_(const cache::device_fingerprint& fp)
   params_.format_chain_lanes = d.format_chain_lanes;
   params_.format_chain_scale_dram = d.format_chain_scale_dram;
   params_.format_chain_lanes_dram = d.format_chain_lanes_dram;
-  params_source_ += "; per-format fixed costs and chain factors from the shipped default " + def->path.string() + " (" +
+  params_.format_floor_us = d.format_floor_us;
+  params_source_ += "; per-format fixed costs, floors and chain factors from the shipped default " + def->path.string() + " (" +
                     def->entry->device.name + ")";
 }
 

@@ -226,13 +226,15 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
             params.l2_bytes = dev.l2_bytes;
             const auto used = model::fit_format_corrections(samples, dev, params);
             params_to_metrics(params, e.device_metrics);  // as aijp_refit --write-cache
-            int fixed = 0, chains = 0;
+            int fixed = 0, chains = 0, floors = 0;
             for (int f = 0; f < format_count; ++f) {
               fixed += used.fixed[f] > 0;
               chains += used.chain[f] > 0;
+              floors += used.floor[f] > 0;
             }
-            e.provenance["fixed_us"] = "placeholder fixed costs of " + std::to_string(fixed) + " formats and chain factors of " +
-                                       std::to_string(chains) + " from the warm-up's samples, " + cache::iso8601_utc_now();
+            e.provenance["fixed_us"] = "placeholder fixed costs of " + std::to_string(fixed) + " formats, floors of " +
+                                       std::to_string(floors) + " and chain factors of " + std::to_string(chains) +
+                                       " from the warm-up's samples, " + cache::iso8601_utc_now();
           }
           e.provenance["warmup"] = std::string(opts.full ? "full" : "quick") + " grid, " + std::to_string(samples.size()) +
                                    " samples, " + cache::iso8601_utc_now();

@@ -112,6 +112,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (cd != m.end() && cd->second >= 0.25 && cd->second <= 4.0) p.format_chain_scale_dram[i] = cd->second;
     const auto ld = m.find(chain_lanes_dram_key(static_cast<format_id>(i)));
     if (ld != m.end() && ld->second >= 0.0 && ld->second <= 4.0) p.format_chain_lanes_dram[i] = ld->second;
+    const auto fl = m.find(floor_key(static_cast<format_id>(i)));
+    if (fl != m.end() && std::isfinite(fl->second) && fl->second >= 0.0 && fl->second <= 1e3) p.format_floor_us[i] = fl->second;
   }
   return true;
 }
@@ -142,10 +144,12 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(chain_lanes_key(f), p.format_chain_lanes[i], 0.0);
     put(chain_scale_dram_key(f), p.format_chain_scale_dram[i], 0.0);
     put(chain_lanes_dram_key(f), p.format_chain_lanes_dram[i], -1.0);
+    put(floor_key(f), p.format_floor_us[i], 0.0);
   }
 }
 
 std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + format_name(f); }
+std::string floor_key(format_id f) { return std::string("floor_us.") + format_name(f); }
 std::string chain_scale_key(format_id f) { return std::string("chain_scale.") + format_name(f); }
 std::string chain_lanes_key(format_id f) { return std::string("chain_lanes.") + format_name(f); }
 std::string chain_scale_dram_key(format_id f) { return std::string("chain_scale_dram.") + format_name(f); }
@@ -175,7 +179,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
   const bandwidth_model_params neutral;
   return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale ||
          p.format_chain_lanes != neutral.format_chain_lanes || p.format_chain_scale_dram != neutral.format_chain_scale_dram ||
-         p.format_chain_lanes_dram != neutral.format_chain_lanes_dram;
+         p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_floor_us != neutral.format_floor_us;
 }
 
 double l1_bytes_per_sm(const device_properties* device)
@@ -409,13 +413,19 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   return r;
 }
 
+// The terms that grow with the matrix: streaming, the chain (with its fitted factor) and the L2 traffic.
+double variable_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
+{
+  return std::max({t.stream_us, t.serial_us * chain_factor(p, f, t.lanes, t.in_l2), t.l2_us});
+}
+
 // The prediction from the terms and the per-format corrections. The fitted fixed cost may be negative (the
-// placeholder's own guess too high); no product is faster than one launch, the fastest measured SpMV.
+// placeholder's own guess too high); no product is faster than one launch, the fastest measured SpMV, nor than
+// the format's fitted floor (bandwidth_model_params::format_floor_us).
 double predicted_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
 {
   const int i = static_cast<int>(f);
-  return std::max(p.launch_us,
-                  t.fixed_us + p.format_fixed_us[i] + std::max({t.stream_us, t.serial_us * chain_factor(p, f, t.lanes, t.in_l2), t.l2_us}));
+  return std::max({p.launch_us, p.format_floor_us[i], t.fixed_us + p.format_fixed_us[i] + variable_of(f, t, p)});
 }
 }  // namespace
 
@@ -425,6 +435,7 @@ placeholder_breakdown explain_bandwidth_model(format_id f, const prediction_inpu
   const int i = static_cast<int>(f);
   placeholder_breakdown b;
   b.fixed_us = t.fixed_us + p.format_fixed_us[i];
+  b.floor_us = p.format_floor_us[i];
   b.stream_us = t.stream_us;
   b.chain_us = t.serial_us * chain_factor(p, f, t.lanes, t.in_l2);
   b.l2_us = t.l2_us;
@@ -496,6 +507,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   p.format_chain_lanes.fill(0.0);
   p.format_chain_scale_dram.fill(0.0);
   p.format_chain_lanes_dram.fill(-1.0);
+  p.format_floor_us.fill(0.0);
   std::vector<placeholder_parts> parts;
   parts.reserve(obs.size());
   for (const auto& o : obs) parts.push_back(parts_of(o.format, o.input, p));
@@ -503,22 +515,63 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   // Fixed costs from the samples the fixed costs dominate, with the given chain scales; the chain scales from
   // the samples a chain dominates, net of those fixed costs; then the fixed costs again with the new scales
   // (which move which samples count as dominated by fixed costs only at the margin).
+  // The floors from the samples whose variable terms are below a quarter of a launch (the chain factors
+  // only move which samples count at the margin: the chain of such a sample is short).
+  const auto variable = [&](std::size_t k) { return variable_of(obs[k].format, parts[k], p); };
+  {
+    std::array<std::vector<double>, format_count> tiny;
+    for (std::size_t k = 0; k < obs.size(); ++k) {
+      if (!(obs[k].measured_us > 0) || variable(k) >= 0.25 * p.launch_us) continue;
+      tiny[static_cast<int>(obs[k].format)].push_back(obs[k].measured_us);
+    }
+    for (int i = 0; i < format_count; ++i) {
+      if (static_cast<int>(tiny[i].size()) < std::max(1, min_samples)) continue;
+      used.floor[i] = static_cast<int>(tiny[i].size());
+      p.format_floor_us[i] = online::median(std::move(tiny[i]));
+    }
+  }
+  // The fixed costs: per format, the value c minimising the mean relative error of
+  // max(launch, floor, fixed + c + variable) over the samples whose variable terms are at most two launches.
+  // The error is piecewise linear in c, so its minimum lies where one sample's sum meets its measurement or
+  // the floor; where a range of values is equally good (samples the floor covers), the largest one.
   const auto fit_fixed = [&] {
-    std::array<std::vector<double>, format_count> residuals;
+    struct point {
+      double a;  // fixed + variable without the correction
+      double m;  // measured
+    };
+    std::array<std::vector<point>, format_count> pts;
     for (std::size_t k = 0; k < obs.size(); ++k) {
       const auto& o = obs[k];
-      const auto& t = parts[k];
-      const int i = static_cast<int>(o.format);
       if (!(o.measured_us > 0)) continue;
-      const double variable = std::max({t.stream_us, t.serial_us * chain_factor(p, o.format, t.lanes, t.in_l2), t.l2_us});
-      if (variable > p.launch_us) continue;  // not dominated by fixed costs
-      residuals[i].push_back(o.measured_us - (t.fixed_us + variable));
+      const double v = variable(k);
+      if (v > 2 * p.launch_us) continue;  // not dominated by fixed costs
+      pts[static_cast<int>(o.format)].push_back({parts[k].fixed_us + v, o.measured_us});
     }
     for (int i = 0; i < format_count; ++i) {
       used.fixed[i] = 0;
-      if (static_cast<int>(residuals[i].size()) < std::max(1, min_samples)) continue;
-      used.fixed[i] = static_cast<int>(residuals[i].size());
-      p.format_fixed_us[i] = online::median(std::move(residuals[i]));
+      const auto& q = pts[i];
+      if (static_cast<int>(q.size()) < std::max(1, min_samples)) continue;
+      const double lo = std::max(p.launch_us, p.format_floor_us[i]);
+      const auto error = [&](double c) {
+        double e = 0;
+        for (const auto& x : q) e += std::abs(std::max(lo, x.a + c) - x.m) / x.m;
+        return e;
+      };
+      std::vector<double> candidates;
+      for (const auto& x : q) {
+        candidates.push_back(x.m - x.a);
+        candidates.push_back(lo - x.a);
+      }
+      double best_c = 0, best_e = std::numeric_limits<double>::infinity();
+      for (double c : candidates) {
+        const double e = error(c);
+        if (e < best_e * (1 - 1e-12) || (e <= best_e * (1 + 1e-12) && c > best_c)) {
+          best_e = std::min(e, best_e);
+          best_c = c;
+        }
+      }
+      used.fixed[i] = static_cast<int>(q.size());
+      p.format_fixed_us[i] = best_c;
     }
   };
   fit_fixed();
@@ -621,6 +674,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   fit_fixed();
   for (int i = 0; i < format_count; ++i) {
     if (used.fixed[i] > 0) out.format_fixed_us[i] = p.format_fixed_us[i];
+    if (used.floor[i] > 0) out.format_floor_us[i] = p.format_floor_us[i];
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];

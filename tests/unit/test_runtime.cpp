@@ -626,62 +626,103 @@ TEST(PlaceholderModel, ChainFactorFromDramFittedApart)
   EXPECT_EQ(aijp::chain_factor(old, sell, 1.0, false), 1.3);
 }
 
-// The warm-up's fit of the per-format fixed costs: the median residual over the samples whose traffic and
-// chain terms are below a launch; large matrices, and formats with too few small samples, do not move it.
-TEST(PlaceholderModel, FixedCostsFittedFromSmallSamples)
+// The warm-up's fit of the per-format floors and fixed costs. The floor is the median measured time of the
+// samples whose traffic and chain terms are below a quarter launch; the fixed cost is the value that makes
+// max(floor, fixed + variable) fit the samples whose variable terms are at most two launches. Large matrices,
+// and formats with too few small samples, move neither.
+TEST(PlaceholderModel, FloorsAndFixedCostsFittedFromSmallSamples)
 {
   aijp::bandwidth_model_params p;
   p.l2_bytes = 50.0 * (1 << 20);
   const auto input = [](aijp::size_type rows, int per_row) {
     aijp::prediction_input in;
     in.device = h100_like();
+    in.device.l2_bytes = 50 << 20;
     in.stats.rows = in.stats.cols = rows;
     in.stats.nnz = rows * per_row;
     in.stats.mean = per_row;
     in.stats.mode_len = in.stats.max_len = in.stats.min_len = per_row;
     in.stats.mode_count = rows;
     in.stats.n_iter_natural = in.stats.n_iter_sorted = (rows + 31) / 32 * per_row;
-    in.x_sectors_per_nnz = 0.25;
     return in;
   };
   const auto predicted = [&](aijp::format_id f, const aijp::prediction_input& in, const aijp::bandwidth_model_params& q) {
     return aijp::predict_bandwidth_model(in, q, {f}).front().predicted_us;
   };
+  const auto variable = [&](aijp::format_id f, const aijp::prediction_input& in) {
+    const auto b = aijp::explain_bandwidth_model(f, in, p);
+    return std::max({b.stream_us, b.chain_us, b.l2_us});
+  };
   std::vector<aijp::fixed_cost_observation> obs;
   const aijp::format_id alg2 = aijp::format_id::cusparse_csr_alg2, sell = aijp::format_id::cusparse_sell;
-  const double offsets[] = {6.0, 6.5, 7.0, 6.2, 30.0, 6.8, 5.9};  // one disturbed sample: the median ignores it
+  // ALG2: a host-bound floor of 14 us on tiny matrices (one disturbed sample: the median ignores it) ...
+  const double tiny_offsets[] = {0.0, -0.2, 0.2, -0.1, 0.1, 0.0, 9.0};
   int k = 0;
-  for (double o : offsets) {
+  for (double o : tiny_offsets) {
     const auto in = input(1000 + 500 * k++, 5);
-    obs.push_back({alg2, in, predicted(alg2, in, p) + o});
-    obs.push_back({sell, in, predicted(sell, in, p) - 1.0});
+    ASSERT_LT(variable(alg2, in), 0.25 * p.launch_us);
+    obs.push_back({alg2, in, 14.0 + o});
+    obs.push_back({sell, in, predicted(sell, in, p) - 1.0});  // cuSPARSE SELL: 1 us below the placeholder's guess
   }
-  // A large matrix measured far above its prediction is not a fixed cost.
+  // ... and above it, on matrices of 3-8 us of traffic, its fixed costs plus 2 us and the traffic.
+  std::vector<aijp::prediction_input> mid;
+  for (aijp::size_type rows = 100000; rows <= 220000; rows += 30000) {
+    const auto in = input(rows, 5);
+    const double v = variable(alg2, in);
+    ASSERT_GT(v, 3.0);
+    ASSERT_LT(v, 2 * p.launch_us);
+    ASSERT_GT(predicted(alg2, in, p) + 2.0, 14.0);
+    obs.push_back({alg2, in, predicted(alg2, in, p) + 2.0});
+    mid.push_back(in);
+  }
+  // A large matrix measured far above its prediction is neither a fixed cost nor a floor.
   const auto big = input(8'000'000, 7);
   obs.push_back({alg2, big, 2 * predicted(alg2, big, p)});
   obs.push_back({alg2, big, 2 * predicted(alg2, big, p)});
-  // Too few small samples of COO: its fixed cost stays.
+  // Too few small samples of COO: its fixed cost stays, and it gets no floor.
   p.format_fixed_us[static_cast<int>(aijp::format_id::coo)] = 0.5;
   obs.push_back({aijp::format_id::coo, input(2000, 4), 100.0});
   const aijp::bandwidth_model_params before = p;
-  const auto used = aijp::fit_format_corrections(obs, p).fixed;
-  EXPECT_EQ(used[static_cast<int>(alg2)], 7);
-  EXPECT_NEAR(p.format_fixed_us[static_cast<int>(alg2)], 6.5, 1e-9);
-  EXPECT_EQ(used[static_cast<int>(sell)], 7);
-  EXPECT_NEAR(p.format_fixed_us[static_cast<int>(sell)], -1.0, 1e-9);
-  EXPECT_EQ(used[static_cast<int>(aijp::format_id::coo)], 0);
-  EXPECT_EQ(p.format_fixed_us[static_cast<int>(aijp::format_id::coo)], 0.5);
-  // The prediction moves by exactly the fitted cost, and never below one launch.
-  const auto small = input(1000, 5);
-  EXPECT_NEAR(predicted(alg2, small, p) - predicted(alg2, small, before), 6.5, 1e-9);
-  p.format_fixed_us[static_cast<int>(sell)] = -100.0;
-  EXPECT_EQ(predicted(sell, small, p), p.launch_us);
-  // The prediction the fit subtracts does not include the format's old fixed cost: fitting twice is stable.
+  const auto used = aijp::fit_format_corrections(obs, p);
+  const int a = static_cast<int>(alg2), c = static_cast<int>(sell), coo = static_cast<int>(aijp::format_id::coo);
+  EXPECT_EQ(used.floor[a], 7);
+  EXPECT_NEAR(p.format_floor_us[a], 14.0, 1e-9);
+  EXPECT_EQ(used.fixed[a], 7 + static_cast<int>(mid.size()));
+  EXPECT_NEAR(p.format_fixed_us[a], 2.0, 1e-9);
+  EXPECT_EQ(used.floor[c], 7);
+  // Every cuSPARSE SELL sample sits on its floor: the largest fixed cost that keeps them there.
+  EXPECT_NEAR(p.format_fixed_us[c], -1.0, 0.05);
+  EXPECT_LE(p.format_fixed_us[c], -1.0);
+  EXPECT_EQ(used.fixed[coo], 0);
+  EXPECT_EQ(used.floor[coo], 0);
+  EXPECT_EQ(p.format_fixed_us[coo], 0.5);
+  EXPECT_EQ(p.format_floor_us[coo], 0.0);
+  // Tiny matrices are predicted at the floor, the others at the fitted cost above the terms.
+  EXPECT_NEAR(predicted(alg2, input(1000, 5), p), 14.0, 1e-9);
+  for (const auto& in : mid) EXPECT_NEAR(predicted(alg2, in, p) - predicted(alg2, in, before), 2.0, 1e-9);
+  // No prediction is below one launch.
+  auto q = p;
+  q.format_floor_us[c] = 0.0;
+  q.format_fixed_us[c] = -100.0;
+  EXPECT_EQ(predicted(sell, input(1000, 5), q), q.launch_us);
+  // The fit does not start from the format's old corrections: fitting twice is stable.
   auto again = p;
-  again.format_fixed_us[static_cast<int>(sell)] = -1.0;
+  again.format_fixed_us[a] = -7.0;
+  again.format_floor_us[a] = 30.0;
   aijp::fit_format_corrections(obs, again);
-  EXPECT_NEAR(again.format_fixed_us[static_cast<int>(alg2)], 6.5, 1e-9);
-  EXPECT_NEAR(again.format_fixed_us[static_cast<int>(sell)], -1.0, 1e-9);
+  EXPECT_NEAR(again.format_fixed_us[a], 2.0, 1e-9);
+  EXPECT_NEAR(again.format_floor_us[a], 14.0, 1e-9);
+  EXPECT_EQ(again.format_fixed_us[c], p.format_fixed_us[c]);
+  // The floors travel through the cache's metrics; absent keys are no floor.
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(p, m);
+  EXPECT_NEAR(m.at("floor_us.cusparse_csr_alg2"), 14.0, 1e-9);
+  EXPECT_EQ(m.count("floor_us.coo"), 0u);
+  aijp::bandwidth_model_params r;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_NEAR(r.format_floor_us[a], 14.0, 1e-9);
+  EXPECT_EQ(r.format_floor_us[coo], 0.0);
+  EXPECT_TRUE(aijp::has_format_corrections(r));
 }
 
 TEST(PlaceholderModel, BandwidthFloorBeyondL2)

@@ -84,6 +84,17 @@ struct bandwidth_model_params {
   /// placeholder's 1.5 us for cuSPARSE SELL was 1.0 us too high
   /// (bench/results/2026-11-23_h100_session4_alg2_warmup_samples.jsonl.xz). 0 for cache files written before.
   std::array<double, format_count> format_fixed_us{};
+  /// What a product of each format costs at least, however little it moves (indexed by format_id, in
+  /// microseconds; 0 = not fitted, as in cache files written before it): the median measured time of the
+  /// warm-up's samples whose traffic and chain terms are below a quarter of a launch. Back-to-back products
+  /// are bound by the slower of the host, which issues each at a rate of its own (cuSPARSE's host-side calls
+  /// more than one launch), and the GPU's fixed costs plus the work: the work of a small matrix hides under
+  /// the host's rate. On the H100 warm-up cuSPARSE CSR measured a flat ~9.8 us up to ~1 us of traffic and
+  /// csr_vector ~4.6 us up to ~1.5 us, while the sum of fixed cost and traffic, its fixed cost fitted on the
+  /// same samples, put the held-out matrices of 10K-300K nonzeros 8-17 % below the measurement
+  /// (bench/results/2026-11-24_h100_session13_accuracy.csv). The prediction is
+  /// max(launch, floor, fixed + variable terms); cache key "floor_us.<format>".
+  std::array<double, format_count> format_floor_us{};
   /// Per-format factor on the serial chain's latency per entry (indexed by format_id; 1 for cache files
   /// written before it): the median of (measured - fixed costs) / chain over the warm-up's samples a chain
   /// clearly dominates (fit_format_corrections). The 90 / 270 ns per entry above are one format's; on the
@@ -136,6 +147,7 @@ std::string chain_scale_key(format_id f);
 std::string chain_lanes_key(format_id f);  ///< "chain_lanes.<format name>"
 std::string chain_scale_dram_key(format_id f);  ///< "chain_scale_dram.<format name>"
 std::string chain_lanes_dram_key(format_id f);  ///< "chain_lanes_dram.<format name>"
+std::string floor_key(format_id f);  ///< "floor_us.<format name>"
 /// Whether `p` carries fitted per-format corrections (any fixed cost or chain factor off its neutral value).
 bool has_format_corrections(const bandwidth_model_params& p);
 
@@ -254,11 +266,15 @@ struct format_fit {
   std::array<int, format_count> chain{};
   std::array<int, format_count> lanes{};  ///< observations behind format_chain_lanes (0: not fitted)
   std::array<int, format_count> chain_dram{};  ///< observations behind format_chain_scale_dram (0: not fitted)
+  std::array<int, format_count> floor{};  ///< observations behind format_floor_us (0: not fitted)
 };
 
-/// Fits the placeholder's per-format corrections from measured products. p.format_fixed_us: for each format
-/// with at least `min_samples` observations whose variable part (streaming, chain and L2 terms) is at most one
-/// launch, the median of measured minus predicted without it. p.format_chain_scale: for each format with at
+/// Fits the placeholder's per-format corrections from measured products. p.format_floor_us: for each format
+/// with at least `min_samples` observations whose variable part (streaming, chain and L2 terms) is below a
+/// quarter of a launch, their median measured time. p.format_fixed_us: for each format with at least
+/// `min_samples` observations whose variable part is at most two launches, the value that minimises their
+/// mean relative error under max(launch, floor, fixed + variable) (the largest such value where the floor
+/// leaves a range of them equally good). p.format_chain_scale: for each format with at
 /// least `min_samples` observations whose chain clearly dominates (two launches long, twice the traffic
 /// terms), the median of (measured - fixed costs) / chain, clamped to [0.25, 4]; where at least 3 of them
 /// have chains walked by one to 16 lanes and 3 by more (chain_lanes), the line through the two groups'
@@ -269,9 +285,10 @@ struct format_fit {
 format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& p, int min_samples = 5);
 
 /// The placeholder's terms for one format (microseconds), for diagnostics (aijp_refit --explain): its
-/// prediction is max(launch, fixed + max(stream, chain, l2)).
+/// prediction is max(launch, floor, fixed + max(stream, chain, l2)).
 struct placeholder_breakdown {
   double fixed_us = 0;    ///< launches, library overhead and the fitted per-format fixed cost
+  double floor_us = 0;    ///< the fitted per-format floor (0: none)
   double stream_us = 0;   ///< DRAM streaming of the layout's bytes (and the sorted scatter)
   double chain_us = 0;    ///< the longest dependent chain, times the fitted chain factor
   double l2_us = 0;       ///< L2 traffic at the calibrated gather rate
