@@ -54,9 +54,19 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
       break;
     case format_id::csr_vector: {
       // Idle lanes on short rows: the lanes are chosen from the mean, the idle share follows the typical row.
+      // Where the typical row takes one step of its lanes, every round of loads leaves the idle lanes' share of
+      // the bytes in flight unused, and the rate follows the filled share closely: the H100 warm-up's
+      // stream-bound samples of 7-27 entries on 8-32 lanes measured their filled share + 0.04 (median of 7,
+      // -0.04 to +0.10; the held-out 3D stencils + 0.04 (lap27) to + 0.11 (fem3: rows of 21 on 32 lanes, 261.7
+      // us where the 0.25 this had before put 221.6), bench/results/2026-11-24_h100_session13_*_samples.jsonl.xz);
+      // the warm-up's value is the one kept (an H200 warm-up measured - 0.08: a per-device fit would be better).
+      // Rows of several steps keep the next steps' loads in the same round (the unrolled
+      // loop), so the last step's idle lanes cost less: + 0.25 there (constant rows of 40 on 32 lanes, filled
+      // 0.63, measured 0.83-0.93).
       const int lanes = csr_vector_lanes(s);
       const double typ = csr_vector_typical_length(s);
-      t.efficiency = std::min(1.0, typ / (lanes * std::max(1.0, std::ceil(typ / lanes))) + 0.25);
+      const double filled = typ / (lanes * std::max(1.0, std::ceil(typ / lanes)));
+      t.efficiency = std::min(1.0, filled + (typ <= lanes ? 0.04 : 0.25));
       break;
     }
     case format_id::coo:
@@ -158,12 +168,30 @@ std::string chain_lanes_dram_key(format_id f) { return std::string("chain_lanes_
 namespace {
 // Where `lanes` (chain_lanes) lies between one lane (0) and a full group of 32 (1).
 double lanes_position(double lanes) { return std::clamp((lanes - 1.0) / (stats_warp_size - 1.0), 0.0, 1.0); }
+// JAD's longest chain grows with the lanes that walk it together steeply from one lane to two and hardly beyond
+// eight: (measured - fixed) / chain on the warm-up's chain-bound samples in the L2 was 0.78 / 1.15 / 1.50 / 1.53
+// behind 1 / 2 / 8 / 32 long rows of 400-1600 entries on an H100 and 0.77 / 1.12 / 1.48 / 1.50 on an H200
+// (bench/results/2026-11-24_h100_session13_warmup_samples.jsonl.xz, 2026-11-23_h200_session6_warmup_samples),
+// the shape of 1 - 1 / lanes: each step of the chain waits for the slowest of its lanes' x gathers, and the
+// second lane adds the most. A line in the lanes put the one long row of hangGlider_2 and adder_dcop_05
+// (chain_lanes 1.1) at the median of the few-lane group, 35 % above the measurement (H100 held-out set,
+// 2026-11-24). csr_scalar's block samples grow along the line instead (0.53 / 0.54 / 0.60 / 0.90), and the other
+// layouts' fitted slopes are near 0 on the H100, so they keep it.
+bool saturating_lanes(format_id f) { return f == format_id::jad; }
+
+// lanes_position for format f: 1 - 1 / lanes scaled to [0, 1] where the chain saturates (saturating_lanes).
+double lanes_position(format_id f, double lanes)
+{
+  if (!saturating_lanes(f)) return lanes_position(lanes);
+  const double l = std::clamp(lanes, 1.0, static_cast<double>(stats_warp_size));
+  return (1.0 - 1.0 / l) / (1.0 - 1.0 / stats_warp_size);
+}
 }  // namespace
 
 double chain_factor(const bandwidth_model_params& p, format_id f, double lanes)
 {
   const int i = static_cast<int>(f);
-  return p.format_chain_scale[i] * (1.0 + p.format_chain_lanes[i] * lanes_position(lanes));
+  return p.format_chain_scale[i] * (1.0 + p.format_chain_lanes[i] * lanes_position(f, lanes));
 }
 
 double chain_factor(const bandwidth_model_params& p, format_id f, double lanes, bool in_l2)
@@ -171,7 +199,7 @@ double chain_factor(const bandwidth_model_params& p, format_id f, double lanes, 
   const int i = static_cast<int>(f);
   if (in_l2 || !(p.format_chain_scale_dram[i] > 0)) return chain_factor(p, f, lanes);
   const double slope = p.format_chain_lanes_dram[i] >= 0 ? p.format_chain_lanes_dram[i] : p.format_chain_lanes[i];
-  return p.format_chain_scale_dram[i] * (1.0 + slope * lanes_position(lanes));
+  return p.format_chain_scale_dram[i] * (1.0 + slope * lanes_position(f, lanes));
 }
 
 bool has_format_corrections(const bandwidth_model_params& p)
@@ -576,14 +604,17 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   };
   fit_fixed();
   {
-    // Per format: (lanes position u in [0, 1], measured chain / uncorrected chain, in L2) of the
-    // chain-dominated samples.
+    // Per format: (lanes position u in [0, 1] by the format's lanes_position, measured chain / uncorrected chain,
+    // one to 16 lanes or more, in L2) of the chain-dominated samples. The lane groups are counted in lanes, not
+    // in u, so that JAD's saturating u (two lanes sit halfway) leaves them as they were.
     struct chain_ratio {
       double u, r;
+      bool few;  // one to 16 lanes
       bool in_l2;
       bool x_in_l2;  // x (min(cols, nnz) values) fits in the L2
     };
     std::array<std::vector<chain_ratio>, format_count> ratios;
+    constexpr double few_lanes = 15.0 / 31.0;  // one to 16 lanes
     for (std::size_t k = 0; k < obs.size(); ++k) {
       const auto& o = obs[k];
       const auto& t = parts[k];
@@ -592,10 +623,10 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       // A chain that clearly dominates: at least two launches long and twice the traffic terms.
       if (t.serial_us < 2 * p.launch_us || t.serial_us < 2 * std::max(t.stream_us, t.l2_us)) continue;
       const double x_bytes = static_cast<double>(std::min(o.input.stats.cols, o.input.stats.nnz)) * o.input.value_bytes;
-      ratios[i].push_back({lanes_position(t.lanes), (o.measured_us - t.fixed_us - p.format_fixed_us[i]) / t.serial_us, t.in_l2,
+      ratios[i].push_back({lanes_position(o.format, t.lanes), (o.measured_us - t.fixed_us - p.format_fixed_us[i]) / t.serial_us,
+                           lanes_position(t.lanes) <= few_lanes, t.in_l2,
                            !(o.input.device.l2_bytes > 0) || x_bytes < o.input.device.l2_bytes});
     }
-    constexpr double few_lanes = 15.0 / 31.0;  // one to 16 lanes
     constexpr std::size_t per_group = 3;
     for (int i = 0; i < format_count; ++i) {
       used.chain[i] = used.lanes[i] = 0;
@@ -607,8 +638,8 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       std::vector<double> u_lo, r_lo, u_hi, r_hi;
       for (const auto& c : ratios[i]) {
         if (!c.in_l2) continue;
-        (c.u <= few_lanes ? u_lo : u_hi).push_back(c.u);
-        (c.u <= few_lanes ? r_lo : r_hi).push_back(c.r);
+        (c.few ? u_lo : u_hi).push_back(c.u);
+        (c.few ? r_lo : r_hi).push_back(c.r);
       }
       double slope = 0.0;
       if (u_lo.size() >= per_group && u_hi.size() >= per_group) {
@@ -637,8 +668,8 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       for (const auto& c : ratios[i]) {
         if (c.in_l2 || !c.x_in_l2) continue;
         ++n_dram;
-        (c.u <= few_lanes ? du_lo : du_hi).push_back(c.u);
-        (c.u <= few_lanes ? dr_lo : dr_hi).push_back(c.r);
+        (c.few ? du_lo : du_hi).push_back(c.u);
+        (c.few ? dr_lo : dr_hi).push_back(c.r);
       }
       used.chain_dram[i] = 0;
       if (n_dram >= std::max(1, min_samples)) {

@@ -322,9 +322,33 @@ TEST(PlaceholderModel, CsrVectorIdleLanesFollowTheTypicalRow)
   const double typical = aijp::predict_bandwidth_model(in, p, {aijp::format_id::csr_vector})[0].predicted_us;
   in.stats = mixed;
   const double by_mean = aijp::predict_bandwidth_model(in, p, {aijp::format_id::csr_vector})[0].predicted_us;
-  // 7 / 16 + 0.25 of the streaming rate against min(1, 10.8 / 16 + 0.25).
-  EXPECT_NEAR(typical / by_mean, (std::min(1.0, s.mean / 16 + 0.25)) / (7.0 / 16 + 0.25), 0.02);
+  // One step of the lanes per row: the filled share + 0.04 of the streaming rate, 7 / 16 + 0.04 against
+  // 10.8 / 16 + 0.04.
+  EXPECT_NEAR(typical / by_mean, (s.mean / 16 + 0.04) / (7.0 / 16 + 0.04), 0.02);
   EXPECT_GT(aijp::layout_traffic_of(aijp::format_id::csr_vector, s, 8).slot_work, 0.0);
+  {
+    // Rows of several steps keep + 0.25: constant rows of 40 on 32 lanes (two steps, filled 40 / 64) stream at
+    // 0.875 of the rate, rows of 20 on 32 lanes (one step) at 20 / 32 + 0.04.
+    aijp::prediction_input c = in;
+    c.stats = aijp::row_stats{};
+    c.stats.rows = c.stats.cols = 1 << 20;
+    const auto rate = [&](int len) {
+      c.stats.nnz = static_cast<aijp::size_type>(len) << 20;
+      c.stats.mean = len;
+      c.stats.mode_len = c.stats.min_len = c.stats.max_len = len;
+      c.stats.mode_count = c.stats.rows;
+      c.stats.n_iter_natural = c.stats.n_iter_sorted = (c.stats.rows / 32) * len;
+      const auto b = aijp::explain_bandwidth_model(aijp::format_id::csr_vector, c, p);
+      return b.stream_us / static_cast<double>(c.stats.nnz);  // per nonzero, at the same bytes per nonzero
+    };
+    const double two_steps = rate(40);
+    ASSERT_EQ(aijp::csr_vector_lanes(c.stats), 32);
+    const double one_step = rate(20);
+    ASSERT_EQ(aijp::csr_vector_lanes(c.stats), 32);
+    // Bytes per nonzero differ only by row_ptr, x and y (a few percent): compare the efficiencies.
+    EXPECT_NEAR(one_step / two_steps, 0.875 / (20.0 / 32 + 0.04), 0.08);
+    EXPECT_GT(one_step / two_steps, 1.15);  // the old + 0.25 on both gave 0.875 / 0.875
+  }
 
   // The long rows stored together (N_iter natural = sorted: 128 warps of 2000, then the stencil) fill all 4
   // slots of their lane groups on an H100-like device: 4 chains in turn. Spread one per warp (N_iter natural
@@ -580,6 +604,48 @@ TEST(PlaceholderModel, ChainFactorFittedFromChainBoundSamples)
   EXPECT_NEAR(predicted(in, p) - p.launch_us, 2.025 * (predicted(in, neutral) - neutral.launch_us), 1e-9);
   EXPECT_EQ(aijp::fit_format_corrections({}, p).chain[static_cast<int>(ell)], 0);  // nothing to fit: kept
   EXPECT_NEAR(p.format_chain_scale[static_cast<int>(ell)], 2.025, 1e-9);
+}
+
+// JAD's chain grows with its lanes as 1 - 1 / lanes (steepest from one lane to two, flat beyond ~8), the other
+// layouts' along a line; the fit of JAD's factor and slope uses that shape, so one long row is predicted at the
+// factor of one lane, not at the median of the few-lane group.
+TEST(PlaceholderModel, JadChainSaturatesWithLanes)
+{
+  aijp::bandwidth_model_params p;
+  const aijp::format_id jad = aijp::format_id::jad, ell = aijp::format_id::ell;
+  p.format_chain_scale[static_cast<int>(jad)] = p.format_chain_scale[static_cast<int>(ell)] = 1.0;
+  p.format_chain_lanes[static_cast<int>(jad)] = p.format_chain_lanes[static_cast<int>(ell)] = 1.0;
+  const double sat = 1.0 / (1.0 - 1.0 / 32);
+  EXPECT_NEAR(aijp::chain_factor(p, jad, 1.0), 1.0, 1e-12);
+  EXPECT_NEAR(aijp::chain_factor(p, jad, 2.0), 1.0 + 0.5 * sat, 1e-12);
+  EXPECT_NEAR(aijp::chain_factor(p, jad, 32.0), 2.0, 1e-12);
+  EXPECT_NEAR(aijp::chain_factor(p, ell, 2.0), 1.0 + 1.0 / 31, 1e-12);
+  EXPECT_NEAR(aijp::chain_factor(p, ell, 32.0), 2.0, 1e-12);
+
+  // Chain-bound samples in the L2 whose ratio follows 0.78 + 0.74 (1 - 1 / lanes) (the H100 warm-up's block
+  // samples): lanes 1, 1, 2, 2, 4, 8 (few) and 20, 24, 32 (many).
+  p = aijp::bandwidth_model_params{};
+  p.l2_bytes = 50.0 * (1 << 20);
+  std::vector<aijp::fixed_cost_observation> obs;
+  const int lanes[] = {1, 1, 2, 2, 4, 8, 20, 24, 32};
+  int k = 0;
+  for (int l : lanes) {
+    auto in = chain_bound_input(4096 + 64 * k, 1000 + 50 * k, p.l2_bytes);
+    ++k;
+    in.stats.chain_warp_nnz = static_cast<aijp::size_type>(l) * in.stats.max_len;
+    ASSERT_NEAR(aijp::chain_lanes(in.stats), l, 1e-12);
+    const double chain = in.stats.max_len * p.serial_entry_l2_ns * 1e-3;
+    const double fixed = aijp::explain_bandwidth_model(jad, in, p).fixed_us;
+    obs.push_back({jad, in, fixed + (0.78 + 0.74 * (1.0 - 1.0 / l)) * chain});
+  }
+  const auto used = aijp::fit_format_corrections(obs, p);
+  const int j = static_cast<int>(jad);
+  ASSERT_EQ(used.chain[j], 9);
+  EXPECT_EQ(used.lanes[j], 9);
+  // The line through the groups' medians (lanes 2 -> ratio 1.15, 24 -> 1.49) in the 1 - 1 / lanes position.
+  EXPECT_NEAR(aijp::chain_factor(p, jad, 1.0), 0.78, 0.03);
+  EXPECT_NEAR(aijp::chain_factor(p, jad, 2.0), 1.15, 0.03);
+  EXPECT_NEAR(aijp::chain_factor(p, jad, 32.0), 1.50, 0.03);
 }
 
 // Chains beyond the L2 get their own factor where the warm-up has enough of them: the chains in the L2 keep

@@ -104,7 +104,9 @@ struct bandwidth_model_params {
   /// Per-format growth of the chain's latency per entry with the lanes that walk it together (indexed by
   /// format_id; 0 for cache files written before it): the chain term is multiplied by
   /// 1 + format_chain_lanes x (chain_lanes - 1) / 31, so 0 is one lane's latency for any number of lanes and
-  /// 1 doubles it with a full group of 32. A lane's loads of its own row need their own sectors: the 32-row
+  /// 1 doubles it with a full group of 32; for JAD, whose chain grows steeply from one lane to two and hardly
+  /// beyond eight, the position (chain_lanes - 1) / 31 is (1 - 1 / chain_lanes) / (1 - 1 / 32) instead
+  /// (predict.cpp, saturating_lanes). A lane's loads of its own row need their own sectors: the 32-row
   /// group of the longest row issues as many sectors per step as it has rows still running. On the H100
   /// held-out set jad took 85 ns per entry behind one long row (hangGlider_2, adder_dcop_05) and 125-134 ns
   /// behind blocks of them (mbeacxc, bcsstk13), csr_scalar 60 and 94 ns; from DRAM csr_scalar 106 ns behind
@@ -134,7 +136,7 @@ struct bandwidth_model_params {
 };
 
 /// The chain term's factor for `lanes` lanes (chain_lanes): format_chain_scale x (1 + format_chain_lanes x
-/// (lanes - 1) / 31).
+/// (lanes - 1) / 31); JAD: (1 - 1 / lanes) / (1 - 1 / 32) in place of (lanes - 1) / 31.
 double chain_factor(const bandwidth_model_params& p, format_id f, double lanes);
 /// The same for a chain from DRAM (the layout beyond the L2): format_chain_scale_dram in place of
 /// format_chain_scale where it was fitted.
