@@ -119,15 +119,21 @@ int main(int argc, char** argv)
   std::printf("main module tiny kernel, launch+sync (warm):          %8.1f us\n", launch_sync_us(reinterpret_cast<void*>(&main_tiny)));
 
   std::printf("\n== A. first use by size (cudaFuncGetAttributes = load, no launch)\n");
-  std::printf("s1 (1 kernel)   attributes first %8.1f us, again %6.1f us; launch+sync after %6.1f us\n", attr_us(probe_s1_tiny()),
-              attr_us(probe_s1_tiny()), launch_sync_us(probe_s1_tiny()));
-  std::printf("s2 (1 kernel)   first launch+sync %8.1f us, second %6.1f us\n", launch_sync_us(probe_s2_tiny()), launch_sync_us(probe_s2_tiny()));
-  const double m1t = attr_us(probe_m1_tiny());
-  std::printf("m1 (41 kernels) attributes first %8.1f us; another kernel of it %6.1f us\n", m1t, attr_us(probe_m1_filler()));
-  std::printf("m2 (41 kernels) first launch+sync %8.1f us, second %6.1f us\n", launch_sync_us(probe_m2_tiny()), launch_sync_us(probe_m2_tiny()));
-  const double b1t = attr_us(probe_b1_tiny());
-  std::printf("b1 (201 kernels) attributes first %8.1f us; another kernel of it %6.1f us\n", b1t, attr_us(probe_b1_filler()));
-  std::printf("b2 (201 kernels) first launch+sync %8.1f us, second %6.1f us\n", launch_sync_us(probe_b2_tiny()), launch_sync_us(probe_b2_tiny()));
+  // One call per statement: the order of evaluation of a call's arguments is unspecified.
+  {
+    const double a1 = attr_us(probe_s1_tiny()), a2 = attr_us(probe_s1_tiny()), l = launch_sync_us(probe_s1_tiny());
+    std::printf("s1 (1 kernel)   attributes first %8.1f us, again %6.1f us; launch+sync after %6.1f us\n", a1, a2, l);
+    const double f = launch_sync_us(probe_s2_tiny()), g = launch_sync_us(probe_s2_tiny());
+    std::printf("s2 (1 kernel)   first launch+sync %8.1f us, second %6.1f us\n", f, g);
+    const double m1t = attr_us(probe_m1_tiny()), m1f = attr_us(probe_m1_filler());
+    std::printf("m1 (41 kernels) attributes first %8.1f us; another kernel of it %6.1f us\n", m1t, m1f);
+    const double m2a = launch_sync_us(probe_m2_tiny()), m2b = launch_sync_us(probe_m2_tiny());
+    std::printf("m2 (41 kernels) first launch+sync %8.1f us, second %6.1f us\n", m2a, m2b);
+    const double b1t = attr_us(probe_b1_tiny()), b1f = attr_us(probe_b1_filler());
+    std::printf("b1 (201 kernels) attributes first %8.1f us; another kernel of it %6.1f us\n", b1t, b1f);
+    const double b2a = launch_sync_us(probe_b2_tiny()), b2b = launch_sync_us(probe_b2_tiny());
+    std::printf("b2 (201 kernels) first launch+sync %8.1f us, second %6.1f us\n", b2a, b2b);
+  }
 
   std::printf("\n== B. first use while the GPU runs a 3 ms kernel\n");
   {
@@ -194,7 +200,7 @@ int main(int argc, char** argv)
     std::printf("2 ms kernel + sync alone %8.1f us; with a loader thread loading bg3 during the wait %8.1f us (loader %8.1f us)\n", alone,
                 with, loader);
   }
-  std::printf("\n== E. s5 / s6 after all that: attributes %8.1f us, first launch+sync %8.1f us\n", attr_us(probe_s5_tiny()),
-              launch_sync_us(probe_s6_tiny()));
+  const double e5 = attr_us(probe_s5_tiny()), e6 = launch_sync_us(probe_s6_tiny());
+  std::printf("\n== E. s5 / s6 after all that: attributes %8.1f us, first launch+sync %8.1f us\n", e5, e6);
   return 0;
 }
