@@ -124,10 +124,41 @@ AIJP_DECLARE_FORMAT_FACTORY(make_cusparse_sell)
 template <typename Value>
 std::unique_ptr<format_builder<Value>> make_sell_delta16_builder(const device_csr<Value>& a, size_type rows_per_part);
 
-/// Explicit instantiation of a factory for double and float (one line at the end of each format file).
+// Which value types and which part of a format source one translation unit instantiates. kernels/CMakeLists.txt
+// compiles each format source once per value type and part (AIJP_FORMAT_DOUBLE / AIJP_FORMAT_FLOAT 0 or 1,
+// AIJP_FORMAT_PART n), so that each CUDA module holds only the kernels of one format family and value type.
+// Under lazy loading (CUDA's default) a module is loaded at the first use of any of its kernels, on the
+// issuing thread, after the work queued on the GPU has drained, and it costs ~85 us plus ~25 us per kernel in
+// it (H100: 41 kernels 1.0-1.1 ms, 201 kernels 4.8-5.8 ms; loading it on another thread stalls the issuing
+// thread as long: bench/results/2026-11-24_h100_session14_module_load.txt). A staged step's conversion part
+// held such a load (csr.cu's 44 kernels: 0.7 ms). Without these definitions a source instantiates all.
+#ifndef AIJP_FORMAT_DOUBLE
+#define AIJP_FORMAT_DOUBLE 1
+#endif
+#ifndef AIJP_FORMAT_FLOAT
+#define AIJP_FORMAT_FLOAT 1
+#endif
+#ifndef AIJP_FORMAT_PART
+#define AIJP_FORMAT_PART 0
+#endif
+/// Whether this translation unit instantiates part `n` of a format source with several factories (0: all).
+#define AIJP_FORMAT_PART_ENABLED(n) (AIJP_FORMAT_PART == 0 || AIJP_FORMAT_PART == (n))
+#if AIJP_FORMAT_DOUBLE
+#define AIJP_IF_DOUBLE(...) __VA_ARGS__
+#else
+#define AIJP_IF_DOUBLE(...)
+#endif
+#if AIJP_FORMAT_FLOAT
+#define AIJP_IF_FLOAT(...) __VA_ARGS__
+#else
+#define AIJP_IF_FLOAT(...)
+#endif
+
+/// Explicit instantiation of a factory for the value types of this translation unit (one line at the end of
+/// each format file).
 #define AIJP_INSTANTIATE_FORMAT_FACTORY(name)                                                              \
-  template std::unique_ptr<format_impl<double>> name<double>(const build_args<double>&);                  \
-  template std::unique_ptr<format_impl<float>> name<float>(const build_args<float>&);
+  AIJP_IF_DOUBLE(template std::unique_ptr<format_impl<double>> name<double>(const build_args<double>&);)  \
+  AIJP_IF_FLOAT(template std::unique_ptr<format_impl<float>> name<float>(const build_args<float>&);)
 
 /// Builds one format on a matrix (gpu_matrix's dispatch over the factories above, feasibility included):
 /// the partitioned format builds its blocks through it.

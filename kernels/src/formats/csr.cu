@@ -226,13 +226,17 @@ std::unique_ptr<format_impl<Value>> make_csr_scalar(const build_args<Value>& arg
 {
   return std::make_unique<csr_scalar<Value>>(args.a);
 }
+#if AIJP_FORMAT_PART_ENABLED(1)
 AIJP_INSTANTIATE_FORMAT_FACTORY(make_csr_scalar)
+#endif
 
 template <typename Value>
 std::unique_ptr<format_impl<Value>> make_csr_vector(const build_args<Value>& args)
 {
   return std::make_unique<csr_vector<Value>>(args.a, args.stats);
 }
+#if AIJP_FORMAT_PART_ENABLED(2)
 AIJP_INSTANTIATE_FORMAT_FACTORY(make_csr_vector)
+#endif
 
 }  // namespace aijp::detail

@@ -137,13 +137,17 @@ std::unique_ptr<format_impl<Value>> make_cusparse_csr_alg2(const build_args<Valu
 {
   return std::make_unique<cusparse_csr_alg2<Value>>(args);
 }
+#if AIJP_FORMAT_PART_ENABLED(1)
 AIJP_INSTANTIATE_FORMAT_FACTORY(make_cusparse_csr_alg2)
+#endif
 
 template <typename Value>
 std::unique_ptr<format_impl<Value>> make_cusparse_sell(const build_args<Value>& args)
 {
   return std::make_unique<cusparse_sell<Value>>(args);
 }
+#if AIJP_FORMAT_PART_ENABLED(2)
 AIJP_INSTANTIATE_FORMAT_FACTORY(make_cusparse_sell)
+#endif
 
 }  // namespace aijp::detail

@@ -17,6 +17,9 @@ namespace aijp::detail {
 
 namespace ell_family {
 
+// The sort (shared with jad, declared in ell_common.cuh) is defined once: in the translation unit of ELL's
+// double part (kernels/CMakeLists.txt compiles this file once per value type and part).
+#if AIJP_FORMAT_DOUBLE && AIJP_FORMAT_PART_ENABLED(1)
 namespace {
 
 __global__ void __launch_bounds__(block_size)
@@ -61,6 +64,7 @@ void sort_rows_by_length(size_type rows, const index_type* row_ptr, index_type m
   AIJP_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(temp.at<unsigned char>(cub_at), cub_bytes, len, sorted_len,
                                                             idx, perm, n, 0, end_bit, stream));
 }
+#endif
 
 }  // namespace ell_family
 
@@ -140,20 +144,26 @@ std::unique_ptr<format_impl<Value>> make_ell(const build_args<Value>& args)
 {
   return std::make_unique<ell_format<Value, ell_variant::ell>>(args);
 }
+#if AIJP_FORMAT_PART_ENABLED(1)
 AIJP_INSTANTIATE_FORMAT_FACTORY(make_ell)
+#endif
 
 template <typename Value>
 std::unique_ptr<format_impl<Value>> make_ellr(const build_args<Value>& args)
 {
   return std::make_unique<ell_format<Value, ell_variant::ellr>>(args);
 }
+#if AIJP_FORMAT_PART_ENABLED(2)
 AIJP_INSTANTIATE_FORMAT_FACTORY(make_ellr)
+#endif
 
 template <typename Value>
 std::unique_ptr<format_impl<Value>> make_pellr(const build_args<Value>& args)
 {
   return std::make_unique<ell_format<Value, ell_variant::pellr>>(args);
 }
+#if AIJP_FORMAT_PART_ENABLED(3)
 AIJP_INSTANTIATE_FORMAT_FACTORY(make_pellr)
+#endif
 
 }  // namespace aijp::detail

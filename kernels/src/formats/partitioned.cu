@@ -198,11 +198,11 @@ std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a,
   return std::make_unique<partitioned<Value>>(std::move(parts));
 }
 
-template std::unique_ptr<format_impl<double>> make_partitioned<double>(const device_csr<double>&, const std::vector<built_block>&,
-                                                                       const format_factory<double>&, const cusparse_handle&,
-                                                                       cudaStream_t, std::vector<built_block>*);
-template std::unique_ptr<format_impl<float>> make_partitioned<float>(const device_csr<float>&, const std::vector<built_block>&,
-                                                                     const format_factory<float>&, const cusparse_handle&,
-                                                                     cudaStream_t, std::vector<built_block>*);
+AIJP_IF_DOUBLE(template std::unique_ptr<format_impl<double>> make_partitioned<double>(
+    const device_csr<double>&, const std::vector<built_block>&, const format_factory<double>&, const cusparse_handle&, cudaStream_t,
+    std::vector<built_block>*);)
+AIJP_IF_FLOAT(template std::unique_ptr<format_impl<float>> make_partitioned<float>(
+    const device_csr<float>&, const std::vector<built_block>&, const format_factory<float>&, const cusparse_handle&, cudaStream_t,
+    std::vector<built_block>*);)
 
 }  // namespace aijp::detail

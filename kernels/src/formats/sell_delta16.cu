@@ -269,8 +269,8 @@ std::unique_ptr<format_builder<Value>> make_sell_delta16_builder(const device_cs
 {
   return std::make_unique<sell_delta16_builder<Value>>(a, rows_per_part);
 }
-template std::unique_ptr<format_builder<double>> make_sell_delta16_builder<double>(const device_csr<double>&, size_type);
-template std::unique_ptr<format_builder<float>> make_sell_delta16_builder<float>(const device_csr<float>&, size_type);
+AIJP_IF_DOUBLE(template std::unique_ptr<format_builder<double>> make_sell_delta16_builder<double>(const device_csr<double>&, size_type);)
+AIJP_IF_FLOAT(template std::unique_ptr<format_builder<float>> make_sell_delta16_builder<float>(const device_csr<float>&, size_type);)
 
 template <typename Value>
 std::unique_ptr<format_impl<Value>> make_sell_delta16(const build_args<Value>& args)
