@@ -139,10 +139,11 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
   stream_guard sg;
   const cudaStream_t stream = sg.get();
   // The samples are timed as aijp_accuracy times the held-out matrices (timing_options' batches of 1 ms, 5
-  // products first, the median of 9), with the total capped for the large ones. With batches of 0.5 ms after 3
-  // products the warm-up's launch-bound samples measured 10-15 % above the report's in the same run (H100,
-  // cuSPARSE CSR's floor 9.46 against 8.15 us, csr_vector 4.56 against 4.26:
-  // bench/results/2026-11-24_h100_session14_accuracy.txt), and the floors fitted on them missed by as much.
+  // products first, the median of 9), with the total capped for the large ones, so that the two differ by the
+  // machine alone. That alone does not make the launch-bound samples agree: with batches of 0.5 ms after 3
+  // products cuSPARSE CSR's floor measured 9.46 us in the warm-up and 8.15 us in the report of the same run,
+  // with these batches 7.6 and 8.47 us (H100, bench/results/2026-11-24_h100_session14_run2_accuracy.txt and
+  // _session14_accuracy.txt): the host-bound floor drifts 10-16 % between phases of one run.
   timing_options topt;
   topt.max_total_ms = 60;
   size_t step = 0;
