@@ -479,12 +479,7 @@ void context::default_corrections_(const cache::device_fingerprint& fp)
   bandwidth_model_params d;
   if (!params_from_metrics(def->entry->device_metrics, d)) return;
   if (!has_format_corrections(d)) return;  // an older default without them
-  params_.format_fixed_us = d.format_fixed_us;
-  params_.format_chain_scale = d.format_chain_scale;
-  params_.format_chain_lanes = d.format_chain_lanes;
-  params_.format_chain_scale_dram = d.format_chain_scale_dram;
-  params_.format_chain_lanes_dram = d.format_chain_lanes_dram;
-  params_.format_floor_us = d.format_floor_us;
+  copy_format_corrections(d, params_);
   params_source_ += "; per-format fixed costs, floors and chain factors from the shipped default " + def->path.string() + " (" +
                     def->entry->device.name + ")";
 }

@@ -202,6 +202,16 @@ double chain_factor(const bandwidth_model_params& p, format_id f, double lanes, 
   return p.format_chain_scale_dram[i] * (1.0 + slope * lanes_position(f, lanes));
 }
 
+void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model_params& to)
+{
+  to.format_fixed_us = from.format_fixed_us;
+  to.format_floor_us = from.format_floor_us;
+  to.format_chain_scale = from.format_chain_scale;
+  to.format_chain_lanes = from.format_chain_lanes;
+  to.format_chain_scale_dram = from.format_chain_scale_dram;
+  to.format_chain_lanes_dram = from.format_chain_lanes_dram;
+}
+
 bool has_format_corrections(const bandwidth_model_params& p)
 {
   const bandwidth_model_params neutral;
@@ -530,20 +540,15 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   // The fit starts from neutral corrections, whatever `out` holds (a cache entry refitted offline gives the
   // same values as the warm-up that fitted it), and writes only the corrections it could fit.
   bandwidth_model_params p = out;
-  p.format_fixed_us.fill(0.0);
-  p.format_chain_scale.fill(1.0);
-  p.format_chain_lanes.fill(0.0);
-  p.format_chain_scale_dram.fill(0.0);
-  p.format_chain_lanes_dram.fill(-1.0);
-  p.format_floor_us.fill(0.0);
+  copy_format_corrections(bandwidth_model_params{}, p);
   std::vector<placeholder_parts> parts;
   parts.reserve(obs.size());
   for (const auto& o : obs) parts.push_back(parts_of(o.format, o.input, p));
   format_fit used;
-  // Fixed costs from the samples the fixed costs dominate, with the given chain scales; the chain scales from
-  // the samples a chain dominates, net of those fixed costs; then the fixed costs again with the new scales
-  // (which move which samples count as dominated by fixed costs only at the margin).
-  // The floors from the samples whose variable terms are below a quarter of a launch (the chain factors
+  // The floors first; then the fixed costs from the samples the fixed costs dominate, with the given chain
+  // scales; the chain scales from the samples a chain dominates, net of those fixed costs; then the fixed costs
+  // again with the new scales (which move which samples count as dominated by fixed costs only at the margin).
+  // The floors come from the samples whose variable terms are below a quarter of a launch (the chain factors
   // only move which samples count at the margin: the chain of such a sample is short).
   const auto variable = [&](std::size_t k) { return variable_of(obs[k].format, parts[k], p); };
   {

@@ -162,7 +162,6 @@ int main(int argc, char** argv)
   with_loader("loader: small module bg1", probe_bg1_tiny(), bm, iters);
   with_loader("loader: 201-kernel module bgb", probe_bgb_tiny(), bm, iters);
   {
-    const auto t0 = clk::now();
     const auto t = product_loop(iters / 2, -1, nullptr);
     const double inline_load = attr_us(probe_bg2_tiny());
     const auto t2 = product_loop(iters / 2, -1, nullptr);
@@ -170,7 +169,6 @@ int main(int argc, char** argv)
     all.push_back(inline_load);
     all.insert(all.end(), t2.begin(), t2.end());
     report_loop("same thread: small module bg2 in the loop", all, bm, inline_load);
-    (void)t0;
   }
 
   std::printf("\n== D. a loader thread while this thread waits for a 2 ms kernel\n");

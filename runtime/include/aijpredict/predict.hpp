@@ -152,6 +152,10 @@ std::string chain_lanes_dram_key(format_id f);  ///< "chain_lanes_dram.<format n
 std::string floor_key(format_id f);  ///< "floor_us.<format name>"
 /// Whether `p` carries fitted per-format corrections (any fixed cost or chain factor off its neutral value).
 bool has_format_corrections(const bandwidth_model_params& p);
+/// Copies the per-format corrections (fixed costs, floors, chain factors and their lanes slopes) of `from` into
+/// `to`, leaving its device constants: the shipped defaults' corrections for a device of its own constants, and
+/// the neutral corrections (`bandwidth_model_params{}`) a fit starts from.
+void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model_params& to);
 
 /// The device constants as the per-device cache stores them (cache_entry::device_metrics): fills `p` and returns
 /// true when the three required ones (stream_read_gbs, launch_overhead_us, cusparse_csr_overhead_us) are
