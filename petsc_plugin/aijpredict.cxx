@@ -52,6 +52,7 @@ struct AIJPOptions {
   PetscBool   use_gpu        = PETSC_TRUE;
   PetscBool   host_copy      = PETSC_FALSE; /* -mat_aijpredict_host_copy: without a GPU, emulate the device copy on the host */
   PetscBool   online         = PETSC_TRUE;  /* -mat_aijpredict_online: time sampled products, refine the model, explore the runner-up, then cuSPARSE CSR (ALG2 when it runs), once each */
+  PetscBool   preload        = PETSC_TRUE;  /* -mat_aijpredict_preload: load the library's CUDA modules (PetscScalar's) when the per-process context is made, not inside the first product of each format */
   PetscBool   partition      = PETSC_TRUE;  /* -mat_aijpredict_partition: row-partitioned multi-format plans when they pay */
   PetscBool   background     = PETSC_FALSE; /* -mat_aijpredict_background: analyse and convert a reused matrix on a worker thread */
   PetscBool   staged         = PETSC_TRUE;  /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
@@ -202,8 +203,8 @@ aijp::cache::file_bytes AIJPBroadcastRead(MPI_Comm comm, const std::filesystem::
   return bytes;
 }
 
-/* Which context a matrix's options need: one per (cache directory, model, online refinement). */
-std::string AIJPContextKey(const AIJPOptions &o) { return o.cache_dir + "|" + o.model + (o.online ? "|online" : ""); }
+/* Which context a matrix's options need: one per (cache directory, model, online refinement, preload). */
+std::string AIJPContextKey(const AIJPOptions &o) { return o.cache_dir + "|" + o.model + (o.online ? "|online" : "") + (o.preload ? "|preload" : ""); }
 
 /* The context of (cache directory, model); with -mat_aijpredict_warmup, runs the quick warm-up once per
    process when this GPU has no fitted coefficients yet. Inside AIJPCollectiveContext the cache file is read
@@ -218,6 +219,7 @@ PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
     opts.cache_dir = p->opt.cache_dir;
     opts.model     = p->opt.model;
     opts.online    = p->opt.online;
+    opts.preload   = !p->opt.preload ? aijp::kernel_preload::none : sizeof(PetscScalar) == sizeof(float) ? aijp::kernel_preload::float_values : aijp::kernel_preload::double_values;
     if (aijp_bcast_comm != MPI_COMM_NULL) {
       const MPI_Comm comm = aijp_bcast_comm;
       opts.read_cache     = [comm](const std::filesystem::path &f) { return AIJPBroadcastRead(comm, f); };
@@ -230,6 +232,10 @@ PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
     aijp_context_key = key;
     PetscCall(PetscInfo(nullptr, "aijpredict: per-process context (device %d, %s %s; cache %s) made in %.3f ms\n", aijp_context->device().ordinal, aijp_context->device().name.c_str(), aijp_context->device().uuid.c_str(),
                         opts.cache_dir.empty() ? "default directory" : opts.cache_dir.c_str(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
+    if (p->opt.preload) {
+      const aijp::kernel_preload_report &pr = aijp_context->preload();
+      PetscCall(PetscInfo(nullptr, "aijpredict: %d CUDA modules with %d functions preloaded (%d not loaded before) in %.3f ms%s%s\n", pr.modules, pr.functions, pr.loaded_now, pr.ms, pr.note.empty() ? "" : "; ", pr.note.c_str()));
+    }
     if (!aijp_bcast_note.empty()) PetscCall(PetscInfo(nullptr, "aijpredict: %s\n", aijp_bcast_note.c_str()));
     /* The ranks that received the bytes would repeat their reader's warnings about the file word for word. */
     if (aijp_bcast_leader)
@@ -1038,6 +1044,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsReal("-mat_aijpredict_expected_mults", "Products expected with this matrix: a format is converted to only if its predicted saving times this pays for the conversion (0: as many as so far)", "MatCreateSeqAIJPredict", o->expected_mults, &o->expected_mults, nullptr));
   PetscCheck(o->expected_mults >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_expected_mults must be >= 0");
   PetscCall(PetscOptionsBool("-mat_aijpredict_view", "Print the row statistics, each format's predicted time and the choice, and at MatDestroy the measured time and the model's error", "MatCreateSeqAIJPredict", o->view, &o->view, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_preload", "Load the library's CUDA modules of PetscScalar's kernels when the per-process context is made (a few ms once), so that no product pays for loading one (lazy loading: ~0.1-1 ms at the first use of each format)", "MatCreateSeqAIJPredict", o->preload, &o->preload, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_online", "Time sampled products with CUDA events (never waiting for them), correct the model's predictions per format with what was measured (saved in the cache at PetscFinalize), and try the runner-up format, then cuSPARSE CSR (its ALG2 when cuSPARSE CSR runs), once each when the chosen one measures slower than the candidate's prediction", "MatCreateSeqAIJPredict", o->online, &o->online, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_partition", "Plan row-partitioned multi-format layouts (dynamic programming over row strips) and use one when its predicted time beats the best single format", "MatCreateSeqAIJPredict", o->partition, &o->partition, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_background", "Analyse and convert a reused matrix on a worker thread, on its own CUDA stream, while the products keep running the current format (cuSPARSE CSR before the first analysis); the new format is installed at the first product after it is ready. Needs a second CPU. Off by default: on one GPU the step's work shares the device with the products, so it spreads the cost over more products rather than removing it (false: inside the product that decides it)", "MatCreateSeqAIJPredict", o->background, &o->background, nullptr));
@@ -1172,6 +1179,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_defer_mults <k>  - products on cuSPARSE CSR before the analysis (default 10; 0: at once); then the analysis waits until it can pay
 .  -mat_aijpredict_expected_mults <n> - products expected; conversion only when it pays (default: as many as so far)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
+.  -mat_aijpredict_preload <bool>   - load the library's CUDA modules (PetscScalar's kernels) when the per-process context is made, not inside the first product of each format (default true)
 .  -mat_aijpredict_online <bool>    - time sampled products, refine the model, try the runner-up, then cuSPARSE CSR (ALG2 when it runs), once (default true)
 .  -mat_aijpredict_partition <bool> - row-partitioned multi-format plans when they pay (default true)
 .  -mat_aijpredict_staged <bool>    - analyse and convert in parts over the next products, never waiting for the device (default true; false: inside the product that decides it)

@@ -1,8 +1,9 @@
 // Experiment: host time of the first and the second conversion and product of each format in one process
 // (CUDA lazy loading: a kernel's module is loaded at its first use, inside the conversion or product that
 // needs it). Built by CMake as aijp_first_use_cost (bench/CMakeLists.txt); run it with
-// CUDA_MODULE_LOADING=LAZY (the default) and =EAGER to separate the loading from the rest.
-//   aijp_first_use_cost [generator spec, default lap7:32x32x32]
+// CUDA_MODULE_LOADING=LAZY (the default) and =EAGER to separate the loading from the rest, and with and
+// without the context's module preload (context_options::preload, on by default).
+//   aijp_first_use_cost [--no-preload] [generator spec, default lap7:32x32x32]
 #include <aijpredict/generators.hpp>
 #include <aijpredict/gpu_matrix.hpp>
 
@@ -23,15 +24,33 @@ double us_since(std::chrono::steady_clock::time_point t0)
 int main(int argc, char** argv)
 {
   using namespace aijp;
-  if (argc > 1 && std::string(argv[1]) == "--help") {
-    std::printf("Usage: aijp_first_use_cost [GENERATOR_SPEC]\nHost time of the first and second forced conversion and product per format.\n");
-    return 0;
+  bool preload = true;
+  std::string spec = "lap7:32x32x32";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help") {
+      std::printf("Usage: aijp_first_use_cost [--no-preload] [GENERATOR_SPEC]\nHost time of the first and second forced conversion and "
+                  "product per format.\n  --no-preload  the context does not load the library's modules at its creation\n");
+      return 0;
+    }
+    if (arg == "--no-preload") {
+      preload = false;
+    } else if (!arg.empty() && arg[0] == '-') {
+      std::fprintf(stderr, "aijp_first_use_cost: unknown option %s (see --help)\n", arg.c_str());
+      return 2;
+    } else {
+      spec = arg;
+    }
   }
-  const std::string spec = argc > 1 ? argv[1] : "lap7:32x32x32";
   const auto a = gen::from_spec(spec);
   context_options co;
   co.use_cache = false;
+  co.preload = preload ? kernel_preload::double_values : kernel_preload::none;
+  const auto t_ctx = std::chrono::steady_clock::now();
   context ctx(co);
+  const kernel_preload_report& pr = ctx.preload();
+  std::printf("context made in %.3f ms; preload: %d modules, %d functions (%d loaded now) in %.3f ms%s%s\n", us_since(t_ctx) * 1e-3, pr.modules,
+              pr.functions, pr.loaded_now, pr.ms, pr.note.empty() ? "" : "; ", pr.note.c_str());
   cudaStream_t s = nullptr;
   std::vector<double> x(a.cols, 1.0);
   double *dx = nullptr, *dy = nullptr;

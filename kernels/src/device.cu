@@ -8,6 +8,7 @@
 #include "device_buffer.hpp"
 #include "format_impl.hpp"
 #include "vector_ops.hpp"
+#include "module_preload.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -363,6 +364,17 @@ void params_to_entry(const bandwidth_model_params& p, cache::cache_entry& e)
 
 }  // namespace
 
+kernel_preload_report preload_kernels(kernel_preload which)
+{
+  switch (which) {
+    case kernel_preload::none: return {};
+    case kernel_preload::double_values: return detail::preload_modules(sizeof(double));
+    case kernel_preload::float_values: return detail::preload_modules(sizeof(float));
+    case kernel_preload::all: return detail::preload_modules(0);
+  }
+  return {};
+}
+
 context::context(const context_options& opts)
 {
   cache::load_result loaded;
@@ -390,6 +402,7 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(4096, 8);
   detail::block_pool::instance(detail::pool_kind::device).reserve(4096, 8);
   detail::block_pool::instance(detail::pool_kind::device).reserve(65536, 2);
+  preload_ = preload_kernels(opts.preload);
   detail::preload_analysis_kernels();
   if (opts.model != "placeholder") (void)model::make_model(opts.model);  // an unknown name is an error
   if (!opts.use_cache) {

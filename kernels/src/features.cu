@@ -8,6 +8,7 @@
 #include "analysis_jobs.hpp"
 #include "async_ops.hpp"
 #include "device_buffer.hpp"
+#include "module_preload.hpp"
 
 #include <algorithm>
 
@@ -370,3 +371,6 @@ locality_sample sample_locality(size_type rows, size_type cols, const index_type
 }
 
 }  // namespace aijp
+
+// The module of this unit is loaded at context creation (module_preload.hpp).
+AIJP_MODULE_ANCHOR("features.cu", 0)

@@ -7,6 +7,7 @@
 #include "format_impl.hpp"
 #include "spmv_timer.hpp"
 #include "vector_ops.hpp"
+#include "module_preload.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -1803,3 +1804,6 @@ template class gpu_matrix<double>;
 template class gpu_matrix<float>;
 
 }  // namespace aijp
+
+// The module of this unit is loaded at context creation (module_preload.hpp).
+AIJP_MODULE_ANCHOR("gpu_matrix.cu", 0)

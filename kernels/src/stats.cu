@@ -7,6 +7,7 @@
 #include "analysis_jobs.hpp"
 #include "async_ops.hpp"
 #include "device_buffer.hpp"
+#include "module_preload.hpp"
 
 #include <aijpredict/planner.hpp>
 
@@ -291,3 +292,6 @@ row_stats compute_row_stats_device(size_type rows, size_type cols, const index_t
 }
 
 }  // namespace aijp
+
+// The module of this unit is loaded at context creation (module_preload.hpp).
+AIJP_MODULE_ANCHOR("stats.cu", 0)

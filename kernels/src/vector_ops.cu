@@ -1,4 +1,5 @@
 #include "vector_ops.hpp"
+#include "module_preload.hpp"
 
 namespace aijp::detail {
 
@@ -27,3 +28,6 @@ template void scale_or_zero<double>(size_type, double, double*, cudaStream_t);
 template void scale_or_zero<float>(size_type, float, float*, cudaStream_t);
 
 }  // namespace aijp::detail
+
+// The module of this unit is loaded at context creation (module_preload.hpp).
+AIJP_MODULE_ANCHOR("vector_ops.cu", 0)

@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -298,6 +299,33 @@ TEST_F(GpuTest, RejectsInvalidColumnIndexWithClearError)
   } catch (const aijp::bad_input& e) {
     EXPECT_NE(std::string(e.what()).find("column index"), std::string::npos) << e.what();
   }
+}
+
+// The context's preload (context_options::preload, double by default) reaches the module of every format
+// source compiled for double and of the value-type neutral units, and loads every function in them: a
+// second preload finds nothing left to load. Float modules are not part of it.
+TEST_F(GpuTest, ContextPreloadsEveryModuleOfItsValueType)
+{
+  const aijp::kernel_preload_report& r = shared_context().preload();
+  ASSERT_TRUE(r.note.empty()) << r.note;
+  const auto has = [&](const std::string& unit) { return std::find(r.units.begin(), r.units.end(), unit) != r.units.end(); };
+  for (const char* u : {"coo.cu double part 0", "csr.cu double part 1", "csr.cu double part 2", "ell.cu double part 1",
+                        "ell.cu double part 2", "ell.cu double part 3", "hyb.cu double part 0", "jad.cu double part 0",
+                        "sell_sigma.cu double part 0", "sell_delta16.cu double part 0",
+                        "partitioned.cu double part 0", "cusparse_variants.cu double part 1", "stats.cu", "features.cu",
+                        "gpu_matrix.cu", "vector_ops.cu"}) {
+    EXPECT_TRUE(has(u)) << u << " not preloaded";
+  }
+  for (const auto& u : r.units) EXPECT_EQ(u.find("float"), std::string::npos) << u;
+  EXPECT_GT(r.functions, 2 * r.modules);  // every unit holds kernels beyond its anchor
+  const aijp::kernel_preload_report again = aijp::preload_kernels(aijp::kernel_preload::double_values);
+  EXPECT_EQ(again.modules, r.modules);
+  EXPECT_EQ(again.functions, r.functions);
+  EXPECT_EQ(again.loaded_now, 0);
+  const aijp::kernel_preload_report all = aijp::preload_kernels(aijp::kernel_preload::all);
+  EXPECT_TRUE(all.note.empty()) << all.note;
+  EXPECT_GT(all.modules, r.modules);
+  EXPECT_EQ(aijp::preload_kernels(aijp::kernel_preload::all).loaded_now, 0);
 }
 
 }  // namespace

@@ -34,6 +34,29 @@ cache::device_fingerprint make_fingerprint(const device_properties& dev);
 /// read-reduce over a buffer several times the L2) and back-to-back launch time of an empty kernel (us).
 bandwidth_model_params calibrate_device(const device_properties& dev, cudaStream_t stream);
 
+/// What loading the library's CUDA modules at context creation did (context_options::preload).
+struct kernel_preload_report {
+  int modules = 0;          ///< modules reached (one per translation unit with kernels, per value type)
+  int functions = 0;        ///< their functions
+  int loaded_now = 0;       ///< of which were not loaded yet
+  double ms = 0;            ///< host time it took
+  std::string note;         ///< empty, or why part of it was not done (old driver, an error)
+  std::vector<std::string> units;  ///< the modules reached, by source and variant ("csr.cu double part 2")
+};
+
+/// Which of the library's CUDA modules the context loads at its creation (see kernels/src/module_preload.hpp).
+enum class kernel_preload {
+  none,    ///< lazy loading decides: each module is loaded inside the product that first launches it
+  double_values,  ///< modules of double kernels and value-type neutral ones (the PETSc plugin with real double)
+  float_values,   ///< modules of float kernels and neutral ones
+  all
+};
+
+/// Loads the library's CUDA modules of `which` value type and every function in them (what a context does
+/// at its creation). Calling it again loads nothing more. Never throws for a driver older than CUDA 12.4
+/// (no module enumeration): each module is then loaded, its other functions at their first use (`note`).
+kernel_preload_report preload_kernels(kernel_preload which);
+
 struct context_options {
   std::string cache_dir;    ///< empty: aijp::cache::default_directory()
   bool use_cache = true;    ///< false: calibrate and never touch the file system
@@ -55,6 +78,11 @@ struct context_options {
   /// it and broadcasts the bytes to the ranks that share it (a collective call; see petsc_plugin). The
   /// bytes get every check of a file read here (aijp::cache::store::load_from).
   std::function<cache::file_bytes(const std::filesystem::path&)> read_cache;
+  /// Modules loaded at construction, so that no product pays for one (under lazy loading the first launch
+  /// of a module's kernel loads the module: ~85 us + ~25 us per kernel it holds, on the H100 machine, after
+  /// the GPU's queue drains, inside whichever product of whichever solve first converts to that format).
+  /// Costs a few milliseconds once per process (kernel_preload_report::ms).
+  kernel_preload preload = kernel_preload::double_values;
 };
 
 /// Everything per device and per process: properties, model parameters (from the per-device cache, or
@@ -78,6 +106,8 @@ class context {
   const std::string& model_source() const { return model_source_; }
   /// Factor applied to the fitted model's times (1 unless the coefficients come from another GPU's default).
   double model_scale() const { return model_scale_; }
+  /// What the module preload at construction did (all zero with kernel_preload::none).
+  const kernel_preload_report& preload() const { return preload_; }
 
   /// The online corrections every plan of this context reads and refines; nullptr when online refinement
   /// is off. Shared: a plan keeps it alive even if the context is replaced.
@@ -98,6 +128,7 @@ class context {
   std::shared_ptr<model::performance_model> model_;
   std::string model_source_ = "placeholder bandwidth model";
   double model_scale_ = 1.0;
+  kernel_preload_report preload_;
   std::shared_ptr<online::corrections> online_;
   std::string online_key_;           // cache model key of the corrections (online_<effective model>)
   std::string online_loaded_from_;   // what the corrections were loaded from
