@@ -29,6 +29,26 @@ double ms_since(clock_type::time_point t0)
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 }
 
+// cuSPARSE loads the kernels of its sliced-ELL SpMV at their first use in a process (lazy loading inside the
+// library, out of reach of the context's preload, module_preload.hpp): its first product cost 5.4, 12.0 and
+// 22.5 ms on the H100 machine against 17-21 us for the second (aijp_first_use_cost, bench/results/
+// 2026-11-24_h100_session14_first_use_short_solves.txt and _session15_first_use.txt). A conversion to it is
+// charged the middle value until the process has built one.
+constexpr double cusparse_sell_first_use_us = 12000.0;
+std::atomic<bool> cusparse_sell_built{false};
+
+// Estimated host cost of converting the CSR copy to `f` (a layout of `layout_bytes`): conversion reads the
+// CSR copy and writes the layout a few times (widths, scan, fill; sorts for the sorted layouts), plus a fixed
+// cost of allocations and launches: 3x the bytes at streaming bandwidth + 150 us matches the measured
+// 0.12-0.25 ms on small matrices and 3-9 SpMVs on 50M-nonzero ones (bench/results/2026-11-22_h200_formats.txt);
+// plus cuSPARSE SELL's first use in the process.
+double conversion_estimate_us(format_id f, double layout_bytes, double csr_bytes, double stream_gbs)
+{
+  double us = 150.0 + 3.0 * (layout_bytes + csr_bytes) / (stream_gbs * 1e3);
+  if (f == format_id::cusparse_sell && !cusparse_sell_built.load(std::memory_order_relaxed)) us += cusparse_sell_first_use_us;
+  return us;
+}
+
 struct column_summary {
   unsigned long long bad_rows;       // row_ptr decreasing or a column outside [0, cols)
   unsigned long long unsorted_rows;  // columns not strictly increasing
@@ -167,6 +187,10 @@ struct gpu_matrix<Value>::impl {
     int then_runner = -1;                       // the second candidate, compared next: cuSPARSE CSR (ALG2 when it runs)
     bool may_explore = false;
     bool baseline_always = false;  // a split's verification: compare cuSPARSE CSR (then_runner) unconditionally
+    // Amortization of an exploration, which converts inside a product: the expected products and the
+    // streaming bandwidth of the analysis that set runner_up (0 products: not checked).
+    double expected_mults = 0;
+    double stream_gbs = 0;
     static constexpr std::size_t max_samples = 64;
     std::vector<double> samples;                // this epoch's times (the last max_samples)
     int sample_count = 0;                       // this epoch's times read back
@@ -244,7 +268,9 @@ struct gpu_matrix<Value>::impl {
 
   std::unique_ptr<detail::format_impl<Value>> build(format_id f, cudaStream_t stream)
   {
-    return build_format<Value>(f, detail::build_args<Value>{csr, report.stats, handle, stream});
+    auto built = build_format<Value>(f, detail::build_args<Value>{csr, report.stats, handle, stream});
+    if (f == format_id::cusparse_sell) cusparse_sell_built.store(true, std::memory_order_relaxed);
+    return built;
   }
 
   // Row-partitioned plans (planner.hpp): plans (or takes opts.forced_plan) and builds the partition when it
@@ -486,12 +512,8 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
     const double t_csr = csr_i >= 0 ? rep.estimates[csr_i].predicted_us : 0.0;
     const double t_choice = choice_i >= 0 ? rep.estimates[choice_i].predicted_us : 0.0;
     const double bytes = choice_i >= 0 ? rep.estimates[choice_i].device_bytes : 0.0;
-    // Conversion reads the CSR copy and writes the layout a few times (widths, scan, fill; sorts for the
-    // sorted layouts), plus a fixed cost of allocations and launches: 3x the bytes at streaming bandwidth
-    // + 150 us matches the measured 0.12-0.25 ms on small matrices and 3-9 SpMVs on 50M-nonzero ones
-    // (bench/results/2026-11-22_h200_formats.txt).
     const double csr_bytes = a.nnz * (sizeof(Value) + sizeof(index_type)) + (a.rows + 1.0) * sizeof(index_type);
-    rep.conversion_estimate_us = 150.0 + 3.0 * (bytes + csr_bytes) / (ctx.model_params().stream_read_gbs * 1e3);
+    rep.conversion_estimate_us = conversion_estimate_us(choice, bytes, csr_bytes, ctx.model_params().stream_read_gbs);
     rep.saving_us = t_csr > 0 ? t_csr - t_choice : 0;
     if (rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
       rep.deferred = choice;
@@ -505,6 +527,8 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   m.on.runner_up = -1;
   m.on.then_runner = -1;
   m.on.baseline_always = false;
+  m.on.expected_mults = opts.expected_mults;
+  m.on.stream_gbs = ctx.model_params().stream_read_gbs;
   if (m.on.corr && !opts.forced && !rep.deferred && best >= 0) {
     // cuSPARSE CSR, the baseline, is the second candidate: a matrix whose every prediction errs the same
     // way (random x gathers the models undercount) otherwise trades one mispredicted format of ours for
@@ -989,6 +1013,28 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   }
   const bool after_split = why == online::explore_reason::after_split;
   const bool by_own_miss = why == online::explore_reason::own_miss;
+  // An exploration converts inside a product, so it must pay like a conversion of the analysis: what the
+  // candidate is predicted to save per product over the expected products, against its conversion estimate
+  // (cuSPARSE SELL's first use in a process included). A split is always compared (its verification).
+  if ((why == online::explore_reason::beats_candidate || by_own_miss) && on.expected_mults > 0 && on.stream_gbs > 0) {
+    const auto& cand = report.estimates[on.runner_up];
+    const double csr_bytes = csr.nnz * (sizeof(Value) + sizeof(index_type)) + (csr.rows + 1.0) * sizeof(index_type);
+    const double cost_us = conversion_estimate_us(cand.format, cand.device_bytes, csr_bytes, on.stream_gbs);
+    const double saving_us = report.measured_us - cand.predicted_us;
+    if (saving_us * on.expected_mults < cost_us) {
+      std::snprintf(line, sizeof(line), "%s measured %.2f us, %.2f us predicted for %s: not tried, it would save at most %.2f us per product over %.0f products and converting costs ~%.0f us",
+                    format_name(report.chosen), report.measured_us, cand.predicted_us, format_name(cand.format), std::max(saving_us, 0.0),
+                    on.expected_mults, cost_us);
+      report.refinement.push_back(line);
+      if (on.then_runner >= 0) {  // the second candidate is considered at the next observation
+        on.runner_up = on.then_runner;
+        on.then_runner = -1;
+      } else {
+        on.may_explore = false;
+      }
+      return;
+    }
+  }
   if (on.then_runner < 0) on.baseline_always = false;  // consumed by the last comparison
   const double runner_us = report.estimates[on.runner_up].predicted_us;
   exploration_record rec;

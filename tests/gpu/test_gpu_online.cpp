@@ -292,6 +292,44 @@ TEST_F(GpuOnline, ExploresTheRunnerUpOnceAndKeepsTheFaster)
   run(m, 2, s_);  // still correct after the switch (or the switch back)
 }
 
+// An exploration converts inside a product, so it must pay like the analysis's conversion: with one
+// expected product (cuSPARSE CSR made to look 1000x slower, so that the mis-predicted choice itself still
+// pays), the runner-up is not tried, the report says why, and the plan stays.
+TEST_F(GpuOnline, ExplorationThatCannotPayIsNotTried)
+{
+  for (const double expected : {1.0, 1e9}) {
+    auto ctx = online_context();
+    aijp::plan_options po = quick_exploration();
+    {
+      aijp::gpu_matrix<double> probe(*ctx, a_.view(), po, s_);
+      for (const auto& e : probe.report().estimates) {
+        if (e.format != format_id::cusparse_csr) continue;
+        const auto cls = aijp::online::classify(e.bytes, static_cast<double>(ctx->device().l2_bytes));
+        for (int k = 0; k < 5; ++k) ctx->online_corrections()->observe(e.format, cls, 1.0, 1000.0);
+      }
+    }
+    const format_id first = mispredict_choice(*ctx, po);
+    ASSERT_NE(first, format_id::cusparse_csr);
+    po.expected_mults = expected;
+    aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
+    ASSERT_EQ(m.format(), first) << m.report().to_string();
+    run(m, 60, s_);
+    m.online_sync();
+    const auto& r = m.report();
+    const auto not_tried = std::find_if(r.refinement.begin(), r.refinement.end(),
+                                        [](const std::string& l) { return l.find(": not tried, it would save at most ") != std::string::npos; });
+    if (expected == 1.0) {
+      EXPECT_FALSE(r.exploration.has_value()) << r.to_string();
+      EXPECT_EQ(m.format(), first);
+      EXPECT_NE(not_tried, r.refinement.end()) << r.to_string();
+      for (const auto& l : r.refinement) EXPECT_NE(l.rfind("explored ", 0), 0u) << l;
+    } else {  // with the use to pay for it, the same plan explores
+      EXPECT_TRUE(r.exploration.has_value()) << r.to_string();
+      EXPECT_EQ(not_tried, r.refinement.end()) << r.to_string();
+    }
+  }
+}
+
 // While the runner-up is measured, runs of products alternate between it and the parked running plan, both
 // timed (policy.interleave_block): every product stays right, the record holds both interleaved medians, and
 // with interleaving off the running plan's figure is the one measured before.
