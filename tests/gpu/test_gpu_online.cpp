@@ -337,8 +337,9 @@ TEST_F(GpuOnline, ExplorationThatCannotPayIsNotTried)
       EXPECT_EQ(m.format(), first);
       EXPECT_NE(not_tried, r.refinement.end()) << r.to_string();
       for (const auto& l : r.refinement) EXPECT_NE(l.rfind("explored ", 0), 0u) << l;
-    } else {
-      EXPECT_TRUE(r.exploration.has_value()) << r.to_string();
+    } else {  // (r.exploration is reset for the second candidate once the first comparison is done)
+      const auto explored = std::find_if(r.refinement.begin(), r.refinement.end(), [](const std::string& l) { return l.rfind("explored ", 0) == 0; });
+      EXPECT_NE(explored, r.refinement.end()) << r.to_string();
       EXPECT_EQ(not_tried, r.refinement.end()) << r.to_string();
     }
   }
