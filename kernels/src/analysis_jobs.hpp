@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <vector>
 
 namespace aijp::detail {
 
@@ -52,6 +53,39 @@ class locality_job {
   bool poll();
   const locality_sample& wait();
   const locality_sample& result() const;
+
+ private:
+  struct state;
+  std::unique_ptr<state> s_;
+};
+
+/// The strip summaries pass (stats.cu) in halves: issue_strip_summaries launches it into `d` and reads it
+/// back into `h` (strip_summary_buffer_bytes(strip_count(...)) bytes each; `h` pinned for the read-back not
+/// to wait), decode_strip_summaries reads `h` once the read-back is done.
+size_type strip_count(size_type rows, size_type rows_per_strip);
+std::size_t strip_summary_buffer_bytes(size_type strips);
+void issue_strip_summaries(size_type rows, const index_type* d_row_ptr, size_type rows_per_strip, void* d, void* h,
+                           cudaStream_t stream);
+std::vector<strip_summary> decode_strip_summaries(size_type rows, size_type rows_per_strip, const void* h);
+
+/// The strips a partition is planned on, as gpu_matrix's gather_strips computes them synchronously
+/// (compute_strip_summaries_device, then with at least two strips add_strip_locality, then with `columns`
+/// add_strip_columns), in passes that never wait: each is issued with a read-back into pinned memory and
+/// the next one issued by the poll that finds it done. Staged steps plan partitions with it.
+class strip_job {
+ public:
+  strip_job();
+  ~strip_job();
+  strip_job(const strip_job&) = delete;
+  strip_job& operator=(const strip_job&) = delete;
+  /// The device CSR arrays must stay valid and unchanged until done.
+  void start(size_type rows, const index_type* d_row_ptr, const index_type* d_col_idx, size_type rows_per_strip,
+             int value_bytes, bool columns, cudaStream_t stream);
+  /// Without waiting: true once result() holds the strips (issues the next pass when one is found done).
+  bool poll(cudaStream_t stream);
+  /// Waits for what is left.
+  std::vector<strip_summary>& wait(cudaStream_t stream);
+  std::vector<strip_summary>& result();
 
  private:
   struct state;

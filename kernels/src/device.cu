@@ -402,6 +402,11 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(4096, 8);
   detail::block_pool::instance(detail::pool_kind::device).reserve(4096, 8);
   detail::block_pool::instance(detail::pool_kind::device).reserve(65536, 2);
+  // The strip passes of a staged partition planning (detail::strip_job) at the default 64 strips: summaries
+  // ~140 KB, locality samples ~50 KB, each on the device and read back.
+  detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(65536, 2);
+  detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(262144, 1);
+  detail::block_pool::instance(detail::pool_kind::device).reserve(262144, 1);
   preload_ = preload_kernels(opts.preload);
   detail::preload_analysis_kernels();
   if (opts.model != "placeholder") (void)model::make_model(opts.model);  // an unknown name is an error

@@ -226,69 +226,113 @@ __global__ void __launch_bounds__(256) strip_column_facts(size_type rows, size_t
 
 }  // namespace
 
+namespace {
+
+// The strip passes in halves (issue, then decode once the read-back is done), shared by the synchronous
+// functions below and by detail::strip_job.
+
+// add_strip_columns' strips must be equal consecutive ranges from row 0; returns their row count and
+// sets the matrix's rows and nonzeros.
+size_type equal_strip_rows(const std::vector<strip_summary>& strips, size_type* rows, size_type* nnz)
+{
+  const int n = static_cast<int>(strips.size());
+  const size_type strip_rows = strips[0].rows;
+  *nnz = 0;
+  for (int i = 0; i < n; ++i) {
+    AIJP_ENSURE(strips[i].row_begin == i * strip_rows && (strips[i].rows == strip_rows || i == n - 1), bad_input,
+                "add_strip_columns: the strips must be equal consecutive row ranges from row 0");
+    *nnz += strips[i].nnz;
+  }
+  *rows = strips[n - 1].row_begin + strips[n - 1].rows;
+  return strip_rows;
+}
+
+void issue_strip_columns(const std::vector<strip_summary>& strips, const index_type* d_row_ptr, const index_type* d_col_idx,
+                         int* d_step, unsigned long long* d_unsorted, int* h_step, unsigned long long* h_unsorted, cudaStream_t stream)
+{
+  const int n = static_cast<int>(strips.size());
+  size_type rows = 0, nnz = 0;
+  const size_type strip_rows = equal_strip_rows(strips, &rows, &nnz);
+  AIJP_CUDA_CHECK(cudaMemsetAsync(d_step, 0, n * sizeof(int), stream));
+  AIJP_CUDA_CHECK(cudaMemsetAsync(d_unsorted, 0, n * sizeof(unsigned long long), stream));
+  if (nnz > 0) {
+    const size_type per_block = 256 * entries_per_run;
+    strip_column_facts<<<static_cast<unsigned>((nnz + per_block - 1) / per_block), 256, 0, stream>>>(
+        rows, nnz, strip_rows, d_row_ptr, d_col_idx, d_step, d_unsorted);
+    AIJP_CHECK_LAUNCH();
+  }
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(h_step, d_step, n * sizeof(int), cudaMemcpyDeviceToHost, stream));
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(h_unsorted, d_unsorted, n * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+}
+
+void decode_strip_columns(std::vector<strip_summary>& strips, const int* h_step, const unsigned long long* h_unsorted)
+{
+  for (std::size_t i = 0; i < strips.size(); ++i) {
+    strips[i].max_column_step = h_step[i];
+    strips[i].unsorted_steps = static_cast<size_type>(h_unsorted[i]);
+  }
+}
+
+// `h_ranges` (2 n entries: the strips' first rows, then their row counts) is filled here and copied to
+// `d_ranges`; it must stay untouched until the copy is done (pinned memory: the copy does not wait).
+void issue_strip_locality(const std::vector<strip_summary>& strips, const index_type* d_row_ptr, const index_type* d_col_idx,
+                          int value_bytes, size_type* h_ranges, size_type* d_ranges, strip_locality_group* d_groups,
+                          strip_locality_group* h_groups, cudaStream_t stream)
+{
+  static_assert(strip_locality_max_entries <= max_entries, "the shared hash set holds max_entries at half load");
+  const int n = static_cast<int>(strips.size());
+  for (int i = 0; i < n; ++i) {
+    h_ranges[i] = strips[i].row_begin;
+    h_ranges[n + i] = strips[i].rows;
+  }
+  const std::size_t blocks = static_cast<std::size_t>(n) * strip_locality_groups;
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(d_ranges, h_ranges, 2 * n * sizeof(size_type), cudaMemcpyHostToDevice, stream));
+  AIJP_CUDA_CHECK(cudaMemsetAsync(d_groups, 0, blocks * sizeof(strip_locality_group), stream));
+  const int shift = value_bytes == 8 ? 2 : 3;
+  strip_sector_counts<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(d_ranges, d_ranges + n, strip_locality_groups, d_row_ptr,
+                                                                          d_col_idx, shift, d_groups);
+  AIJP_CHECK_LAUNCH();
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(h_groups, d_groups, blocks * sizeof(strip_locality_group), cudaMemcpyDeviceToHost, stream));
+}
+
+void decode_strip_locality(std::vector<strip_summary>& strips, const strip_locality_group* h_groups)
+{
+  for (std::size_t i = 0; i < strips.size(); ++i) {
+    const size_type groups = (strips[i].rows + group_rows - 1) / group_rows;
+    const int used = static_cast<int>(std::min<size_type>(groups, strip_locality_groups));
+    strips[i].x_sectors_per_nnz = strip_locality_of(h_groups + i * strip_locality_groups, used);
+  }
+}
+
+}  // namespace
+
 void add_strip_columns(std::vector<strip_summary>& strips, const index_type* d_row_ptr, const index_type* d_col_idx,
                        cudaStream_t stream)
 {
   const int n = static_cast<int>(strips.size());
   if (n == 0) return;
-  const size_type strip_rows = strips[0].rows;
-  size_type nnz = 0;
-  for (int i = 0; i < n; ++i) {
-    AIJP_ENSURE(strips[i].row_begin == i * strip_rows && (strips[i].rows == strip_rows || i == n - 1), bad_input,
-                "add_strip_columns: the strips must be equal consecutive row ranges from row 0");
-    nnz += strips[i].nnz;
-  }
-  const size_type rows = strips[n - 1].row_begin + strips[n - 1].rows;
   detail::device_buffer<int> d_step(n);
   detail::device_buffer<unsigned long long> d_unsorted(n);
-  AIJP_CUDA_CHECK(cudaMemsetAsync(d_step.data(), 0, n * sizeof(int), stream));
-  AIJP_CUDA_CHECK(cudaMemsetAsync(d_unsorted.data(), 0, n * sizeof(unsigned long long), stream));
-  if (nnz > 0) {
-    const size_type per_block = 256 * entries_per_run;
-    strip_column_facts<<<static_cast<unsigned>((nnz + per_block - 1) / per_block), 256, 0, stream>>>(
-        rows, nnz, strip_rows, d_row_ptr, d_col_idx, d_step.data(), d_unsorted.data());
-    AIJP_CHECK_LAUNCH();
-  }
   std::vector<int> step(n);
   std::vector<unsigned long long> unsorted(n);
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(step.data(), d_step.data(), n * sizeof(int), cudaMemcpyDeviceToHost, stream));
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(unsorted.data(), d_unsorted.data(), n * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+  issue_strip_columns(strips, d_row_ptr, d_col_idx, d_step.data(), d_unsorted.data(), step.data(), unsorted.data(), stream);
   AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (int i = 0; i < n; ++i) {
-    strips[i].max_column_step = step[i];
-    strips[i].unsorted_steps = static_cast<size_type>(unsorted[i]);
-  }
+  decode_strip_columns(strips, step.data(), unsorted.data());
 }
 
 void add_strip_locality(std::vector<strip_summary>& strips, const index_type* d_row_ptr, const index_type* d_col_idx,
                         int value_bytes, cudaStream_t stream)
 {
-  static_assert(strip_locality_max_entries <= max_entries, "the shared hash set holds max_entries at half load");
   const int n = static_cast<int>(strips.size());
   if (n == 0) return;
-  std::vector<size_type> begin(n), rows(n);
-  for (int i = 0; i < n; ++i) {
-    begin[i] = strips[i].row_begin;
-    rows[i] = strips[i].rows;
-  }
   const std::size_t blocks = static_cast<std::size_t>(n) * strip_locality_groups;
-  detail::device_buffer<size_type> d_begin(n), d_rows(n);
+  std::vector<size_type> ranges(2 * static_cast<std::size_t>(n));
+  detail::device_buffer<size_type> d_ranges(2 * static_cast<std::size_t>(n));
   detail::device_buffer<strip_locality_group> d_groups(blocks);
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(d_begin.data(), begin.data(), n * sizeof(size_type), cudaMemcpyHostToDevice, stream));
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(d_rows.data(), rows.data(), n * sizeof(size_type), cudaMemcpyHostToDevice, stream));
-  AIJP_CUDA_CHECK(cudaMemsetAsync(d_groups.data(), 0, blocks * sizeof(strip_locality_group), stream));
-  const int shift = value_bytes == 8 ? 2 : 3;
-  strip_sector_counts<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(d_begin.data(), d_rows.data(), strip_locality_groups,
-                                                                          d_row_ptr, d_col_idx, shift, d_groups.data());
-  AIJP_CHECK_LAUNCH();
   std::vector<strip_locality_group> h(blocks);
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(h.data(), d_groups.data(), blocks * sizeof(strip_locality_group), cudaMemcpyDeviceToHost, stream));
+  issue_strip_locality(strips, d_row_ptr, d_col_idx, value_bytes, ranges.data(), d_ranges.data(), d_groups.data(), h.data(), stream);
   AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (int i = 0; i < n; ++i) {
-    const size_type groups = (strips[i].rows + group_rows - 1) / group_rows;
-    const int used = static_cast<int>(std::min<size_type>(groups, strip_locality_groups));
-    strips[i].x_sectors_per_nnz = strip_locality_of(h.data() + static_cast<std::size_t>(i) * strip_locality_groups, used);
-  }
+  decode_strip_locality(strips, h.data());
 }
 
 namespace {
@@ -358,6 +402,108 @@ const locality_sample& locality_job::wait()
 {
   while (!poll()) s_->event.wait();
   return s_->result;
+}
+
+struct strip_job::state {
+  size_type rows = 0, rows_per_strip = 0;
+  const index_type* row_ptr = nullptr;
+  const index_type* col_idx = nullptr;
+  int value_bytes = 8;
+  bool columns = false;
+  int phase = 0;  // 0: not started, 1: summaries in flight, 2: locality in flight, 3: columns in flight, 4: done
+  scratch_buffer<unsigned char> d_summaries;
+  pinned_buffer<unsigned char> h_summaries;
+  scratch_buffer<size_type> d_ranges;
+  pinned_buffer<size_type> h_ranges;
+  scratch_buffer<strip_locality_group> d_groups;
+  pinned_buffer<strip_locality_group> h_groups;
+  scratch_buffer<int> d_step;
+  pinned_buffer<int> h_step;
+  scratch_buffer<unsigned long long> d_unsorted;
+  pinned_buffer<unsigned long long> h_unsorted;
+  poll_event event;
+  std::vector<strip_summary> strips;
+  ~state() { event.settle(); }  // the pooled blocks go back to the pool: nothing issued may still use them
+
+  // Issues the pass after `phase` (or finishes); called once the previous read-back is done.
+  void next(cudaStream_t stream)
+  {
+    const std::size_t n = strips.size();
+    if (phase == 1 && n >= 2) {
+      const std::size_t blocks = n * strip_locality_groups;
+      h_ranges.resize(2 * n);
+      d_ranges.resize(2 * n);
+      d_groups.resize(blocks);
+      h_groups.resize(blocks);
+      issue_strip_locality(strips, row_ptr, col_idx, value_bytes, h_ranges.data(), d_ranges.data(), d_groups.data(), h_groups.data(),
+                           stream);
+      event.record(stream);
+      phase = 2;
+    } else if (phase == 2 && columns) {
+      d_step.resize(n);
+      h_step.resize(n);
+      d_unsorted.resize(n);
+      h_unsorted.resize(n);
+      issue_strip_columns(strips, row_ptr, col_idx, d_step.data(), d_unsorted.data(), h_step.data(), h_unsorted.data(), stream);
+      event.record(stream);
+      phase = 3;
+    } else {
+      phase = 4;
+    }
+  }
+  void decode()
+  {
+    switch (phase) {
+      case 1: strips = decode_strip_summaries(rows, rows_per_strip, h_summaries.data()); break;
+      case 2: decode_strip_locality(strips, h_groups.data()); break;
+      case 3: decode_strip_columns(strips, h_step.data(), h_unsorted.data()); break;
+      default: break;
+    }
+  }
+};
+
+strip_job::strip_job() : s_(std::make_unique<state>()) {}
+strip_job::~strip_job() = default;
+std::vector<strip_summary>& strip_job::result() { return s_->strips; }
+
+void strip_job::start(size_type rows, const index_type* d_row_ptr, const index_type* d_col_idx, size_type rows_per_strip,
+                      int value_bytes, bool columns, cudaStream_t stream)
+{
+  state& s = *s_;
+  s.rows = rows;
+  s.rows_per_strip = rows_per_strip;
+  s.row_ptr = d_row_ptr;
+  s.col_idx = d_col_idx;
+  s.value_bytes = value_bytes;
+  s.columns = columns;
+  s.strips.clear();
+  const size_type n = strip_count(rows, rows_per_strip);
+  if (n == 0) {
+    s.phase = 4;
+    return;
+  }
+  s.d_summaries.resize(strip_summary_buffer_bytes(n));
+  s.h_summaries.resize(strip_summary_buffer_bytes(n));
+  issue_strip_summaries(rows, d_row_ptr, rows_per_strip, s.d_summaries.data(), s.h_summaries.data(), stream);
+  s.event.record(stream);
+  s.phase = 1;
+}
+
+bool strip_job::poll(cudaStream_t stream)
+{
+  state& s = *s_;
+  if (s.phase == 4) return true;
+  AIJP_ENSURE(s.phase > 0, error, "strip_job::poll before start");
+  if (!s.event.done()) return false;
+  s.decode();
+  s.next(stream);
+  return s.phase == 4;
+}
+
+std::vector<strip_summary>& strip_job::wait(cudaStream_t stream)
+{
+  while (!poll(stream)) s_->event.wait();
+  return s_->strips;
 }
 
 }  // namespace detail

@@ -240,6 +240,12 @@ struct gpu_matrix<Value>::impl {
   std::optional<partition_plan> planning_memo;  // planning_ms: the strip pass and every slice of the DP
   // The strip summaries the DP of a partition with `strip_rows` rows per strip works on (device passes,
   // waits for them).
+  // Where the whole matrix's columns rule out sell_delta16, a block's own may not (a stencil stacked on a
+  // power-law block): one more strip pass gives each strip its column facts.
+  static bool strips_need_columns(const prediction_input& in, const std::vector<format_id>& candidates)
+  {
+    return std::find(candidates.begin(), candidates.end(), format_id::sell_delta16) != candidates.end() && !sell_delta16_columns_fit(in);
+  }
   std::vector<strip_summary> gather_strips(size_type strip_rows, const prediction_input& in, const std::vector<format_id>& candidates,
                                            cudaStream_t stream);
   // The DP's cost of a block: every candidate's prediction with the format's online correction.
@@ -628,12 +634,7 @@ std::vector<strip_summary> gpu_matrix<Value>::impl::gather_strips(size_type stri
   auto strips = compute_strip_summaries_device(csr.rows, csr.row_ptr.data(), strip_rows, stream);
   if (strips.size() < 2) return strips;
   add_strip_locality(strips, csr.row_ptr.data(), csr.col_idx.data(), sizeof(Value), stream);
-  // Where the whole matrix's columns rule out sell_delta16, a block's own may not (a stencil stacked on a
-  // power-law block): one more pass gives each strip its facts.
-  if (std::find(candidates.begin(), candidates.end(), format_id::sell_delta16) != candidates.end() &&
-      !sell_delta16_columns_fit(in)) {
-    add_strip_columns(strips, csr.row_ptr.data(), csr.col_idx.data(), stream);
-  }
+  if (strips_need_columns(in, candidates)) add_strip_columns(strips, csr.row_ptr.data(), csr.col_idx.data(), stream);
   return strips;
 }
 
@@ -1277,7 +1278,7 @@ struct gpu_matrix<Value>::background_job {
   double wall_ms = 0;
 
   // Staged mode.
-  enum class stage { start, gathering, plan_strips, plan_dp, replay, convert, converting, finished };
+  enum class stage { start, gathering, plan_strips, gathering_strips, plan_dp, replay, convert, converting, finished };
   stage at = stage::start;
   clock_type::time_point started;
   format_id running_format = format_id::cusparse_csr;  // the running plan's: the parts' budget is its product time
@@ -1288,7 +1289,8 @@ struct gpu_matrix<Value>::background_job {
   size_type free_memory = 0;
   // Partition planning in parts (impl::planning_request): the strips, then the DP in slices.
   std::unique_ptr<partition_planner> planner;
-  double strips_ms = 0;
+  detail::strip_job strips_job;  // the strip passes, polled
+  double strips_ms = 0;          // host time of the parts that issued and read them
   // The analysis' read-backs, kept to run the analysis again once the partition is planned.
   std::optional<typename impl::gathered_input> gathered;
   // The step's next stage once it has run (again): plan first when it asked for a partition.
@@ -1430,11 +1432,22 @@ struct gpu_matrix<Value>::background_job {
         return false;
       }
       case stage::plan_strips: {
+        // The passes gather_strips makes, issued one per part and read back without waiting.
         const auto t0 = clock_type::now();
-        const auto req = *m.planning_request;
-        auto strips = m.gather_strips(req.strip_rows, req.in, opts.candidates, stream);
+        const auto& req = *m.planning_request;
+        strips_job.start(m.csr.rows, m.csr.row_ptr.data(), m.csr.col_idx.data(), req.strip_rows, sizeof(Value),
+                         m.strips_need_columns(req.in, opts.candidates), stream);
         strips_ms = ms_since(t0);
-        planner = std::make_unique<partition_planner>(std::move(strips), m.csr.cols, opts.candidates,
+        at = stage::gathering_strips;
+        return false;
+      }
+      case stage::gathering_strips: {
+        const auto t0 = clock_type::now();
+        const bool done = block ? (strips_job.wait(stream), true) : strips_job.poll(stream);
+        strips_ms += ms_since(t0);
+        if (!done) return false;
+        const auto req = *m.planning_request;
+        planner = std::make_unique<partition_planner>(std::move(strips_job.result()), m.csr.cols, opts.candidates,
                                                       m.partition_cost(*ctx, req.in, opts.candidates), opts.planner, &m.report.stats,
                                                       m.report.x_sectors_per_nnz);
         at = stage::plan_dp;

@@ -169,24 +169,37 @@ __global__ void __launch_bounds__(strip_block)
 
 }  // namespace
 
-std::vector<strip_summary> compute_strip_summaries_device(size_type rows, const index_type* d_row_ptr,
-                                                          size_type rows_per_strip, cudaStream_t stream)
+namespace detail {
+
+std::size_t strip_summary_buffer_bytes(size_type strips) { return static_cast<std::size_t>(strips) * sizeof(device_strip); }
+
+size_type strip_count(size_type rows, size_type rows_per_strip)
 {
   AIJP_ENSURE(rows_per_strip > 0 && rows_per_strip % stats_warp_size == 0, bad_input,
               "rows per strip must be a positive multiple of 32");
   const size_type n = (rows + rows_per_strip - 1) / rows_per_strip;
-  std::vector<strip_summary> out(n);
-  if (n == 0) return out;
   AIJP_ENSURE(n <= 65535, bad_input, "too many strips (" + std::to_string(n) + ")");
-  detail::device_buffer<device_strip> d(n);
-  strip_summary_kernel<<<static_cast<unsigned>(n), strip_block, 0, stream>>>(rows, rows_per_strip, d_row_ptr, d.data());
+  return n;
+}
+
+void issue_strip_summaries(size_type rows, const index_type* d_row_ptr, size_type rows_per_strip, void* d, void* h,
+                           cudaStream_t stream)
+{
+  const size_type n = strip_count(rows, rows_per_strip);
+  if (n == 0) return;
+  strip_summary_kernel<<<static_cast<unsigned>(n), strip_block, 0, stream>>>(rows, rows_per_strip, d_row_ptr, static_cast<device_strip*>(d));
   AIJP_CHECK_LAUNCH();
-  std::vector<device_strip> h(n);
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(h.data(), d.data(), n * sizeof(device_strip), cudaMemcpyDeviceToHost, stream));
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  AIJP_CUDA_CHECK(cudaMemcpyAsync(h, d, strip_summary_buffer_bytes(n), cudaMemcpyDeviceToHost, stream));
+}
+
+std::vector<strip_summary> decode_strip_summaries(size_type rows, size_type rows_per_strip, const void* h)
+{
+  const size_type n = strip_count(rows, rows_per_strip);
+  std::vector<strip_summary> out(n);
+  const auto* hs = static_cast<const device_strip*>(h);
   for (size_type k = 0; k < n; ++k) {
     strip_summary& o = out[k];
-    const device_strip& g = h[k];
+    const device_strip& g = hs[k];
     o.row_begin = k * rows_per_strip;
     o.rows = std::min(rows_per_strip, rows - o.row_begin);
     o.nnz = static_cast<size_type>(g.nnz);
@@ -202,6 +215,20 @@ std::vector<strip_summary> compute_strip_summaries_device(size_type rows, const 
     }
   }
   return out;
+}
+
+}  // namespace detail
+
+std::vector<strip_summary> compute_strip_summaries_device(size_type rows, const index_type* d_row_ptr,
+                                                          size_type rows_per_strip, cudaStream_t stream)
+{
+  const size_type n = detail::strip_count(rows, rows_per_strip);
+  if (n == 0) return {};
+  detail::device_buffer<device_strip> d(n);
+  std::vector<device_strip> h(n);
+  detail::issue_strip_summaries(rows, d_row_ptr, rows_per_strip, d.data(), h.data(), stream);
+  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return detail::decode_strip_summaries(rows, rows_per_strip, h.data());
 }
 
 namespace detail {

@@ -223,9 +223,11 @@ TEST_F(GpuStaged, SinglePrecisionOnAStreamOfItsOwn)
 
 TEST_F(GpuStaged, PartitionIsPlannedInSlicesAndMatchesTheSynchronousPlan)
 {
-  // The staged analysis of a heterogeneous matrix gathers the strips in a part of its own and runs the DP in
-  // slices over later products (impl::planning_request), then analyses again with that plan: the same
-  // proposal, decision and plan as the synchronous analysis, and no part as long as the DP in one go.
+  // The staged analysis of a heterogeneous matrix gathers the strips in polled passes (detail::strip_job:
+  // summaries, locality, column facts, each read back without waiting) and runs the DP in slices over later
+  // products (impl::planning_request), then analyses again with that plan: the same proposal (to the last
+  // bit of its prediction, so the same strips), decision and plan as the synchronous analysis, and no part
+  // as long as the DP in one go.
   const auto a = aijp::gen::from_spec("stack:lap27:64x64x64+powerlaw:rows=100000,deg=16,exp=2.1");
   const auto ctx = make_context();
   const auto x = aijp::test::random_vector(a.cols, 11);
@@ -253,7 +255,7 @@ TEST_F(GpuStaged, PartitionIsPlannedInSlicesAndMatchesTheSynchronousPlan)
   EXPECT_EQ(rep.plan, want.plan);
   EXPECT_EQ(rep.partitioned, want.partitioned);
   EXPECT_EQ(m.format(), sync.format());
-  // Statistics (3 parts), free memory, decision, strips, at least two DP slices, the analysis again.
+  // Statistics (3 parts), free memory, decision, strips (2 or more), at least two DP slices, the analysis again.
   EXPECT_GE(rep.staged_polls(), 8);
   EXPECT_GT(rep.proposed.planning_ms, 0.0);
   aijp::test::check_products_and_refresh(m, a, "after the staged analysis with a partition", 13);
