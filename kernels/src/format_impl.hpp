@@ -184,6 +184,22 @@ std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a,
                                                      const format_factory<Value>& factory, const cusparse_handle& handle,
                                                      cudaStream_t stream, std::vector<built_block>* built);
 
+/// Throws not_supported when a format cannot hold a block (the feasibility check of a format_factory, for
+/// the formats a builder converts in parts).
+template <typename Value>
+using format_check = std::function<void(format_id, const build_args<Value>&)>;
+
+/// make_partitioned in parts that never wait (staged steps): each advance() issues or polls one piece (the
+/// block bounds' read-back, a block's sub-CSR and statistics, its child; a sell_delta16 child through
+/// make_sell_delta16_builder in parts of `rows_per_part` rows, after `check`). Same blocks, children and
+/// fallbacks as make_partitioned; `*built` points at the blocks as built (complete once advance() returned
+/// true), valid while the builder lives.
+template <typename Value>
+std::unique_ptr<format_builder<Value>> make_partition_builder(const device_csr<Value>& a, const std::vector<built_block>& blocks,
+                                                              const format_factory<Value>& factory, const format_check<Value>& check,
+                                                              const cusparse_handle& handle, size_type rows_per_part,
+                                                              const std::vector<built_block>** built);
+
 /// Transpose product through cuSPARSE on the CSR copy: y = alpha A^T x + beta y.
 template <typename Value>
 class cusparse_transpose {

@@ -301,6 +301,29 @@ struct gpu_matrix<Value>::impl {
     bandwidth_model_params params;
   };
   std::optional<deferred_partition> deferred_plan;
+  // A staged copy builds its partition in parts (background_job, stage::building_partition): build_partition
+  // records it here and the step builds it with detail::make_partition_builder, then finish_partition.
+  struct pending_partition_t {
+    std::vector<detail::built_block> want;
+    prediction_input in;
+    bandwidth_model_params params;
+    bool verify = false;
+  };
+  std::optional<pending_partition_t> pending_partition;
+  // The feasibility check a block's format must pass (the whole matrix's column facts do not bind a block).
+  static void check_block(format_id f, const prediction_input& in, const bandwidth_model_params& params, const row_stats& stats)
+  {
+    prediction_input block_in = in;
+    block_in.stats = stats;
+    // sell_delta16's builder checks the block's own columns and refuses the layout (not_supported: this
+    // block falls back to cuSPARSE CSR).
+    block_in.columns_sorted = true;
+    block_in.max_column_step = 0;
+    const auto est = predict_bandwidth_model(block_in, params, {f});
+    if (!est.empty() && !est[0].feasible) AIJP_THROW(not_supported, est[0].reason);
+  }
+  // The report and online state of a plan now running the partition `built`, converted in `ms`.
+  void finish_partition(const std::vector<detail::built_block>& built, double ms, bool verify);
 };
 
 template <typename Value>
@@ -792,15 +815,12 @@ bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const 
   const auto t0 = clock_type::now();
   std::vector<detail::built_block> want, built;
   for (const auto& b : plan.blocks) want.push_back({b.row_begin, b.row_end, b.format, {}});
+  if (staged) {
+    pending_partition = pending_partition_t{std::move(want), in, params, verify};
+    return true;
+  }
   const detail::format_factory<Value> factory = [&](format_id f, const detail::build_args<Value>& args) {
-    prediction_input block_in = in;
-    block_in.stats = args.stats;
-    // The whole matrix's column facts do not bind a block: sell_delta16's builder checks the block's own
-    // columns and refuses the layout (not_supported: this block falls back to cuSPARSE CSR).
-    block_in.columns_sorted = true;
-    block_in.max_column_step = 0;
-    const auto est = predict_bandwidth_model(block_in, params, {f});
-    if (!est.empty() && !est[0].feasible) AIJP_THROW(not_supported, est[0].reason);
+    check_block(f, in, params, args.stats);
     return build_format<Value>(f, args);
   };
   format.reset();  // free the previous layout first, as convert_to does
@@ -812,7 +832,15 @@ bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const 
     rep.decision += std::string("; out of device memory building the partition (") + e.what() + ")";
     return false;
   }
-  rep.conversion_ms = ms_since(t0);
+  finish_partition(built, ms_since(t0), verify);
+  return true;
+}
+
+template <typename Value>
+void gpu_matrix<Value>::impl::finish_partition(const std::vector<detail::built_block>& built, double ms, bool verify)
+{
+  plan_report& rep = report;
+  rep.conversion_ms = ms;
   rep.chosen = format->id();
   rep.partitioned = true;
   partition_plan actual;
@@ -847,7 +875,6 @@ bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const 
     on.may_explore = on.runner_up >= 0;
     on.baseline_always = on.then_runner >= 0;
   }
-  return true;
 }
 
 template <typename Value>
@@ -1278,7 +1305,7 @@ struct gpu_matrix<Value>::background_job {
   double wall_ms = 0;
 
   // Staged mode.
-  enum class stage { start, gathering, plan_strips, gathering_strips, plan_dp, replay, convert, converting, finished };
+  enum class stage { start, gathering, plan_strips, gathering_strips, plan_dp, replay, convert, converting, building_partition, finished };
   stage at = stage::start;
   clock_type::time_point started;
   format_id running_format = format_id::cusparse_csr;  // the running plan's: the parts' budget is its product time
@@ -1300,6 +1327,7 @@ struct gpu_matrix<Value>::background_job {
     return stage::convert;
   }
   std::unique_ptr<detail::format_builder<Value>> builder;
+  const std::vector<detail::built_block>* partition_built = nullptr;  // the partition builder's blocks
   format_id building = format_id::cusparse_csr;
   double conversion_host_ms = 0;
   std::vector<double> poll_us;  // host time of each advance that did work
@@ -1479,7 +1507,23 @@ struct gpu_matrix<Value>::background_job {
         at = stage::convert;
         return false;
       case stage::convert: {
-        if (!m.staged_choice) return true;  // nothing to convert (a partition built whole, or no change)
+        if (m.pending_partition) {  // a partition, built in parts (make_partition_builder)
+          const auto t0 = clock_type::now();
+          const auto& pp = *m.pending_partition;
+          const detail::format_check<Value> check = [&pp](format_id f, const detail::build_args<Value>& args) {
+            impl::check_block(f, pp.in, pp.params, args.stats);
+          };
+          const detail::format_factory<Value> factory = [&pp](format_id f, const detail::build_args<Value>& args) {
+            impl::check_block(f, pp.in, pp.params, args.stats);
+            return build_format<Value>(f, args);
+          };
+          builder = detail::make_partition_builder<Value>(m.csr, pp.want, factory, check, m.handle, rows_per_part(format_id::sell_delta16),
+                                                          &partition_built);
+          at = stage::building_partition;
+          conversion_host_ms += ms_since(t0);
+          return advance_once(stream, block);
+        }
+        if (!m.staged_choice) return true;  // nothing to convert (no change)
         building = *m.staged_choice;
         if (building == format_id::cusparse_csr && running_cusparse_csr) {
           keep_running_layout = true;  // the install moves the running cuSPARSE CSR (and its handle) over
@@ -1523,6 +1567,31 @@ struct gpu_matrix<Value>::background_job {
           m.report.decision += line;
         }
         m.converted(building, conversion_host_ms);
+        return true;
+      }
+      case stage::building_partition: {
+        const auto t0 = clock_type::now();
+        bool built = false;
+        try {
+          built = builder->advance(stream);
+          if (!built && block) builder->wait();
+        } catch (const device_out_of_memory& e) {  // as build_partition's caller would, on cuSPARSE CSR
+          builder.reset();
+          m.pending_partition.reset();
+          building = m.fall_back_to_csr(format_id::cusparse_csr, std::string("building the partition: ") + e.what(), true, stream);
+          conversion_host_ms += ms_since(t0);
+          m.converted(building, conversion_host_ms);
+          return true;
+        }
+        conversion_host_ms += ms_since(t0);
+        if (!built) return false;
+        m.format = builder->take();
+        const bool verify = m.pending_partition->verify;
+        m.finish_partition(*partition_built, conversion_host_ms, verify);
+        m.pending_partition.reset();
+        char line[120];
+        std::snprintf(line, sizeof(line), "; built in %d parts", builder->parts_issued());
+        m.report.decision += line;
         return true;
       }
       case stage::finished: return true;

@@ -255,6 +255,7 @@ TEST_F(GpuStaged, PartitionIsPlannedInSlicesAndMatchesTheSynchronousPlan)
   EXPECT_EQ(rep.plan, want.plan);
   EXPECT_EQ(rep.partitioned, want.partitioned);
   EXPECT_EQ(m.format(), sync.format());
+  if (rep.partitioned) EXPECT_NE(rep.decision.find("; built in "), std::string::npos) << rep.decision;  // in parts
   // Statistics (3 parts), free memory, decision, strips (2 or more), at least two DP slices, the analysis again.
   EXPECT_GE(rep.staged_polls(), 8);
   EXPECT_GT(rep.proposed.planning_ms, 0.0);
@@ -292,6 +293,12 @@ TEST_F(GpuStaged, LatePartitionPlanningRunsInSlices)
   EXPECT_EQ(rep.proposed.to_string(), sync.report().proposed.to_string());
   EXPECT_EQ(rep.plan, sync.report().plan);
   EXPECT_GE(rep.staged_polls(), 4);  // the step, the strips, the DP (at least one slice), the step again
+  // A partition taken is built in parts too (detail::make_partition_builder): the block bounds, each
+  // block's sub-CSR and statistics, its child (sell_delta16 in row slices); the products stay right.
+  if (rep.partitioned) {
+    EXPECT_NE(rep.decision.find("; built in "), std::string::npos) << rep.decision;
+    EXPECT_GE(rep.staged_polls(), 8) << rep.decision;
+  }
   aijp::test::check_products_and_refresh(m, a, "after the staged planning", 19);
 }
 

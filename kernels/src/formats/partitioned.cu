@@ -3,6 +3,8 @@
 // joins them before it goes on. A block of a few long rows then runs beside the body instead of after it.
 #include <aijpredict/gpu_matrix.hpp>
 
+#include "../analysis_jobs.hpp"
+#include "../async_ops.hpp"
 #include "../format_impl.hpp"
 #include "../vector_ops.hpp"
 
@@ -197,6 +199,202 @@ std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a,
   }
   return std::make_unique<partitioned<Value>>(std::move(parts));
 }
+
+namespace {
+
+// make_partitioned in parts that never wait (staged steps): the block bounds are read back into pinned
+// memory, then per block one part copies its sub-CSR and starts its statistics (polled), and one builds its
+// child (a sell_delta16 child through its own builder, in parts of rows_per_part rows); the last part makes
+// the partitioned format.
+template <typename Value>
+class partition_builder final : public format_builder<Value> {
+ public:
+  partition_builder(const device_csr<Value>& a, std::vector<built_block> blocks, format_factory<Value> factory,
+                    format_check<Value> check, const cusparse_handle& handle, size_type rows_per_part)
+      : a_(a), blocks_(std::move(blocks)), factory_(std::move(factory)), check_(std::move(check)), handle_(handle),
+        rows_per_part_(rows_per_part)
+  {
+    AIJP_ENSURE(!blocks_.empty() && blocks_.front().row_begin == 0 && blocks_.back().row_end == a.rows, bad_input,
+                "a partition must cover rows [0, " + std::to_string(a.rows) + ")");
+    for (std::size_t k = 0; k < blocks_.size(); ++k) {
+      AIJP_ENSURE(blocks_[k].row_end > blocks_[k].row_begin && (k == 0 || blocks_[k].row_begin == blocks_[k - 1].row_end),
+                  bad_input, "partition blocks must be non-empty and contiguous");
+    }
+  }
+  ~partition_builder() override { event_.settle(); }  // the pinned bounds go back to the pool
+
+  bool advance(cudaStream_t stream) override
+  {
+    stream_ = stream;
+    switch (phase_) {
+      case phase::bounds: {
+        bounds_.resize(blocks_.size() + 1);
+        for (std::size_t k = 0; k <= blocks_.size(); ++k) {
+          const size_type r = k < blocks_.size() ? blocks_[k].row_begin : a_.rows;
+          AIJP_CUDA_CHECK(cudaMemcpyAsync(&bounds_[k], a_.row_ptr.data() + r, sizeof(index_type), cudaMemcpyDeviceToHost, stream));
+        }
+        event_.record(stream);
+        ++parts_;
+        phase_ = phase::waiting_bounds;
+        return false;
+      }
+      case phase::waiting_bounds:
+        if (!event_.done()) return false;
+        start_block(stream);
+        return false;
+      case phase::stats: {
+        if (!stats_.poll(stream)) return false;
+        auto& p = parts_built_.back();
+        const build_args<Value> args{*p.sub, stats_.result(), handle_, stream};
+        ++parts_;
+        if (out_.format == format_id::sell_delta16) {
+          try {
+            check_(out_.format, args);
+            child_ = make_sell_delta16_builder<Value>(*p.sub, rows_per_part_);
+            phase_ = phase::child;
+            return false;
+          } catch (const not_supported& e) {
+            out_.note = std::string(format_name(out_.format)) + " cannot hold this block (" + e.what() + ")";
+          } catch (const device_out_of_memory& e) {
+            out_.note = std::string("out of device memory building ") + format_name(out_.format) + " (" + e.what() + ")";
+          }
+        } else {
+          build_child(args);
+        }
+        return finish_block(stream);
+      }
+      case phase::child: {
+        try {
+          if (!child_->advance(stream)) return false;
+          parts_built_.back().child = child_->take();
+        } catch (const not_supported& e) {
+          out_.note = std::string(format_name(out_.format)) + " cannot hold this block (" + e.what() + ")";
+        } catch (const device_out_of_memory& e) {
+          out_.note = std::string("out of device memory building ") + format_name(out_.format) + " (" + e.what() + ")";
+        }
+        parts_ += child_->parts_issued();
+        done_children_.push_back(std::move(child_));  // kept until the end: freeing its pinned memory synchronises
+        return finish_block(stream);
+      }
+      case phase::done: return true;
+    }
+    return true;
+  }
+  void wait() override
+  {
+    event_.wait();
+    if (phase_ == phase::stats) (void)stats_.wait(stream_);
+    if (phase_ == phase::child) child_->wait();
+  }
+  std::unique_ptr<format_impl<Value>> take() override { return std::move(result_); }
+  int parts_issued() const override { return parts_; }
+  const std::vector<built_block>& built() const { return built_; }
+
+ private:
+  enum class phase { bounds, waiting_bounds, stats, child, done };
+
+  // Copies block k_'s sub-CSR and starts its statistics (or finishes a block without nonzeros).
+  void start_block(cudaStream_t stream)
+  {
+    typename partitioned<Value>::part p;
+    out_ = blocks_[k_];
+    p.row_begin = out_.row_begin;
+    p.entry_begin = bounds_[k_];
+    p.sub = std::make_unique<device_csr<Value>>();
+    device_csr<Value>& s = *p.sub;
+    s.rows = out_.row_end - out_.row_begin;
+    s.cols = a_.cols;
+    s.nnz = bounds_[k_ + 1] - bounds_[k_];
+    s.row_ptr.resize(s.rows + 1);
+    rebase_row_ptr<<<static_cast<unsigned>((s.rows + 1 + 255) / 256), 256, 0, stream>>>(s.rows + 1, a_.row_ptr.data() + out_.row_begin,
+                                                                                      s.row_ptr.data());
+    AIJP_CHECK_LAUNCH();
+    s.col_idx.resize(s.nnz);
+    s.values.resize(s.nnz);
+    parts_built_.push_back(std::move(p));
+    ++parts_;
+    if (s.nnz == 0) {
+      (void)finish_block(stream);
+      return;
+    }
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.col_idx.data(), a_.col_idx.data() + parts_built_.back().entry_begin, s.nnz * sizeof(index_type),
+                                    cudaMemcpyDeviceToDevice, stream));
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.values.data(), a_.values.data() + parts_built_.back().entry_begin, s.nnz * sizeof(Value),
+                                    cudaMemcpyDeviceToDevice, stream));
+    stats_.start(s.rows, s.cols, s.row_ptr.data(), stream);
+    phase_ = phase::stats;
+  }
+  void build_child(const build_args<Value>& args)
+  {
+    try {
+      parts_built_.back().child = factory_(out_.format, args);
+    } catch (const not_supported& e) {
+      if (out_.format == format_id::cusparse_csr) throw;
+      out_.note = std::string(format_name(out_.format)) + " cannot hold this block (" + e.what() + ")";
+    } catch (const device_out_of_memory& e) {
+      if (out_.format == format_id::cusparse_csr) throw;
+      out_.note = std::string("out of device memory building ") + format_name(out_.format) + " (" + e.what() + ")";
+    }
+  }
+  // Falls back to cuSPARSE CSR where the child failed, then starts the next block or makes the format.
+  bool finish_block(cudaStream_t stream)
+  {
+    auto& p = parts_built_.back();
+    if (p.sub->nnz > 0 && !p.child) {
+      out_.format = format_id::cusparse_csr;
+      p.child = make_cusparse_csr(*p.sub, handle_.get());
+    }
+    p.format = out_.format;
+    built_.push_back(out_);
+    if (++k_ < blocks_.size()) {
+      start_block(stream);
+      return phase_ == phase::done;
+    }
+    result_ = std::make_unique<partitioned<Value>>(std::move(parts_built_));
+    phase_ = phase::done;
+    return true;
+  }
+
+  const device_csr<Value>& a_;
+  std::vector<built_block> blocks_;
+  format_factory<Value> factory_;
+  format_check<Value> check_;
+  const cusparse_handle& handle_;
+  size_type rows_per_part_;
+  phase phase_ = phase::bounds;
+  cudaStream_t stream_ = nullptr;  // of the last advance (wait issues what is left there)
+  pinned_buffer<index_type> bounds_;
+  poll_event event_;
+  std::size_t k_ = 0;
+  built_block out_;
+  row_stats_job stats_;
+  std::unique_ptr<format_builder<Value>> child_;
+  std::vector<std::unique_ptr<format_builder<Value>>> done_children_;
+  std::vector<typename partitioned<Value>::part> parts_built_;
+  std::vector<built_block> built_;
+  std::unique_ptr<format_impl<Value>> result_;
+  int parts_ = 0;
+};
+
+}  // namespace
+
+template <typename Value>
+std::unique_ptr<format_builder<Value>> make_partition_builder(const device_csr<Value>& a, const std::vector<built_block>& blocks,
+                                                              const format_factory<Value>& factory, const format_check<Value>& check,
+                                                              const cusparse_handle& handle, size_type rows_per_part,
+                                                              const std::vector<built_block>** built)
+{
+  auto b = std::make_unique<partition_builder<Value>>(a, blocks, factory, check, handle, rows_per_part);
+  if (built) *built = &b->built();
+  return b;
+}
+
+AIJP_IF_DOUBLE(template std::unique_ptr<format_builder<double>> make_partition_builder<double>(
+    const device_csr<double>&, const std::vector<built_block>&, const format_factory<double>&, const format_check<double>&,
+    const cusparse_handle&, size_type, const std::vector<built_block>**);)
+AIJP_IF_FLOAT(template std::unique_ptr<format_builder<float>> make_partition_builder<float>(
+    const device_csr<float>&, const std::vector<built_block>&, const format_factory<float>&, const format_check<float>&,
+    const cusparse_handle&, size_type, const std::vector<built_block>**);)
 
 AIJP_IF_DOUBLE(template std::unique_ptr<format_impl<double>> make_partitioned<double>(
     const device_csr<double>&, const std::vector<built_block>&, const format_factory<double>&, const cusparse_handle&, cudaStream_t,
