@@ -255,7 +255,9 @@ TEST_F(GpuStaged, PartitionIsPlannedInSlicesAndMatchesTheSynchronousPlan)
   EXPECT_EQ(rep.plan, want.plan);
   EXPECT_EQ(rep.partitioned, want.partitioned);
   EXPECT_EQ(m.format(), sync.format());
-  if (rep.partitioned) EXPECT_NE(rep.decision.find("; built in "), std::string::npos) << rep.decision;  // in parts
+  if (rep.partitioned) {  // built in parts
+    EXPECT_NE(rep.decision.find("; built in "), std::string::npos) << rep.decision;
+  }
   // Statistics (3 parts), free memory, decision, strips (2 or more), at least two DP slices, the analysis again.
   EXPECT_GE(rep.staged_polls(), 8);
   EXPECT_GT(rep.proposed.planning_ms, 0.0);
