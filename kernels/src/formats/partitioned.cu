@@ -134,6 +134,38 @@ class partitioned final : public format_impl<Value> {
 
 }  // namespace
 
+namespace {
+
+// A block's part with its sub-CSR: rows [block.row_begin, block.row_end) of `a`, entries [entry_begin,
+// entry_end) (row_ptr rebased to 0; columns stay global), copied on `stream`; no child yet.
+template <typename Value>
+typename partitioned<Value>::part make_block_part(const device_csr<Value>& a, const built_block& block, index_type entry_begin,
+                                                  index_type entry_end, cudaStream_t stream)
+{
+  typename partitioned<Value>::part p;
+  p.row_begin = block.row_begin;
+  p.entry_begin = entry_begin;
+  p.sub = std::make_unique<device_csr<Value>>();
+  device_csr<Value>& s = *p.sub;
+  s.rows = block.row_end - block.row_begin;
+  s.cols = a.cols;
+  s.nnz = entry_end - entry_begin;
+  s.row_ptr.resize(s.rows + 1);
+  rebase_row_ptr<<<static_cast<unsigned>((s.rows + 1 + 255) / 256), 256, 0, stream>>>(s.rows + 1, a.row_ptr.data() + block.row_begin,
+                                                                                    s.row_ptr.data());
+  AIJP_CHECK_LAUNCH();
+  s.col_idx.resize(s.nnz);
+  s.values.resize(s.nnz);
+  if (s.nnz > 0) {
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.col_idx.data(), a.col_idx.data() + entry_begin, s.nnz * sizeof(index_type), cudaMemcpyDeviceToDevice,
+                                    stream));
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.values.data(), a.values.data() + entry_begin, s.nnz * sizeof(Value), cudaMemcpyDeviceToDevice, stream));
+  }
+  return p;
+}
+
+}  // namespace
+
 template <typename Value>
 std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a, const std::vector<built_block>& blocks,
                                                      const format_factory<Value>& factory, const cusparse_handle& handle,
@@ -156,26 +188,10 @@ std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a,
   std::vector<typename partitioned<Value>::part> parts;
   if (built) built->clear();
   for (std::size_t k = 0; k < blocks.size(); ++k) {
-    typename partitioned<Value>::part p;
     built_block out = blocks[k];
-    p.row_begin = out.row_begin;
-    p.entry_begin = bounds[k];
-    p.sub = std::make_unique<device_csr<Value>>();
-    device_csr<Value>& s = *p.sub;
-    s.rows = out.row_end - out.row_begin;
-    s.cols = a.cols;
-    s.nnz = bounds[k + 1] - bounds[k];
-    s.row_ptr.resize(s.rows + 1);
-    rebase_row_ptr<<<static_cast<unsigned>((s.rows + 1 + 255) / 256), 256, 0, stream>>>(s.rows + 1, a.row_ptr.data() + out.row_begin,
-                                                                                      s.row_ptr.data());
-    AIJP_CHECK_LAUNCH();
-    s.col_idx.resize(s.nnz);
-    s.values.resize(s.nnz);
+    typename partitioned<Value>::part p = make_block_part(a, out, bounds[k], bounds[k + 1], stream);
+    const device_csr<Value>& s = *p.sub;
     if (s.nnz > 0) {
-      AIJP_CUDA_CHECK(cudaMemcpyAsync(s.col_idx.data(), a.col_idx.data() + p.entry_begin, s.nnz * sizeof(index_type),
-                                      cudaMemcpyDeviceToDevice, stream));
-      AIJP_CUDA_CHECK(cudaMemcpyAsync(s.values.data(), a.values.data() + p.entry_begin, s.nnz * sizeof(Value),
-                                      cudaMemcpyDeviceToDevice, stream));
       // The block's exact statistics (formats size their layouts from them).
       const row_stats stats = compute_row_stats_device(s.rows, s.cols, s.row_ptr.data(), stream);
       const build_args<Value> args{s, stats, handle, stream};
@@ -296,31 +312,14 @@ class partition_builder final : public format_builder<Value> {
   // Copies block k_'s sub-CSR and starts its statistics (or finishes a block without nonzeros).
   void start_block(cudaStream_t stream)
   {
-    typename partitioned<Value>::part p;
     out_ = blocks_[k_];
-    p.row_begin = out_.row_begin;
-    p.entry_begin = bounds_[k_];
-    p.sub = std::make_unique<device_csr<Value>>();
-    device_csr<Value>& s = *p.sub;
-    s.rows = out_.row_end - out_.row_begin;
-    s.cols = a_.cols;
-    s.nnz = bounds_[k_ + 1] - bounds_[k_];
-    s.row_ptr.resize(s.rows + 1);
-    rebase_row_ptr<<<static_cast<unsigned>((s.rows + 1 + 255) / 256), 256, 0, stream>>>(s.rows + 1, a_.row_ptr.data() + out_.row_begin,
-                                                                                      s.row_ptr.data());
-    AIJP_CHECK_LAUNCH();
-    s.col_idx.resize(s.nnz);
-    s.values.resize(s.nnz);
-    parts_built_.push_back(std::move(p));
+    parts_built_.push_back(make_block_part(a_, out_, bounds_[k_], bounds_[k_ + 1], stream));
     ++parts_;
+    const device_csr<Value>& s = *parts_built_.back().sub;
     if (s.nnz == 0) {
       (void)finish_block(stream);
       return;
     }
-    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.col_idx.data(), a_.col_idx.data() + parts_built_.back().entry_begin, s.nnz * sizeof(index_type),
-                                    cudaMemcpyDeviceToDevice, stream));
-    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.values.data(), a_.values.data() + parts_built_.back().entry_begin, s.nnz * sizeof(Value),
-                                    cudaMemcpyDeviceToDevice, stream));
     stats_.start(s.rows, s.cols, s.row_ptr.data(), stream);
     phase_ = phase::stats;
   }
