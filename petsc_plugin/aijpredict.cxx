@@ -426,8 +426,11 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
   if (r.staged_polls() > 0) {
     PetscCall(PetscInfo(A, "aijpredict: staged step done in %d parts over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms from start to end), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.staged_polls(), r.staged_polls() + r.staged_skipped, r.staged_host_ms(), r.staged_max_poll_ms(), r.background_ms, r.install_ms, p->step_begun, p->mults, wait ? ", finished at once" : "", changed ? "new plan installed" : "the plan stays"));
     std::string us;
-    for (double t : r.staged_poll_us) us += " " + std::to_string((int)std::lround(t));
-    PetscCall(PetscInfo(A, "aijpredict: staged step, host time of each part (us):%s\n", us.c_str()));
+    for (std::size_t k = 0; k < r.staged_poll_us.size(); ++k) {
+      us += " " + std::to_string((int)std::lround(r.staged_poll_us[k]));
+      if (k < r.staged_poll_stage.size() && (k == 0 || r.staged_poll_stage[k] != r.staged_poll_stage[k - 1])) us += " (" + r.staged_poll_stage[k] + ")";
+    }
+    PetscCall(PetscInfo(A, "aijpredict: staged step, host time of each part (us), with its stage where it changes:%s\n", us.c_str()));
   } else PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms, installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.background_ms, r.install_ms, p->step_begun, p->mults, wait ? ", waited for" : "", changed ? "new plan installed" : "the plan stays"));
   if (changed) PetscCall(AIJPReport(A, p));
   PetscFunctionReturn(PETSC_SUCCESS);

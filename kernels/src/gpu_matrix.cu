@@ -1331,6 +1331,23 @@ struct gpu_matrix<Value>::background_job {
   format_id building = format_id::cusparse_csr;
   double conversion_host_ms = 0;
   std::vector<double> poll_us;  // host time of each advance that did work
+  std::vector<std::string> poll_stage;  // the stage each of them began in (">next" when it moved on)
+  static const char* stage_name(stage st)
+  {
+    switch (st) {
+      case stage::start: return "start";
+      case stage::gathering: return "gathering";
+      case stage::plan_strips: return "strips";
+      case stage::gathering_strips: return "gathering strips";
+      case stage::plan_dp: return "dp";
+      case stage::replay: return "replay";
+      case stage::convert: return "convert";
+      case stage::converting: return "converting";
+      case stage::building_partition: return "building partition";
+      case stage::finished: return "finished";
+    }
+    return "?";
+  }
   // Pacing (opts.stage_duty): a part runs right after a product was queued, and its host time up to that
   // product's device time (`slack_us`, the running plan's predicted product time beyond one launch) overlaps
   // it; what a part takes beyond that (`spent_us`, summed) is what the solver waits for.
@@ -1403,6 +1420,7 @@ struct gpu_matrix<Value>::background_job {
       ++skipped;
       return false;
     }
+    const stage from = at;
     try {
       bool finished = false;
       do {
@@ -1414,6 +1432,7 @@ struct gpu_matrix<Value>::background_job {
       at = stage::finished;
     }
     poll_us.push_back(1e3 * ms_since(t0));
+    poll_stage.push_back(from == at ? std::string(stage_name(from)) : std::string(stage_name(from)) + ">" + stage_name(at));
     spent_us += std::max(0.0, poll_us.back() - slack_us);
     if (at == stage::finished) {
       wall_ms = ms_since(started);
@@ -1682,6 +1701,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   rep.background_ms = job->wall_ms;
   rep.background_what = background_step_name(job->step);
   rep.staged_poll_us = std::move(job->poll_us);  // empty for a thread
+  rep.staged_poll_stage = std::move(job->poll_stage);
   rep.staged_skipped = job->skipped;
   rep.install_ms = ms_since(t0);
   if (changed) *changed = job->changed;

@@ -124,6 +124,9 @@ struct plan_report {
   /// A staged step (background_mode::staged): the host time of each poll that issued or checked its work,
   /// one per product it was spread over, in order. Empty: it ran on a thread.
   std::vector<double> staged_poll_us;
+  /// The stage each of those polls began in ("start", "gathering", "strips", "gathering strips", "dp", "replay",
+  /// "convert", "converting", "building partition"; "a>b" when the poll moved on to b).
+  std::vector<std::string> staged_poll_stage;
   int staged_polls() const { return static_cast<int>(staged_poll_us.size()); }
   /// Products at which the step's part waited for its host-time share (plan_options::stage_duty).
   int staged_skipped = 0;
