@@ -35,6 +35,8 @@ class row_stats_job {
   /// Waits for what is left.
   const row_stats& wait(cudaStream_t stream);
   const row_stats& result() const;
+  /// 0 not started, 1 first pass in flight, 2 histogram in flight, 3 done.
+  int phase() const;
 
  private:
   struct state;

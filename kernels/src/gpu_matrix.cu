@@ -1332,6 +1332,7 @@ struct gpu_matrix<Value>::background_job {
   double conversion_host_ms = 0;
   std::vector<double> poll_us;  // host time of each advance that did work
   std::vector<std::string> poll_stage;  // the stage each of them began in (">next" when it moved on)
+  const char* part_label = nullptr;     // what the part did, where the stage does several things
   static const char* stage_name(stage st)
   {
     switch (st) {
@@ -1421,6 +1422,7 @@ struct gpu_matrix<Value>::background_job {
       return false;
     }
     const stage from = at;
+    part_label = nullptr;
     try {
       bool finished = false;
       do {
@@ -1432,7 +1434,9 @@ struct gpu_matrix<Value>::background_job {
       at = stage::finished;
     }
     poll_us.push_back(1e3 * ms_since(t0));
-    poll_stage.push_back(from == at ? std::string(stage_name(from)) : std::string(stage_name(from)) + ">" + stage_name(at));
+    std::string label = from == at ? std::string(stage_name(from)) : std::string(stage_name(from)) + ">" + stage_name(at);
+    if (part_label) label += std::string(": ") + part_label;
+    poll_stage.push_back(std::move(label));
     spent_us += std::max(0.0, poll_us.back() - slack_us);
     if (at == stage::finished) {
       wall_ms = ms_since(started);
@@ -1458,7 +1462,9 @@ struct gpu_matrix<Value>::background_job {
         at = after_step();
         return false;
       case stage::gathering: {
+        const int stats_phase = stats_job.phase();
         const bool stats_done = stats_job.poll(stream);
+        if (stats_job.phase() != stats_phase) part_label = "histogram";
         const bool locality_done = locality.poll();
         if (!stats_done || !locality_done) {
           if (block) {
@@ -1469,9 +1475,11 @@ struct gpu_matrix<Value>::background_job {
         }
         if (!free_queried) {
           free_queried = true;  // a poll of its own: cudaMemGetInfo takes tens of microseconds
+          part_label = "free memory";
           device_memory_info(&free_memory, nullptr);
           return false;
         }
+        part_label = "decision";
         gathered = typename impl::gathered_input{stats_job.result(), locality.result(), free_memory};
         m.analyze(*ctx, opts, stream, &*gathered);
         changed = true;

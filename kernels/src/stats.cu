@@ -251,6 +251,7 @@ struct row_stats_job::state {
 row_stats_job::row_stats_job() : s_(std::make_unique<state>()) {}
 row_stats_job::~row_stats_job() = default;
 const row_stats& row_stats_job::result() const { return s_->result; }
+int row_stats_job::phase() const { return s_->phase; }
 
 void row_stats_job::start(size_type rows, size_type cols, const index_type* d_row_ptr, cudaStream_t stream)
 {
