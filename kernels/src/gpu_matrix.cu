@@ -209,7 +209,7 @@ struct gpu_matrix<Value>::impl {
   struct gathered_input {
     row_stats stats;
     locality_sample loc;
-    size_type free_memory_bytes = 0;  // cudaMemGetInfo's, queried in a poll of its own
+    size_type free_memory_bytes = 0;  // cudaMemGetInfo's, queried when the step started
   };
   void analyze(const context& ctx, const plan_options& opts, cudaStream_t stream, const gathered_input* gathered = nullptr);
   bool convert_deferred(double expected_mults, cudaStream_t stream);
@@ -1312,7 +1312,6 @@ struct gpu_matrix<Value>::background_job {
   bool running_cusparse_csr = false;                    // the running plan is cuSPARSE CSR, unpartitioned
   detail::row_stats_job stats_job;
   detail::locality_job locality;
-  bool free_queried = false;
   size_type free_memory = 0;
   // Partition planning in parts (impl::planning_request): the strips, then the DP in slices.
   std::unique_ptr<partition_planner> planner;
@@ -1452,6 +1451,10 @@ struct gpu_matrix<Value>::background_job {
       case stage::start:
         switch (step) {
           case background_step::analyze:
+            // Free memory first, while the queue holds only products: cudaMemGetInfo waited for the queued
+            // work, so asked after the histogram of a matrix with 50000-entry rows it took 0.3-0.5 ms in
+            // one product on the H100 (bench/results/2026-11-24_h100_session15_staged_parts.txt).
+            device_memory_info(&free_memory, nullptr);
             stats_job.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), stream);
             locality.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), stream);
             at = stage::gathering;
@@ -1471,12 +1474,6 @@ struct gpu_matrix<Value>::background_job {
             if (!stats_done) stats_job.wait(stream);
             if (!locality_done) locality.wait();
           }
-          return false;
-        }
-        if (!free_queried) {
-          free_queried = true;  // a poll of its own: cudaMemGetInfo takes tens of microseconds
-          part_label = "free memory";
-          device_memory_info(&free_memory, nullptr);
           return false;
         }
         part_label = "decision";

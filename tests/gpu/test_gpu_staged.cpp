@@ -258,7 +258,8 @@ TEST_F(GpuStaged, PartitionIsPlannedInSlicesAndMatchesTheSynchronousPlan)
   if (rep.partitioned) {  // built in parts
     EXPECT_NE(rep.decision.find("; built in "), std::string::npos) << rep.decision;
   }
-  // Statistics (3 parts), free memory, decision, strips (2 or more), at least two DP slices, the analysis again.
+  // Statistics (2 parts: issued with the free-memory query, histogram), decision, strips (2 or more), at least two DP
+  // slices, the analysis again.
   EXPECT_GE(rep.staged_polls(), 8);
   EXPECT_GT(rep.proposed.planning_ms, 0.0);
   aijp::test::check_products_and_refresh(m, a, "after the staged analysis with a partition", 13);

@@ -126,7 +126,7 @@ struct plan_report {
   std::vector<double> staged_poll_us;
   /// The stage each of those polls began in ("start", "gathering", "strips", "gathering strips", "dp", "replay",
   /// "convert", "converting", "building partition"; "a>b" when the poll moved on to b), and what the part did
-  /// where a stage does several things (": histogram", ": free memory", ": decision").
+  /// where a stage does several things (": histogram", ": decision").
   std::vector<std::string> staged_poll_stage;
   int staged_polls() const { return static_cast<int>(staged_poll_us.size()); }
   /// Products at which the step's part waited for its host-time share (plan_options::stage_duty).
