@@ -1451,9 +1451,10 @@ struct gpu_matrix<Value>::background_job {
       case stage::start:
         switch (step) {
           case background_step::analyze:
-            // Free memory first, while the queue holds only products: cudaMemGetInfo waited for the queued
-            // work, so asked after the histogram of a matrix with 50000-entry rows it took 0.3-0.5 ms in
-            // one product on the H100 (bench/results/2026-11-24_h100_session15_staged_parts.txt).
+            // Free memory (cudaMemGetInfo, tens of us) in this first part rather than in a poll of its own.
+            // On the circuit stack (rows of 50000 entries) the poll after the histogram costs 0.3-0.66 ms on
+            // the H100 whatever it holds: the free-memory query there, the decision once the query moved here
+            // (bench/results/2026-11-24_h100_session15_staged_parts.txt, _session15_short_solves_final.txt).
             device_memory_info(&free_memory, nullptr);
             stats_job.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), stream);
             locality.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), stream);
