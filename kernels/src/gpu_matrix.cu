@@ -238,14 +238,14 @@ struct gpu_matrix<Value>::impl {
   };
   std::optional<planning_request_t> planning_request;
   std::optional<partition_plan> planning_memo;  // planning_ms: the strip pass and every slice of the DP
-  // The strip summaries the DP of a partition with `strip_rows` rows per strip works on (device passes,
-  // waits for them).
   // Where the whole matrix's columns rule out sell_delta16, a block's own may not (a stencil stacked on a
   // power-law block): one more strip pass gives each strip its column facts.
   static bool strips_need_columns(const prediction_input& in, const std::vector<format_id>& candidates)
   {
     return std::find(candidates.begin(), candidates.end(), format_id::sell_delta16) != candidates.end() && !sell_delta16_columns_fit(in);
   }
+  // The strip summaries the DP of a partition with `strip_rows` rows per strip works on (device passes,
+  // waits for them).
   std::vector<strip_summary> gather_strips(size_type strip_rows, const prediction_input& in, const std::vector<format_id>& candidates,
                                            cudaStream_t stream);
   // The DP's cost of a block: every candidate's prediction with the format's online correction.
@@ -271,6 +271,9 @@ struct gpu_matrix<Value>::impl {
   void harvest(bool wait);
   void observe_window(bool allow_explore);
   void explore_or_finish();
+
+  // Bytes of the CSR copy (values, column indices, row pointers): what a conversion reads.
+  double csr_bytes() const { return csr.nnz * (sizeof(Value) + sizeof(index_type)) + (csr.rows + 1.0) * sizeof(index_type); }
 
   std::unique_ptr<detail::format_impl<Value>> build(format_id f, cudaStream_t stream)
   {
@@ -321,6 +324,15 @@ struct gpu_matrix<Value>::impl {
     block_in.max_column_step = 0;
     const auto est = predict_bandwidth_model(block_in, params, {f});
     if (!est.empty() && !est[0].feasible) AIJP_THROW(not_supported, est[0].reason);
+  }
+  // A block's format as make_partitioned and the partition builder build it: check_block, then build_format.
+  // `in` and `params` must outlive the factory.
+  static detail::format_factory<Value> block_factory(const prediction_input& in, const bandwidth_model_params& params)
+  {
+    return [&in, &params](format_id f, const detail::build_args<Value>& args) {
+      check_block(f, in, params, args.stats);
+      return build_format<Value>(f, args);
+    };
   }
   // The report and online state of a plan now running the partition `built`, converted in `ms`.
   void finish_partition(const std::vector<detail::built_block>& built, double ms, bool verify);
@@ -541,8 +553,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
     const double t_csr = csr_i >= 0 ? rep.estimates[csr_i].predicted_us : 0.0;
     const double t_choice = choice_i >= 0 ? rep.estimates[choice_i].predicted_us : 0.0;
     const double bytes = choice_i >= 0 ? rep.estimates[choice_i].device_bytes : 0.0;
-    const double csr_bytes = a.nnz * (sizeof(Value) + sizeof(index_type)) + (a.rows + 1.0) * sizeof(index_type);
-    rep.conversion_estimate_us = conversion_estimate_us(choice, bytes, csr_bytes, ctx.model_params().stream_read_gbs);
+    rep.conversion_estimate_us = conversion_estimate_us(choice, bytes, m.csr_bytes(), ctx.model_params().stream_read_gbs);
     rep.saving_us = t_csr > 0 ? t_csr - t_choice : 0;
     if (rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
       rep.deferred = choice;
@@ -780,8 +791,7 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
     // three passes over twice the CSR bytes, plus the fixed cost per block.
     const int csr_i = estimate_index(rep.estimates, format_id::cusparse_csr);
     const double t_csr = csr_i >= 0 ? rep.estimates[csr_i].predicted_us : 0.0;
-    const double csr_bytes = csr.nnz * (sizeof(Value) + sizeof(index_type)) + (csr.rows + 1.0) * sizeof(index_type);
-    rep.conversion_estimate_us = 150.0 * plan.blocks.size() + 6.0 * csr_bytes / (ctx.model_params().stream_read_gbs * 1e3);
+    rep.conversion_estimate_us = 150.0 * plan.blocks.size() + 6.0 * csr_bytes() / (ctx.model_params().stream_read_gbs * 1e3);
     rep.saving_us = t_csr - plan.predicted_us;
     if (late && rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) return false;  // the caller says so
     if (rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
@@ -819,10 +829,7 @@ bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const 
     pending_partition = pending_partition_t{std::move(want), in, params, verify};
     return true;
   }
-  const detail::format_factory<Value> factory = [&](format_id f, const detail::build_args<Value>& args) {
-    check_block(f, in, params, args.stats);
-    return build_format<Value>(f, args);
-  };
+  const detail::format_factory<Value> factory = block_factory(in, params);
   format.reset();  // free the previous layout first, as convert_to does
   try {
     format = detail::make_partitioned<Value>(csr, want, factory, handle, stream, &built);
@@ -1046,8 +1053,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   // (cuSPARSE SELL's first use in a process included). A split is always compared (its verification).
   if ((why == online::explore_reason::beats_candidate || by_own_miss) && on.expected_mults > 0 && on.stream_gbs > 0) {
     const auto& cand = report.estimates[on.runner_up];
-    const double csr_bytes = csr.nnz * (sizeof(Value) + sizeof(index_type)) + (csr.rows + 1.0) * sizeof(index_type);
-    const double cost_us = conversion_estimate_us(cand.format, cand.device_bytes, csr_bytes, on.stream_gbs);
+    const double cost_us = conversion_estimate_us(cand.format, cand.device_bytes, csr_bytes(), on.stream_gbs);
     const double saving_us = report.measured_us - cand.predicted_us;
     if (saving_us * on.expected_mults < cost_us) {
       std::snprintf(line, sizeof(line), "%s measured %.2f us, %.2f us predicted for %s: not tried, it would save at most %.2f us per product over %.0f products and converting costs ~%.0f us",
@@ -1402,7 +1408,7 @@ struct gpu_matrix<Value>::background_job {
     if (run_i < 0) run_i = estimate_index(est, format_id::cusparse_csr);
     const int f_i = estimate_index(est, f);
     const double budget_us = run_i >= 0 ? opts.stage_fraction * est[run_i].predicted_us : 0.0;
-    const double csr_bytes = a.nnz * (sizeof(Value) + sizeof(index_type)) + (a.rows + 1.0) * sizeof(index_type);
+    const double csr_bytes = plan->csr_bytes();
     const double work_us = ((f_i >= 0 ? est[f_i].device_bytes : csr_bytes) + csr_bytes) / (ctx->model_params().stream_read_gbs * 1e3);
     if (!(budget_us > 0) || !(work_us > budget_us)) return a.rows;
     const double parts = std::min(std::ceil(work_us / budget_us), static_cast<double>(max_staged_parts));
@@ -1499,7 +1505,7 @@ struct gpu_matrix<Value>::background_job {
         const bool done = block ? (strips_job.wait(stream), true) : strips_job.poll(stream);
         strips_ms += ms_since(t0);
         if (!done) return false;
-        const auto req = *m.planning_request;
+        const auto& req = *m.planning_request;
         planner = std::make_unique<partition_planner>(std::move(strips_job.result()), m.csr.cols, opts.candidates,
                                                       m.partition_cost(*ctx, req.in, opts.candidates), opts.planner, &m.report.stats,
                                                       m.report.x_sectors_per_nnz);
@@ -1538,11 +1544,7 @@ struct gpu_matrix<Value>::background_job {
           const detail::format_check<Value> check = [&pp](format_id f, const detail::build_args<Value>& args) {
             impl::check_block(f, pp.in, pp.params, args.stats);
           };
-          const detail::format_factory<Value> factory = [&pp](format_id f, const detail::build_args<Value>& args) {
-            impl::check_block(f, pp.in, pp.params, args.stats);
-            return build_format<Value>(f, args);
-          };
-          builder = detail::make_partition_builder<Value>(m.csr, pp.want, factory, check, m.handle, rows_per_part(format_id::sell_delta16),
+          builder = detail::make_partition_builder<Value>(m.csr, pp.want, impl::block_factory(pp.in, pp.params), check, m.handle, rows_per_part(format_id::sell_delta16),
                                                           &partition_built);
           at = stage::building_partition;
           conversion_host_ms += ms_since(t0);

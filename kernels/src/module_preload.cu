@@ -54,8 +54,6 @@ driver_calls find_driver_calls()
 
 }  // namespace
 
-const std::vector<module_anchor>& module_anchors() { return anchors(); }
-
 module_anchor_registrar::module_anchor_registrar(const char* unit, int value_bytes, const void* kernel)
 {
   anchors().push_back({unit, value_bytes, kernel});

@@ -20,9 +20,6 @@ struct module_anchor {
   const void* kernel;   ///< a __global__ function of the unit (host stub address)
 };
 
-/// The anchors registered so far (static initialisation of each unit).
-const std::vector<module_anchor>& module_anchors();
-
 struct module_anchor_registrar {
   module_anchor_registrar(const char* unit, int value_bytes, const void* kernel);
 };
