@@ -1338,6 +1338,7 @@ struct gpu_matrix<Value>::background_job {
   std::vector<double> poll_us;  // host time of each advance that did work
   std::vector<std::string> poll_stage;  // the stage each of them began in (">next" when it moved on)
   const char* part_label = nullptr;     // what the part did, where the stage does several things
+  char part_detail[96] = {};            // part_label's text when it carries numbers
   static const char* stage_name(stage st)
   {
     switch (st) {
@@ -1472,10 +1473,12 @@ struct gpu_matrix<Value>::background_job {
         at = after_step();
         return false;
       case stage::gathering: {
+        const auto t0 = clock_type::now();
         const int stats_phase = stats_job.phase();
         const bool stats_done = stats_job.poll(stream);
         if (stats_job.phase() != stats_phase) part_label = "histogram";
         const bool locality_done = locality.poll();
+        const double gathered_us = 1e3 * ms_since(t0);
         if (!stats_done || !locality_done) {
           if (block) {
             if (!stats_done) stats_job.wait(stream);
@@ -1483,9 +1486,12 @@ struct gpu_matrix<Value>::background_job {
           }
           return false;
         }
-        part_label = "decision";
         gathered = typename impl::gathered_input{stats_job.result(), locality.result(), free_memory};
+        const auto t1 = clock_type::now();
         m.analyze(*ctx, opts, stream, &*gathered);
+        std::snprintf(part_detail, sizeof(part_detail), "decision (read-backs %.0f us, analysis %.0f us)", gathered_us,
+                      1e3 * ms_since(t1));
+        part_label = part_detail;
         changed = true;
         at = after_step();
         return false;

@@ -297,9 +297,14 @@ bool row_stats_job::poll(cudaStream_t stream)
     s.phase = 2;
     return false;
   }
-  std::vector<size_type> hist(s.h_hist.data(), s.h_hist.data() + s.bins);
-  s.result = stats_from_histogram(s.rows, s.cols, hist.data(), s.bins, static_cast<size_type>(s.h_sum[0].n_iter),
-                                  chain_key_nnz(s.h_sum[0].chain));
+  // The occupied lengths only: a matrix with rows of 50000 entries has 50001 bins, nearly all empty, and a
+  // walk over all of them three times took ~0.14 ms of a staged part.
+  std::vector<length_bin> bins;
+  const int* h = s.h_hist.data();
+  for (int len = 0; len < s.bins; ++len) {
+    if (h[len] != 0) bins.push_back({static_cast<index_type>(len), static_cast<size_type>(h[len])});
+  }
+  s.result = stats_from_bins(s.rows, s.cols, bins, static_cast<size_type>(s.h_sum[0].n_iter), chain_key_nnz(s.h_sum[0].chain));
   s.phase = 3;
   return true;
 }

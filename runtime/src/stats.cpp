@@ -9,8 +9,8 @@
 
 namespace aijp {
 
-row_stats stats_from_histogram(size_type rows, size_type cols, const size_type* hist, size_type hist_size,
-                               size_type n_iter_natural, size_type chain_warp_nnz)
+row_stats stats_from_bins(size_type rows, size_type cols, const std::vector<length_bin>& bins, size_type n_iter_natural,
+                          size_type chain_warp_nnz)
 {
   row_stats s;
   s.rows = rows;
@@ -18,27 +18,27 @@ row_stats stats_from_histogram(size_type rows, size_type cols, const size_type* 
   s.n_iter_natural = n_iter_natural;
   s.chain_warp_nnz = chain_warp_nnz;
   if (rows == 0) return s;
-  AIJP_ENSURE(hist_size > 0, error, "row-length histogram is empty for a matrix with rows");
+  AIJP_ENSURE(!bins.empty(), error, "row-length histogram is empty for a matrix with rows");
 
   size_type counted = 0;
   long double sum = 0, sum_sq = 0;
-  s.min_len = -1;
-  for (size_type len = 0; len < hist_size; ++len) {
-    const size_type h = hist[len];
-    if (h == 0) continue;
-    counted += h;
-    sum += static_cast<long double>(h) * len;
-    sum_sq += static_cast<long double>(h) * len * len;
-    if (s.min_len < 0) s.min_len = static_cast<index_type>(len);
-    s.max_len = static_cast<index_type>(len);
-    if (h > s.mode_count) {
-      s.mode_count = h;
-      s.mode_len = static_cast<index_type>(len);
+  index_type prev = -1;
+  for (const length_bin& b : bins) {
+    AIJP_ENSURE(b.len > prev && b.rows > 0, error, "row-length bins are not increasing and non-empty");
+    prev = b.len;
+    counted += b.rows;
+    sum += static_cast<long double>(b.rows) * b.len;
+    sum_sq += static_cast<long double>(b.rows) * b.len * b.len;
+    if (b.rows > s.mode_count) {
+      s.mode_count = b.rows;
+      s.mode_len = b.len;
     }
   }
   AIJP_ENSURE(counted == rows, error, "row-length histogram does not add up to the number of rows");
+  s.min_len = bins.front().len;
+  s.max_len = bins.back().len;
   s.nnz = static_cast<size_type>(sum);
-  s.empty_rows = hist[0];
+  s.empty_rows = bins.front().len == 0 ? bins.front().rows : 0;
   s.mean = static_cast<double>(sum / rows);
   const long double var = sum_sq / rows - (sum / rows) * (sum / rows);
   s.stddev = static_cast<double>(std::sqrt(std::max<long double>(var, 0)));
@@ -47,19 +47,31 @@ row_stats stats_from_histogram(size_type rows, size_type cols, const size_type* 
   // Sorted order (decreasing length): with c(L) = rows of length >= L, the rows of length L occupy
   // positions [c(L+1), c(L)); a warp starts every 32 positions, and its longest row is the first one.
   // Bell-Garland HYB width: c(K) is non-increasing, so K = the number of K >= 1 with c(K) >= threshold.
+  // c changes only at occupied lengths, so walking those alone gives the same sums and the same K.
   const size_type threshold = std::max<size_type>(4096, rows / 3);
   const auto warps_before = [](size_type c) { return (c + stats_warp_size - 1) / stats_warp_size; };
   size_type c_next = 0;  // c(L+1)
-  for (size_type len = hist_size - 1; len >= 1; --len) {
-    const size_type c = c_next + hist[len];
-    s.n_iter_sorted += len * (warps_before(c) - warps_before(c_next));
-    if (c >= threshold && s.hyb_ell_width == 0) s.hyb_ell_width = static_cast<index_type>(len);
+  for (auto b = bins.rbegin(); b != bins.rend() && b->len >= 1; ++b) {
+    const size_type c = c_next + b->rows;
+    s.n_iter_sorted += b->len * (warps_before(c) - warps_before(c_next));
+    if (c >= threshold && s.hyb_ell_width == 0) s.hyb_ell_width = b->len;
     c_next = c;
   }
-  for (size_type len = s.hyb_ell_width + 1; len < hist_size; ++len) {
-    s.hyb_coo_nnz += hist[len] * (len - s.hyb_ell_width);
+  for (const length_bin& b : bins) {
+    if (b.len > s.hyb_ell_width) s.hyb_coo_nnz += b.rows * (b.len - s.hyb_ell_width);
   }
   return s;
+}
+
+row_stats stats_from_histogram(size_type rows, size_type cols, const size_type* hist, size_type hist_size,
+                               size_type n_iter_natural, size_type chain_warp_nnz)
+{
+  std::vector<length_bin> bins;
+  for (size_type len = 0; len < hist_size; ++len) {
+    AIJP_ENSURE(hist[len] >= 0, error, "negative count in the row-length histogram");
+    if (hist[len] > 0) bins.push_back({static_cast<index_type>(len), hist[len]});
+  }
+  return stats_from_bins(rows, cols, bins, n_iter_natural, chain_warp_nnz);
 }
 
 template <typename Value>

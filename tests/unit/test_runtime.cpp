@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <map>
 
 #include <cmath>
@@ -103,6 +105,49 @@ TEST(RowStats, BellGarlandHybWidth)
   s = aijp::compute_row_stats(with_lengths(len2, 16).view());
   EXPECT_EQ(s.hyb_ell_width, 1);  // only 3000 < 4096 rows reach length 2
   EXPECT_EQ(s.hyb_coo_nnz, 3000 * 9);
+}
+
+// The statistics walk only the occupied lengths (stats_from_bins); checked against their definitions,
+// computed from the sorted row lengths, on matrices with a few very long rows (nearly all bins empty).
+TEST(RowStats, SparseHistogramMatchesDefinitions)
+{
+  for (unsigned seed = 1; seed <= 6; ++seed) {
+    std::vector<int> len(9000 + 1000 * seed);
+    unsigned x = seed * 2654435761u;
+    for (auto& l : len) {
+      x = x * 1664525u + 1013904223u;
+      l = (x >> 28) % 3 == 0 ? 0 : 3 + (x >> 24) % 5;
+    }
+    for (int k = 0; k < static_cast<int>(seed) * 7; ++k) len[(k * 977) % len.size()] = 20000 + 1000 * (k % 3);
+    const auto s = aijp::compute_row_stats(with_lengths(len, 30000).view());
+
+    std::vector<int> sorted = len;
+    std::sort(sorted.begin(), sorted.end(), std::greater<int>());
+    long long n_iter_sorted = 0, nnz = 0;
+    for (std::size_t w = 0; w < sorted.size(); w += 32) n_iter_sorted += sorted[w];
+    for (int l : len) nnz += l;
+    const long long threshold = std::max<long long>(4096, static_cast<long long>(len.size()) / 3);
+    int k = 0;  // Bell-Garland: the largest K with at least `threshold` rows of length >= K
+    while (k + 1 <= sorted.front() && static_cast<long long>(std::count_if(len.begin(), len.end(), [&](int l) { return l >= k + 1; })) >= threshold) ++k;
+    long long coo = 0;
+    for (int l : len) coo += std::max(0, l - k);
+    std::map<int, long long> count;
+    for (int l : len) ++count[l];
+    auto mode = std::max_element(count.begin(), count.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+
+    EXPECT_EQ(s.nnz, nnz) << seed;
+    EXPECT_EQ(s.n_iter_sorted, n_iter_sorted) << seed;
+    EXPECT_EQ(s.hyb_ell_width, k) << seed;
+    EXPECT_EQ(s.hyb_coo_nnz, coo) << seed;
+    EXPECT_EQ(s.mode_len, mode->first) << seed;
+    EXPECT_EQ(s.mode_count, mode->second) << seed;
+    EXPECT_EQ(s.min_len, sorted.back()) << seed;
+    EXPECT_EQ(s.max_len, sorted.front()) << seed;
+    EXPECT_EQ(s.empty_rows, count[0]) << seed;
+  }
+  // Bins out of order or empty are refused.
+  EXPECT_THROW(aijp::stats_from_bins(3, 3, {{2, 1}, {1, 2}}, 0), aijp::error);
+  EXPECT_THROW(aijp::stats_from_bins(3, 3, {{1, 3}, {2, 0}}, 0), aijp::error);
 }
 
 TEST(RowStats, NoRowsAndBadRowPointer)
