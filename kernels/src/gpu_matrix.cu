@@ -1338,7 +1338,7 @@ struct gpu_matrix<Value>::background_job {
   std::vector<double> poll_us;  // host time of each advance that did work
   std::vector<std::string> poll_stage;  // the stage each of them began in (">next" when it moved on)
   const char* part_label = nullptr;     // what the part did, where the stage does several things
-  char part_detail[96] = {};            // part_label's text when it carries numbers
+  char part_detail[128] = {};            // part_label's text when it carries numbers
   static const char* stage_name(stage st)
   {
     switch (st) {
@@ -1489,8 +1489,8 @@ struct gpu_matrix<Value>::background_job {
         gathered = typename impl::gathered_input{stats_job.result(), locality.result(), free_memory};
         const auto t1 = clock_type::now();
         m.analyze(*ctx, opts, stream, &*gathered);
-        std::snprintf(part_detail, sizeof(part_detail), "decision (read-backs %.0f us, analysis %.0f us)", gathered_us,
-                      1e3 * ms_since(t1));
+        std::snprintf(part_detail, sizeof(part_detail), "decision (read-backs %.0f us, analysis %.0f us, of which the choice %.0f us)",
+                      gathered_us, 1e3 * ms_since(t1), 1e3 * m.report.analysis_ms);
         part_label = part_detail;
         changed = true;
         at = after_step();

@@ -1,6 +1,8 @@
-// Row-length statistics on the device: one pass for the per-warp maxima (N_iter, Eq. 1) and the maximum,
-// then a CUB histogram of the row lengths; the O(max_len) histogram tail is finished on the host by the
-// same code as the host reference (aijp::stats_from_histogram), so both agree exactly.
+// Row-length statistics on the device: one pass for the per-warp maxima (N_iter, Eq. 1), the maximum and
+// the number of long rows, then a CUB histogram of the row lengths below long_row_length and the list of
+// the long rows' lengths (when they are few; otherwise the histogram covers every length). The occupied
+// lengths are finished on the host by the same code as the host reference (aijp::stats_from_bins), so both
+// agree exactly.
 #include <aijpredict/gpu_matrix.hpp>
 
 #include "cuda_check.hpp"
@@ -15,7 +17,9 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
+#include <algorithm>
 #include <climits>
+#include <string>
 #include <vector>
 
 namespace aijp {
@@ -29,9 +33,17 @@ struct row_length_op {
 
 struct warp_summary {
   unsigned long long n_iter;
-  unsigned long long chain;  // chain_key of the longest row's group
+  unsigned long long chain;      // chain_key of the longest row's group
+  unsigned long long long_rows;  // rows of long_row_length entries or more
   int max_len;
 };
+
+// Rows this long or longer are listed rather than binned, up to max_listed_rows of them. A histogram of
+// one bin per length up to 50000 (the circuit stack's dense rows) needed CUB's global-memory privatised
+// bins: megabytes of temporary storage and a host walk over 50001 bins, ~0.25 ms of a staged part on the
+// H100 (bench/results/2026-11-24_h100_session16_short_solves_trace.txt); 256 bins stay in shared memory.
+constexpr int long_row_length = 256;
+constexpr unsigned long long max_listed_rows = 4096;
 
 // One thread per row; the warp's longest row is added to N_iter (rows grouped by 32 in natural order, as
 // in Eq. 1: the warp of the kernel and the warp of the statistic coincide because blockDim % 32 == 0).
@@ -42,10 +54,11 @@ constexpr int warp_max_block = 256;
 __global__ void __launch_bounds__(warp_max_block) warp_max_kernel(size_type rows, const index_type* __restrict__ row_ptr, warp_summary* out)
 {
   constexpr int warps = warp_max_block / 32;
-  __shared__ unsigned long long s_iter[warps], s_chain[warps];
+  __shared__ unsigned long long s_iter[warps], s_chain[warps], s_long[warps];
   __shared__ int s_max[warps];
   const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int len = r < rows ? row_ptr[r + 1] - row_ptr[r] : 0;
+  const unsigned long long long_here = __popc(__ballot_sync(0xffffffffu, len >= long_row_length));
   int m = len;
   unsigned long long sum = static_cast<unsigned long long>(len);
   for (int off = 16; off > 0; off /= 2) {
@@ -57,13 +70,16 @@ __global__ void __launch_bounds__(warp_max_block) warp_max_kernel(size_type rows
     s_iter[warp] = static_cast<unsigned long long>(m);
     s_max[warp] = m;
     s_chain[warp] = m > 0 ? chain_key(m, sum) : 0ull;
+    s_long[warp] = long_here;
   }
   __syncthreads();
   if (warp == 0) {
     unsigned long long it = lane < warps ? s_iter[lane] : 0ull, ch = lane < warps ? s_chain[lane] : 0ull;
+    unsigned long long lg = lane < warps ? s_long[lane] : 0ull;
     int mx = lane < warps ? s_max[lane] : 0;
     for (int off = 16; off > 0; off /= 2) {
       it += __shfl_xor_sync(0xffffffffu, it, off);
+      lg += __shfl_xor_sync(0xffffffffu, lg, off);
       ch = max(ch, __shfl_xor_sync(0xffffffffu, ch, off));
       mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, off));
     }
@@ -71,8 +87,25 @@ __global__ void __launch_bounds__(warp_max_block) warp_max_kernel(size_type rows
       atomicAdd(&out->n_iter, it);
       atomicMax(&out->max_len, mx);
       atomicMax(&out->chain, ch);
+      if (lg > 0) atomicAdd(&out->long_rows, lg);
     }
   }
+}
+
+// The lengths of the rows of long_row_length entries or more, in any order: list[0] counts them (one
+// atomic per warp), list[1 + k] holds the k-th found.
+__global__ void __launch_bounds__(warp_max_block) long_rows_kernel(size_type rows, const index_type* __restrict__ row_ptr, int* list)
+{
+  const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int len = r < rows ? row_ptr[r + 1] - row_ptr[r] : 0;
+  const bool is_long = len >= long_row_length;
+  const unsigned mask = __ballot_sync(0xffffffffu, is_long);
+  if (mask == 0) return;
+  const int lane = threadIdx.x % 32;
+  int base = 0;
+  if (lane == 0) base = atomicAdd(list, __popc(mask));
+  base = __shfl_sync(0xffffffffu, base, 0);
+  if (is_long) list[1 + base + __popc(mask & ((1u << lane) - 1u))] = len;
 }
 
 // Strip summaries (planner.hpp): one block per strip; the block's threads stride over the strip's rows so
@@ -239,10 +272,13 @@ struct row_stats_job::state {
   int phase = 0;  // 0: not started, 1: per-warp pass in flight, 2: histogram in flight, 3: done
   scratch_buffer<warp_summary> d_sum;
   scratch_buffer<int> d_hist;
+  scratch_buffer<int> d_long;  // long_rows_kernel's list
   scratch_buffer<unsigned char> temp;
   pinned_buffer<warp_summary> h_sum{1};
   pinned_buffer<int> h_hist;
-  int bins = 0;
+  pinned_buffer<int> h_long;
+  int bins = 0;       // lengths 0..bins-1 are binned
+  int listed = 0;     // rows listed (lengths >= bins), 0 when the bins cover every length
   poll_event event;
   row_stats result;
   ~state() { event.settle(); }  // the pooled blocks go back to the pool: nothing issued may still use them
@@ -281,8 +317,20 @@ bool row_stats_job::poll(cudaStream_t stream)
   if (s.phase == 3) return true;
   if (!s.event.done()) return false;
   if (s.phase == 1) {
-    // Bins of width one for lengths 0..max_len.
-    s.bins = s.h_sum[0].max_len + 1;
+    // Bins of width one for lengths 0..max_len; the long rows listed instead when they are few.
+    const warp_summary& sum = s.h_sum[0];
+    const bool list = sum.max_len >= long_row_length && sum.long_rows <= max_listed_rows;
+    s.bins = list ? long_row_length : sum.max_len + 1;
+    s.listed = list ? static_cast<int>(sum.long_rows) : 0;
+    if (list) {
+      s.d_long.resize(static_cast<std::size_t>(s.listed) + 1);
+      AIJP_CUDA_CHECK(cudaMemsetAsync(s.d_long.data(), 0, sizeof(int), stream));
+      const auto grid = static_cast<unsigned>((s.rows + warp_max_block - 1) / warp_max_block);
+      long_rows_kernel<<<grid, warp_max_block, 0, stream>>>(s.rows, s.row_ptr, s.d_long.data());
+      AIJP_CHECK_LAUNCH();
+      s.h_long.resize(static_cast<std::size_t>(s.listed) + 1);
+      AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_long.data(), s.d_long.data(), (s.listed + 1) * sizeof(int), cudaMemcpyDeviceToHost, stream));
+    }
     auto lengths = thrust::make_transform_iterator(thrust::counting_iterator<index_type>(0), row_length_op{s.row_ptr});
     s.d_hist.resize(s.bins);
     std::size_t temp_bytes = 0;
@@ -297,12 +345,23 @@ bool row_stats_job::poll(cudaStream_t stream)
     s.phase = 2;
     return false;
   }
-  // The occupied lengths only: a matrix with rows of 50000 entries has 50001 bins, nearly all empty, and a
-  // walk over all of them three times took ~0.14 ms of a staged part.
+  // The occupied lengths: the binned ones, then the listed ones in increasing order.
   std::vector<length_bin> bins;
   const int* h = s.h_hist.data();
   for (int len = 0; len < s.bins; ++len) {
     if (h[len] != 0) bins.push_back({static_cast<index_type>(len), static_cast<size_type>(h[len])});
+  }
+  if (s.listed > 0) {
+    AIJP_ENSURE(s.h_long[0] == s.listed, error, "long rows listed: " + std::to_string(s.h_long[0]) + " of " + std::to_string(s.listed));
+    std::vector<int> lengths(s.h_long.data() + 1, s.h_long.data() + 1 + s.listed);
+    std::sort(lengths.begin(), lengths.end());
+    for (int len : lengths) {
+      if (!bins.empty() && bins.back().len == len) {
+        ++bins.back().rows;
+      } else {
+        bins.push_back({static_cast<index_type>(len), 1});
+      }
+    }
   }
   s.result = stats_from_bins(s.rows, s.cols, bins, static_cast<size_type>(s.h_sum[0].n_iter), chain_key_nnz(s.h_sum[0].chain));
   s.phase = 3;

@@ -23,6 +23,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -198,6 +199,37 @@ TEST_F(GpuTest, DeviceStatisticsMatchHostOnSkewedMatrix)
   }
   aijp::gpu_matrix<double> m(shared_context(), a.view(), aijp::plan_options{}, nullptr);
   expect_same_stats(m.report().stats, aijp::compute_row_stats(a.view()), "skewed");
+}
+
+// Rows of 256 entries or more are listed rather than binned when at most 4096 of them exist (stats.cu);
+// both sides of both limits give the host reference's statistics exactly: lengths 255/256, repeated and
+// distinct long lengths, 4096 and 4097 long rows.
+TEST_F(GpuTest, DeviceStatisticsListOrBinLongRows)
+{
+  const auto make = [](aijp::size_type rows, aijp::size_type long_rows, int variety) {
+    aijp::csr_matrix<double> a;
+    a.rows = rows;
+    a.cols = 3000;
+    const aijp::size_type stride = rows / long_rows;
+    for (aijp::size_type r = 0; r < rows; ++r) {
+      const bool is_long = r % stride == 0 && r / stride < long_rows;
+      const int len = is_long ? 256 + static_cast<int>((r / stride) % variety) * 7 : static_cast<int>((r * 13) % 256);
+      for (int k = 0; k < len; ++k) {
+        a.col_idx.push_back(k);
+        a.values.push_back(1.0);
+      }
+      a.row_ptr.push_back(static_cast<aijp::index_type>(a.col_idx.size()));
+    }
+    return a;
+  };
+  for (const auto& c : {std::make_tuple(20000, 1, 1), std::make_tuple(20000, 37, 5), std::make_tuple(40000, 4096, 300),
+                        std::make_tuple(40000, 4097, 300), std::make_tuple(40000, 9000, 2)}) {
+    const auto a = make(std::get<0>(c), std::get<1>(c), std::get<2>(c));
+    const auto want = aijp::compute_row_stats(a.view());
+    ASSERT_GE(want.max_len, 256);
+    aijp::gpu_matrix<double> m(shared_context(), a.view(), aijp::plan_options{}, nullptr);
+    expect_same_stats(m.report().stats, want, "long rows " + std::to_string(std::get<1>(c)));
+  }
 }
 
 // The warm-up's device generator: a block of long rows on top of short ones has exactly the lengths asked

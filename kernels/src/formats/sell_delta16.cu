@@ -118,17 +118,17 @@ class sell_delta16 final : public format_impl<Value> {
     if (rows_ == 0) return;
     if (beta == Value(0)) {
       sell_delta16_spmv<Value, true><<<grid_for(rows_), block_size, 0, stream>>>(
-          rows_, slice_ptr_.data(), first_col_.data(), delta_.data(), val_.data(), alpha, x, beta, y);
+          rows_, slice_ptr_.data(), first_col_, delta_, val_, alpha, x, beta, y);
     } else {
       sell_delta16_spmv<Value, false><<<grid_for(rows_), block_size, 0, stream>>>(
-          rows_, slice_ptr_.data(), first_col_.data(), delta_.data(), val_.data(), alpha, x, beta, y);
+          rows_, slice_ptr_.data(), first_col_, delta_, val_, alpha, x, beta, y);
     }
     AIJP_CHECK_LAUNCH();
   }
 
   size_type device_bytes() const override
   {
-    return static_cast<size_type>(slice_ptr_.bytes() + first_col_.bytes() + delta_.bytes() + val_.bytes());
+    return static_cast<size_type>(slice_ptr_.bytes() + arrays_.bytes());
   }
 
  private:
@@ -143,21 +143,34 @@ class sell_delta16 final : public format_impl<Value> {
     const unsigned grid = grid_for(last - first);
     if (with_columns) {
       delta16_fill<Value, true><<<grid, block_size, 0, stream>>>(rows_, first, last, a.row_ptr.data(), a.col_idx.data(),
-                                                                  a.values.data(), slice_ptr_.data(), first_col_.data(),
-                                                                  delta_.data(), val_.data(), bad);
+                                                                  a.values.data(), slice_ptr_.data(), first_col_, delta_,
+                                                                  val_, bad);
     } else {
       delta16_fill<Value, false><<<grid, block_size, 0, stream>>>(rows_, first, last, a.row_ptr.data(), a.col_idx.data(),
-                                                                   a.values.data(), slice_ptr_.data(), first_col_.data(),
-                                                                   delta_.data(), val_.data(), nullptr);
+                                                                   a.values.data(), slice_ptr_.data(), first_col_, delta_,
+                                                                   val_, nullptr);
     }
     AIJP_CHECK_LAUNCH();
   }
 
   size_type rows_;
   device_buffer<long long> slice_ptr_;
-  device_buffer<index_type> first_col_;  // first column of each row, -1 for an empty row
-  device_buffer<delta_type> delta_;
-  device_buffer<Value> val_;
+  // The three arrays in one allocation: a cudaMalloc costs ~0.1 ms whatever its size (1 to 512 MiB on the
+  // H100, bench/results/2026-11-24_h100_session16_alloc_cost.txt), one staged part each before.
+  void allocate(std::size_t padded)
+  {
+    const auto aligned = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
+    const std::size_t val_bytes = aligned(padded * sizeof(Value));
+    const std::size_t delta_bytes = aligned(padded * sizeof(delta_type));
+    arrays_.resize(val_bytes + delta_bytes + static_cast<std::size_t>(rows_) * sizeof(index_type));
+    val_ = reinterpret_cast<Value*>(arrays_.data());
+    delta_ = reinterpret_cast<delta_type*>(arrays_.data() + val_bytes);
+    first_col_ = reinterpret_cast<index_type*>(arrays_.data() + val_bytes + delta_bytes);
+  }
+  device_buffer<unsigned char> arrays_;
+  Value* val_ = nullptr;
+  delta_type* delta_ = nullptr;
+  index_type* first_col_ = nullptr;  // first column of each row, -1 for an empty row
 };
 
 // Phases: 0 slice offsets and the read-back of the padded size; 1 waits for it, allocates, then fills like
@@ -194,19 +207,11 @@ class sell_delta16_builder final : public format_builder<Value> {
         return false;
       }
       case 1: {
-        // One array per call when split: a cudaMalloc of a large array maps its pages, so a staged
-        // conversion spreads them over products (the values, the deltas, then the first columns with the
-        // first fill); all at once when the builder fills in one part.
+        // The layout's one allocation, in a part of its own when split (then the fills).
         if (!event_.done()) return false;
-        const auto padded = static_cast<std::size_t>(host_[0]);
-        while (allocated_ < 3) {
-          if (allocated_ == 0) m.val_.resize(padded);
-          if (allocated_ == 1) m.delta_.resize(padded);
-          if (allocated_ == 2) m.first_col_.resize(static_cast<std::size_t>(m.rows_));
-          ++allocated_;
-          if (allocated_ < 3 && !whole_) return false;
-        }
+        m.allocate(static_cast<std::size_t>(host_[0]));
         phase_ = 2;
+        if (!whole_) return false;
         [[fallthrough]];
       }
       case 2: {
@@ -254,7 +259,6 @@ class sell_delta16_builder final : public format_builder<Value> {
   size_type next_ = 0;
   int phase_ = 0;
   int issued_ = 0;
-  int allocated_ = 0;  // of the three layout arrays
   bool whole_ = false;  // one fill: everything in as few calls as possible
   scratch_buffer<unsigned long long> bad_;
   scratch_buffer<unsigned char> scan_temp_;
