@@ -24,10 +24,11 @@ namespace aijp {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-double ms_since(clock_type::time_point t0)
+double ms_between(clock_type::time_point t0, clock_type::time_point t1)
 {
-  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+  return std::chrono::duration<double, std::milli>(t1 - t0).count();
 }
+double ms_since(clock_type::time_point t0) { return ms_between(t0, clock_type::now()); }
 
 // cuSPARSE loads the kernels of its sliced-ELL SpMV at their first use in a process (lazy loading inside the
 // library, out of reach of the context's preload, module_preload.hpp): its first product cost 5.4, 12.0 and
@@ -459,7 +460,10 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   in.columns_sorted = cs.unsorted_rows == 0;
   in.max_column_step = cs.max_step;
   in.free_memory_bytes = free_memory;
+  const auto t_predict = clock_type::now();
   rep.estimates = estimate_block(ctx, in, rep.stats, opts.candidates);
+  const auto t_online = clock_type::now();
+  rep.predict_us = 1e3 * ms_between(t_predict, t_online);
   m.on.parked.reset();
   m.on.corr = opts.online ? ctx.online_corrections() : nullptr;
   m.on.policy = opts.online_policy;
@@ -480,6 +484,8 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
       e.predicted_us *= f;
     }
   }
+  const auto t_choice = clock_type::now();
+  rep.online_us = 1e3 * ms_between(t_online, t_choice);
   int best = select_best(rep.estimates);
   // Exploit before exploring: a format measured on this very matrix is kept over one never measured on it
   // unless the latter is predicted faster by more than the exploration margin; bounded exploration (at
@@ -541,6 +547,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
     rep.decision = "no candidate format is feasible: cuSPARSE CSR";
   }
   rep.analysis_ms = ms_since(t0);
+  rep.choice_us = 1e3 * ms_since(t_choice);
   rep.analyzed = true;
   m.on.runner_up = -1;  // a partition sets its own (build_partition)
   m.on.may_explore = false;
@@ -1338,7 +1345,7 @@ struct gpu_matrix<Value>::background_job {
   std::vector<double> poll_us;  // host time of each advance that did work
   std::vector<std::string> poll_stage;  // the stage each of them began in (">next" when it moved on)
   const char* part_label = nullptr;     // what the part did, where the stage does several things
-  char part_detail[128] = {};            // part_label's text when it carries numbers
+  char part_detail[160] = {};            // part_label's text when it carries numbers
   static const char* stage_name(stage st)
   {
     switch (st) {
@@ -1489,8 +1496,8 @@ struct gpu_matrix<Value>::background_job {
         gathered = typename impl::gathered_input{stats_job.result(), locality.result(), free_memory};
         const auto t1 = clock_type::now();
         m.analyze(*ctx, opts, stream, &*gathered);
-        std::snprintf(part_detail, sizeof(part_detail), "decision (read-backs %.0f us, analysis %.0f us, of which the choice %.0f us)",
-                      gathered_us, 1e3 * ms_since(t1), 1e3 * m.report.analysis_ms);
+        std::snprintf(part_detail, sizeof(part_detail), "decision (read-backs %.0f us, analysis %.0f us: predictions %.0f, online %.0f, choice %.0f)",
+                      gathered_us, 1e3 * ms_since(t1), m.report.predict_us, m.report.online_us, m.report.choice_us);
         part_label = part_detail;
         changed = true;
         at = after_step();
@@ -1747,6 +1754,13 @@ template <typename Value>
 bool gpu_matrix<Value>::background_running() const
 {
   return job_ != nullptr;
+}
+
+template <typename Value>
+std::string gpu_matrix<Value>::staged_last_part() const
+{
+  if (!job_ || job_->poll_stage.empty()) return {};
+  return job_->poll_stage.back();
 }
 
 template <typename Value>

@@ -116,6 +116,8 @@ struct plan_report {
   std::string model_source;    ///< which model ranked the formats
   double upload_ms = 0.0;      ///< host -> device copy of the CSR arrays
   double analysis_ms = 0.0;    ///< statistics + prediction
+  /// The analysis' host time after its statistics (us): the predictions, the online corrections, the choice.
+  double predict_us = 0.0, online_us = 0.0, choice_us = 0.0;
   double conversion_ms = 0.0;  ///< building the chosen layout
   /// Wall time of the last step that ran in the background (gpu_matrix::start_background), from its start
   /// to its end on the worker thread; the products ran the previous plan meanwhile. 0: none did.
@@ -238,6 +240,9 @@ class gpu_matrix {
   bool finish_background(cudaStream_t stream, bool* changed = nullptr);
   /// A step started by start_background has not been installed yet.
   bool background_running() const;
+  /// A staged step not installed yet: its last part's stage, as plan_report::staged_poll_stage names it
+  /// (empty otherwise). For a report of a slow product.
+  std::string staged_last_part() const;
 
   /// Same sparsity pattern, new values (host array of nnz entries in the CSR order given at construction).
   void update_values(const Value* host_values, cudaStream_t stream);
