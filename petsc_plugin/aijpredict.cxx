@@ -741,7 +741,9 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
     const auto   part = [&](int a, int b) { return std::chrono::duration<double, std::milli>(t[b] - t[a]).count(); };
     const double ms   = part(0, 3);
     if (ms > 0.25) {
-      const std::string stage = p->gpu->staged_last_part();
+      std::string stage = p->gpu->staged_last_part();
+      const auto &ex = p->gpu->report().exploration;
+      if (ex && !ex->finished) stage += std::string(stage.empty() ? "" : "; ") + "exploring " + aijp::format_name(ex->to);
       PetscCall(PetscInfo(A, "aijpredict: product %" PetscInt_FMT " took %.3f ms of host time (reuse step %.3f, product %.3f, staged step %.3f%s%s)\n", p->mults, ms, part(0, 1), part(1, 2), part(2, 3), stage.empty() ? "" : ": ", stage.c_str()));
     }
   }

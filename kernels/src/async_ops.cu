@@ -1,4 +1,4 @@
-// block_pool (async_ops.hpp): page-locked host and device blocks kept for reuse.
+// block_pool and event_pool (async_ops.hpp): page-locked host and device blocks, and events, kept for reuse.
 #include "async_ops.hpp"
 
 #include <map>
@@ -87,6 +87,85 @@ void block_pool::reserve(std::size_t bytes, int count)
     blocks.emplace_back(acquire(bytes, &size), size);
   }
   for (const auto& b : blocks) release(b.first, b.second);
+}
+
+struct event_pool::impl {
+  std::mutex mutex;
+  std::map<int, std::vector<cudaEvent_t>> free;  // by device
+  std::vector<std::pair<int, cudaEvent_t>> all;
+};
+
+event_pool& event_pool::instance(event_kind kind)
+{
+  static event_pool timing(event_kind::timing);
+  static event_pool no_timing(event_kind::no_timing);
+  return kind == event_kind::timing ? timing : no_timing;
+}
+
+event_pool::impl& event_pool::get()
+{
+  static std::once_flag once[2];
+  std::call_once(once[kind_ == event_kind::no_timing], [this] { impl_ = new impl; });
+  return *impl_;
+}
+
+event_pool::~event_pool()
+{
+  // At exit the CUDA runtime may already be torn down: the errors are ignored.
+  if (!impl_) return;
+  for (const auto& e : impl_->all) (void)cudaEventDestroy(e.second);
+  delete impl_;
+}
+
+cudaEvent_t event_pool::acquire()
+{
+  impl& m = get();
+  int device = 0;
+  AIJP_CUDA_CHECK(cudaGetDevice(&device));
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto& list = m.free[device];
+    if (!list.empty()) {
+      cudaEvent_t e = list.back();
+      list.pop_back();
+      return e;
+    }
+  }
+  cudaEvent_t e = nullptr;
+  // Timing events: default flags (no blocking sync); the others also without timing, which records faster.
+  AIJP_CUDA_CHECK(cudaEventCreateWithFlags(&e, kind_ == event_kind::timing ? cudaEventDefault : cudaEventDisableTiming));
+  std::lock_guard<std::mutex> lock(m.mutex);
+  try {
+    m.all.emplace_back(device, e);
+  } catch (...) {
+    (void)cudaEventDestroy(e);
+    throw;
+  }
+  return e;
+}
+
+void event_pool::release(int device, cudaEvent_t e) noexcept
+{
+  impl& m = get();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  try {
+    m.free[device].push_back(e);
+  } catch (...) {  // out of host memory for the list: the event stays created, unused
+  }
+}
+
+void event_pool::reserve(int count)
+{
+  int device = 0;
+  AIJP_CUDA_CHECK(cudaGetDevice(&device));
+  std::vector<cudaEvent_t> events;
+  try {
+    for (int i = 0; i < count; ++i) events.push_back(acquire());
+  } catch (...) {
+    for (cudaEvent_t e : events) release(device, e);
+    throw;
+  }
+  for (cudaEvent_t e : events) release(device, e);
 }
 
 }  // namespace aijp::detail

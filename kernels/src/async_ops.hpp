@@ -80,19 +80,47 @@ using pinned_buffer = pool_buffer<T, pool_kind::pinned_host>;
 template <typename T>
 using scratch_buffer = pool_buffer<T, pool_kind::device>;
 
+/// Process-wide reuse of CUDA events, per device: creating one costs ~1-2 us, and a plan's timer holds 64
+/// (spmv_timer), which took 55-116 us of a staged step's decision part on the H100
+/// (bench/results/2026-11-24_h100_session16_short_solves_trace.txt). An event goes back to the pool even
+/// while recorded work is pending: its next owner records it again before it reads it. Thread-safe.
+enum class event_kind { timing, no_timing };
+class event_pool {
+ public:
+  static event_pool& instance(event_kind kind);
+  /// An event of the current device.
+  cudaEvent_t acquire();
+  void release(int device, cudaEvent_t e) noexcept;
+  /// Creates `count` events of the current device ahead (a context does it once, outside the products).
+  void reserve(int count);
+  ~event_pool();
+  event_pool(const event_pool&) = delete;
+  event_pool& operator=(const event_pool&) = delete;
+
+ private:
+  explicit event_pool(event_kind kind) : kind_(kind) {}
+  struct impl;
+  event_kind kind_;
+  impl* impl_ = nullptr;
+  impl& get();
+};
+
 /// An event marking where a stream's read-back ends: done() polls it, wait() blocks.
 class poll_event {
  public:
   poll_event() = default;
   ~poll_event()
   {
-    if (event_) (void)cudaEventDestroy(event_);
+    if (event_) event_pool::instance(event_kind::no_timing).release(device_, event_);
   }
   poll_event(const poll_event&) = delete;
   poll_event& operator=(const poll_event&) = delete;
   void record(cudaStream_t stream)
   {
-    if (!event_) AIJP_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    if (!event_) {
+      AIJP_CUDA_CHECK(cudaGetDevice(&device_));
+      event_ = event_pool::instance(event_kind::no_timing).acquire();
+    }
     AIJP_CUDA_CHECK(cudaEventRecord(event_, stream));
   }
   /// Whether the work before record() has completed (true when nothing was recorded).
@@ -120,6 +148,7 @@ class poll_event {
 
  private:
   cudaEvent_t event_ = nullptr;
+  int device_ = 0;
 };
 
 }  // namespace aijp::detail

@@ -407,6 +407,9 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(65536, 2);
   detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(262144, 1);
   detail::block_pool::instance(detail::pool_kind::device).reserve(262144, 1);
+  // The event pairs of two plans' timers (the running one and one being built) and the staged jobs' events.
+  detail::event_pool::instance(detail::event_kind::timing).reserve(2 * 2 * 32);
+  detail::event_pool::instance(detail::event_kind::no_timing).reserve(16);
   preload_ = preload_kernels(opts.preload);
   detail::preload_analysis_kernels();
   if (opts.model != "placeholder") (void)model::make_model(opts.model);  // an unknown name is an error

@@ -1,4 +1,5 @@
-// Owning, move-only device allocation (cudaMalloc/cudaFree); no-throw release in the destructor.
+// Owning, move-only device allocation (cudaMalloc/cudaFree); no-throw release in the destructor. A
+// borrowed buffer (device_buffer::borrow) names part of another allocation and frees nothing.
 #pragma once
 
 #include "cuda_check.hpp"
@@ -16,21 +17,35 @@ class device_buffer {
   ~device_buffer() { release(); }
   device_buffer(const device_buffer&) = delete;
   device_buffer& operator=(const device_buffer&) = delete;
-  device_buffer(device_buffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  device_buffer(device_buffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)), owned_(std::exchange(o.owned_, true))
+  {
+  }
   device_buffer& operator=(device_buffer&& o) noexcept
   {
     if (this != &o) {
       release();
       ptr_ = std::exchange(o.ptr_, nullptr);
       size_ = std::exchange(o.size_, 0);
+      owned_ = std::exchange(o.owned_, true);
     }
     return *this;
+  }
+
+  /// `count` elements at `p`, inside an allocation someone else owns and keeps alive longer than this.
+  static device_buffer borrow(T* p, std::size_t count)
+  {
+    device_buffer b;
+    b.ptr_ = p;
+    b.size_ = count;
+    b.owned_ = false;
+    return b;
   }
 
   /// Discards the contents; allocates at least one element so the pointer is never null.
   void resize(std::size_t count)
   {
-    if (count == size_ && ptr_) return;
+    if (count == size_ && ptr_ && owned_) return;
     release();
     void* p = nullptr;
     AIJP_CUDA_CHECK(cudaMalloc(&p, (count > 0 ? count : 1) * sizeof(T)));
@@ -41,16 +56,20 @@ class device_buffer {
   const T* data() const { return ptr_; }
   std::size_t size() const { return size_; }
   std::size_t bytes() const { return size_ * sizeof(T); }
+  /// Allocated by this buffer (false: borrowed).
+  bool owned() const { return owned_; }
 
  private:
   void release() noexcept
   {
-    if (ptr_) (void)cudaFree(ptr_);
+    if (ptr_ && owned_) (void)cudaFree(ptr_);
     ptr_ = nullptr;
     size_ = 0;
+    owned_ = true;
   }
   T* ptr_ = nullptr;
   std::size_t size_ = 0;
+  bool owned_ = true;
 };
 
 }  // namespace aijp::detail

@@ -59,6 +59,8 @@ class format_builder {
   virtual std::unique_ptr<format_impl<Value>> take() = 0;
   /// Parts of the conversion issued so far (each advance that issued device work counts one).
   virtual int parts_issued() const = 0;
+  /// What the last advance did, for a report of a slow part (empty: nothing to add to the stage's name).
+  virtual std::string last_part() const { return {}; }
 };
 
 /// RAII cuSPARSE handle, created at its first use: a plan built on a background thread
@@ -174,8 +176,8 @@ struct built_block {
 };
 
 /// Row-partitioned plan (kernels/src/formats/partitioned.cu): every block [row_begin, row_end) of `blocks`
-/// (contiguous, covering all rows of `a`) gets its own device sub-CSR (row_ptr rebased to 0, the block's
-/// col_idx / values slices; columns stay global) and a child built by `factory` with the block's exact
+/// (contiguous, covering all rows of `a`) gets its own sub-CSR (its own row_ptr rebased to 0; its col_idx /
+/// values are slices of `a`'s, borrowed: `a` must outlive the format; columns stay global) and a child built by `factory` with the block's exact
 /// device statistics; apply() runs the children one after another on the caller's stream, each on
 /// y + row_begin. A child whose factory throws not_supported or device_out_of_memory becomes cuSPARSE CSR
 /// (recorded in `built`). id() is the format of the block holding the most nonzeros.

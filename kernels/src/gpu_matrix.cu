@@ -291,7 +291,7 @@ struct gpu_matrix<Value>::impl {
                      bool late = false);
   std::optional<prediction_input> plan_input;  // kept while report.partition_pending (plan_when_reused)
   // Builds `plan`; a block whose format is infeasible there (placeholder feasibility with the block's exact
-  // statistics) or fails to build becomes cuSPARSE CSR. False when the sub-CSR copies do not fit in memory
+  // statistics) or fails to build becomes cuSPARSE CSR. False when the blocks do not fit in memory
   // (the layout is then empty: the caller converts to a single format).
   // `verify`: a plan the runtime chose (not a forced one), which online refinement checks against the best
   // single format once it is measured (explore_or_finish).
@@ -794,11 +794,11 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
                 plan.to_string().c_str(), plan.predicted_us, plan.single_us, format_name(plan.single_format), plan.planning_ms);
   rep.decision = line;
   if (opts.expected_mults > 0) {
-    // As the single-format amortization (analyze()): the blocks' sub-CSR copies and layouts cost about
-    // three passes over twice the CSR bytes, plus the fixed cost per block.
+    // As the single-format amortization (analyze()): the blocks' layouts cost about three passes over the
+    // CSR bytes (their entries are borrowed from the CSR copy, not copied), plus the fixed cost per block.
     const int csr_i = estimate_index(rep.estimates, format_id::cusparse_csr);
     const double t_csr = csr_i >= 0 ? rep.estimates[csr_i].predicted_us : 0.0;
-    rep.conversion_estimate_us = 150.0 * plan.blocks.size() + 6.0 * csr_bytes() / (ctx.model_params().stream_read_gbs * 1e3);
+    rep.conversion_estimate_us = 150.0 * plan.blocks.size() + 3.0 * csr_bytes() / (ctx.model_params().stream_read_gbs * 1e3);
     rep.saving_us = t_csr - plan.predicted_us;
     if (late && rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) return false;  // the caller says so
     if (rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
@@ -1196,7 +1196,7 @@ bool gpu_matrix<Value>::impl::plan_when_reused(const context& ctx, const plan_op
   rep.saving_us = saving_us;
   rep.conversion_estimate_us = conversion_estimate_us;
   rep.exploration = std::move(explored);
-  // The split's sub-CSR copies did not fit: the layout was freed (a background copy has none: the running
+  // The split's blocks did not fit: the layout was freed (a background copy has none: the running
   // plan stays).
   if (!m.format && !m.background) m.convert_to(rep.chosen, stream);
   const partition_plan& p = rep.proposed;
@@ -1579,8 +1579,11 @@ struct gpu_matrix<Value>::background_job {
         }
         // The other formats run on the CSR copy (csr_scalar, csr_vector, cuSPARSE CSR) or convert whole.
         building = m.build_or_fall_back(building, stream);
-        conversion_host_ms += ms_since(t0);
+        const double build_ms = ms_since(t0);
+        conversion_host_ms += build_ms;
         m.converted(building, conversion_host_ms);
+        std::snprintf(part_detail, sizeof(part_detail), "%s built whole in %.0f us", format_name(building), 1e3 * build_ms);
+        part_label = part_detail;
         return true;
       }
       case stage::converting: {
@@ -1614,6 +1617,11 @@ struct gpu_matrix<Value>::background_job {
         bool built = false;
         try {
           built = builder->advance(stream);
+          const std::string what = builder->last_part();
+          if (!what.empty()) {
+            std::snprintf(part_detail, sizeof(part_detail), "%s", what.c_str());
+            part_label = part_detail;
+          }
           if (!built && block) builder->wait();
         } catch (const device_out_of_memory& e) {  // as build_partition's caller would, on cuSPARSE CSR
           builder.reset();

@@ -11,6 +11,7 @@
 // back-to-back time aijp::time_spmv reports.
 #pragma once
 
+#include "async_ops.hpp"
 #include "cuda_check.hpp"
 
 #include <cuda_runtime_api.h>
@@ -28,11 +29,12 @@ class spmv_timer {
 
   explicit spmv_timer(int slots = 32) : ring_(static_cast<std::size_t>(slots))
   {
+    AIJP_CUDA_CHECK(cudaGetDevice(&device_));
     try {
+      // Timing events (cudaEventDisableTiming would make the pair useless) from the process' pool.
       for (auto& s : ring_) {
-        // Default flags: timing enabled, no blocking sync (cudaEventDisableTiming would make the pair useless).
-        AIJP_CUDA_CHECK(cudaEventCreate(&s.start));
-        AIJP_CUDA_CHECK(cudaEventCreate(&s.stop));
+        s.start = event_pool::instance(event_kind::timing).acquire();
+        s.stop = event_pool::instance(event_kind::timing).acquire();
       }
     } catch (...) {
       destroy();
@@ -109,16 +111,18 @@ class spmv_timer {
     cudaEvent_t stop = nullptr;
     long tag = 0;
   };
-  void destroy()
+  void destroy() noexcept
   {
+    auto& pool = event_pool::instance(event_kind::timing);
     for (auto& s : ring_) {
-      if (s.start) cudaEventDestroy(s.start);
-      if (s.stop) cudaEventDestroy(s.stop);
+      if (s.start) pool.release(device_, s.start);
+      if (s.stop) pool.release(device_, s.stop);
       s.start = s.stop = nullptr;
     }
   }
 
   std::vector<slot> ring_;
+  int device_ = 0;
   std::size_t head_ = 0;  // oldest pending slot
   int pending_ = 0;
 };
