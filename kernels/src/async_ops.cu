@@ -49,6 +49,7 @@ void* block_pool::acquire(std::size_t bytes, std::size_t* size)
   impl& m = get();
   const std::size_t s = block_size_for(bytes);
   *size = s;
+  if (s > max_pooled_bytes) return allocate(s);  // not kept: released to the driver
   {
     std::lock_guard<std::mutex> lock(m.mutex);
     auto& list = m.free[s];
@@ -58,19 +59,34 @@ void* block_pool::acquire(std::size_t bytes, std::size_t* size)
       return p;
     }
   }
+  void* p = allocate(s);
+  std::lock_guard<std::mutex> lock(m.mutex);
+  try {
+    m.all.push_back(p);
+  } catch (...) {
+    (void)(kind_ == pool_kind::pinned_host ? cudaFreeHost(p) : cudaFree(p));
+    throw;
+  }
+  return p;
+}
+
+void* block_pool::allocate(std::size_t size)
+{
   void* p = nullptr;
   if (kind_ == pool_kind::pinned_host) {
-    AIJP_CUDA_CHECK(cudaHostAlloc(&p, s, cudaHostAllocDefault));
+    AIJP_CUDA_CHECK(cudaHostAlloc(&p, size, cudaHostAllocDefault));
   } else {
-    AIJP_CUDA_CHECK(cudaMalloc(&p, s));
+    AIJP_CUDA_CHECK(cudaMalloc(&p, size));
   }
-  std::lock_guard<std::mutex> lock(m.mutex);
-  m.all.push_back(p);
   return p;
 }
 
 void block_pool::release(void* p, std::size_t size) noexcept
 {
+  if (size > max_pooled_bytes) {  // freeing waits for the device: nothing pending can still use it
+    (void)(kind_ == pool_kind::pinned_host ? cudaFreeHost(p) : cudaFree(p));
+    return;
+  }
   impl& m = get();
   std::lock_guard<std::mutex> lock(m.mutex);
   try {

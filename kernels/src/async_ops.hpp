@@ -19,8 +19,10 @@ namespace aijp::detail {
 /// read-backs and device blocks for temporaries. Allocating costs far more than a staged step may add to a
 /// product: cudaHostAlloc about a millisecond, the first cudaMallocAsync of a process milliseconds (its
 /// memory pool), and cudaFreeHost and cudaFree synchronise the device. Blocks come in power-of-two sizes
-/// (at least 4 KiB) and go back to the pool, never to the driver, until the process ends. Thread-safe. A
-/// block must be released only once no device work or copy using it is pending.
+/// (at least 4 KiB) and go back to the pool, never to the driver, until the process ends; blocks above
+/// max_pooled_bytes are allocated and freed each time (a conversion's temporaries for a matrix of millions of
+/// rows stay out of the pool). Thread-safe. A block must be released only once no device work or copy
+/// using it is pending.
 enum class pool_kind { pinned_host, device };
 class block_pool {
  public:
@@ -30,12 +32,14 @@ class block_pool {
   void release(void* p, std::size_t size) noexcept;
   /// Allocates `count` blocks of `bytes` ahead (a context does it once, outside the products).
   void reserve(std::size_t bytes, int count);
+  static constexpr std::size_t max_pooled_bytes = std::size_t(64) << 20;
   ~block_pool();
   block_pool(const block_pool&) = delete;
   block_pool& operator=(const block_pool&) = delete;
 
  private:
   explicit block_pool(pool_kind kind) : kind_(kind) {}
+  void* allocate(std::size_t size);
   struct impl;
   pool_kind kind_;
   impl* impl_ = nullptr;
@@ -60,6 +64,8 @@ class pool_buffer {
     release();
     ptr_ = static_cast<T*>(block_pool::instance(Kind).acquire(bytes, &bytes_));
   }
+  /// Gives the block back to the pool (nothing pending may use it).
+  void reset() noexcept { release(); }
   T* data() { return ptr_; }
   const T* data() const { return ptr_; }
   T& operator[](std::size_t i) { return ptr_[i]; }

@@ -126,6 +126,26 @@ AIJP_DECLARE_FORMAT_FACTORY(make_cusparse_sell)
 template <typename Value>
 std::unique_ptr<format_builder<Value>> make_sell_delta16_builder(const device_csr<Value>& a, size_type rows_per_part);
 
+/// sell_sigma (sort) or sell converted in parts: the window sort, the slice offsets and one read-back, the
+/// one allocation, then fills of at most `rows_per_part` rows (whole slices) per advance. make_sell and
+/// make_sell_sigma run the same builder with one fill, waiting at the read-back.
+template <typename Value>
+std::unique_ptr<format_builder<Value>> make_sell_builder(const device_csr<Value>& a, const row_stats& stats, bool sort,
+                                                         size_type rows_per_part);
+
+/// The builder of a format converted in parts (staged steps), or null for one converted whole.
+template <typename Value>
+std::unique_ptr<format_builder<Value>> make_format_builder(format_id f, const device_csr<Value>& a, const row_stats& stats,
+                                                           size_type rows_per_part)
+{
+  switch (f) {
+    case format_id::sell_delta16: return make_sell_delta16_builder<Value>(a, rows_per_part);
+    case format_id::sell_sigma: return make_sell_builder<Value>(a, stats, true, rows_per_part);
+    case format_id::sell_c_sigma: return make_sell_builder<Value>(a, stats, false, rows_per_part);
+    default: return nullptr;
+  }
+}
+
 // Which value types and which part of a format source one translation unit instantiates. kernels/CMakeLists.txt
 // compiles each format source once per value type and part (AIJP_FORMAT_DOUBLE / AIJP_FORMAT_FLOAT 0 or 1,
 // AIJP_FORMAT_PART n), so that each CUDA module holds only the kernels of one format family and value type.
@@ -192,8 +212,8 @@ template <typename Value>
 using format_check = std::function<void(format_id, const build_args<Value>&)>;
 
 /// make_partitioned in parts that never wait (staged steps): each advance() issues or polls one piece (the
-/// block bounds' read-back, a block's sub-CSR and statistics, its child; a sell_delta16 child through
-/// make_sell_delta16_builder in parts of `rows_per_part` rows, after `check`). Same blocks, children and
+/// block bounds' read-back, a block's sub-CSR and statistics, its child; a child with a builder
+/// (make_format_builder) in parts of `rows_per_part` rows, after `check`). Same blocks, children and
 /// fallbacks as make_partitioned; `*built` points at the blocks as built (complete once advance() returned
 /// true), valid while the builder lives.
 template <typename Value>

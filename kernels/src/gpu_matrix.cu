@@ -1571,8 +1571,8 @@ struct gpu_matrix<Value>::background_job {
           return true;
         }
         const auto t0 = clock_type::now();
-        if (building == format_id::sell_delta16) {
-          builder = detail::make_sell_delta16_builder<Value>(m.csr, rows_per_part(building));
+        builder = detail::make_format_builder<Value>(building, m.csr, m.report.stats, rows_per_part(building));
+        if (builder) {  // sell_delta16, sell_sigma, sell: in parts
           at = stage::converting;
           conversion_host_ms += ms_since(t0);
           return advance_once(stream, block);

@@ -16,6 +16,7 @@
 #include "../vector_ops.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace aijp::detail {
 
@@ -39,8 +40,15 @@ __global__ void coo_row_indices(size_type rows, size_type nnz, const index_type*
 }
 
 // Four consecutive entries per thread, read with 16-byte loads (every tile starts at a multiple of 128
-// entries and cudaMalloc aligns to 256 bytes). Only the entry range's last tile falls back to guarded
-// scalar loads.
+// entries and cudaMalloc aligns to 256 bytes) when the arrays start 16-byte aligned; a partition block's
+// entries are a slice of the CSR copy's (make_block_part) and may not, and then use scalar loads. Only the
+// entry range's last tile falls back to guarded scalar loads.
+template <typename T>
+__device__ __forceinline__ void load_scalar_items(const T* __restrict__ p, T (&v)[items])
+{
+#pragma unroll
+  for (int j = 0; j < items; ++j) v[j] = __ldg(p + j);
+}
 __device__ __forceinline__ void load_items(const index_type* __restrict__ p, index_type (&v)[items])
 {
   const int4 t = __ldg(reinterpret_cast<const int4*>(p));
@@ -74,7 +82,7 @@ __device__ __forceinline__ void load_items(const float* __restrict__ p, float (&
 // open at lane 31 is carried into the next tile. The chunk's first closed run and its open run at the end
 // are handed to the block, which merges runs shared by neighbouring warps before adding them. No thread
 // returns early: the whole warp takes part in the shuffles and the whole block in the barrier.
-template <typename Value>
+template <typename Value, bool wide>
 __global__ void __launch_bounds__(block_size) coo_spmv(size_type nnz, size_type tiles_per_warp,
                                                           const index_type* __restrict__ row_idx,
                                                           const index_type* __restrict__ col_idx,
@@ -107,9 +115,14 @@ __global__ void __launch_bounds__(block_size) coo_spmv(size_type nnz, size_type 
     if (k0 + items <= end) {
       index_type c[items];
       Value v[items];
-      load_items(row_idx + k0, r);
-      load_items(col_idx + k0, c);
-      load_items(values + k0, v);
+      load_items(row_idx + k0, r);  // the format's own array: aligned
+      if (wide) {
+        load_items(col_idx + k0, c);
+        load_items(values + k0, v);
+      } else {
+        load_scalar_items(col_idx + k0, c);
+        load_scalar_items(values + k0, v);
+      }
 #pragma unroll
       for (int j = 0; j < items; ++j) p[j] = v[j] * __ldg(x + c[j]);
     } else {
@@ -251,7 +264,7 @@ class coo final : public format_impl<Value> {
     int device = 0, sm_count = 0, blocks_per_sm = 0;
     AIJP_CUDA_CHECK(cudaGetDevice(&device));
     AIJP_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-    AIJP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, coo_spmv<Value>, block_size, 0));
+    AIJP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, coo_spmv<Value, true>, block_size, 0));
     const size_type max_warps = static_cast<size_type>(std::max(sm_count, 1)) * std::max(blocks_per_sm, 1) * warps_per_block;
     const size_type tiles = (a.nnz + tile_size - 1) / tile_size;
     tiles_per_warp_ = tiles > 0 ? (tiles + max_warps - 1) / max_warps : 0;
@@ -266,8 +279,14 @@ class coo final : public format_impl<Value> {
     if (a_.rows == 0) return;
     scale_or_zero(a_.rows, beta, y, stream);
     if (blocks_ == 0) return;
-    coo_spmv<Value><<<blocks_, block_size, 0, stream>>>(a_.nnz, tiles_per_warp_, row_idx_.data(), a_.col_idx.data(),
-                                                        a_.values.data(), alpha, x, y);
+    const auto misaligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 != 0; };
+    if (misaligned(a_.col_idx.data()) || misaligned(a_.values.data())) {
+      coo_spmv<Value, false><<<blocks_, block_size, 0, stream>>>(a_.nnz, tiles_per_warp_, row_idx_.data(), a_.col_idx.data(),
+                                                                 a_.values.data(), alpha, x, y);
+    } else {
+      coo_spmv<Value, true><<<blocks_, block_size, 0, stream>>>(a_.nnz, tiles_per_warp_, row_idx_.data(), a_.col_idx.data(),
+                                                                a_.values.data(), alpha, x, y);
+    }
     AIJP_CHECK_LAUNCH();
   }
   size_type device_bytes() const override { return static_cast<size_type>(row_idx_.bytes()); }

@@ -115,10 +115,10 @@ class cusparse_sell final : public format_impl<Value> {
   {
     if (with_columns) {
       fill_slices<Value, index_type, false, true><<<fill_grid(rows_), block_size, 0, stream>>>(
-          rows_, a.row_ptr.data(), a.col_idx.data(), a.values.data(), nullptr, slice_ptr_.data(), col_.data(), val_.data());
+          rows_, 0, padded_rows(rows_), a.row_ptr.data(), a.col_idx.data(), a.values.data(), nullptr, slice_ptr_.data(), col_.data(), val_.data());
     } else {
       fill_slices<Value, index_type, false, false><<<fill_grid(rows_), block_size, 0, stream>>>(
-          rows_, a.row_ptr.data(), a.col_idx.data(), a.values.data(), nullptr, slice_ptr_.data(), col_.data(), val_.data());
+          rows_, 0, padded_rows(rows_), a.row_ptr.data(), a.col_idx.data(), a.values.data(), nullptr, slice_ptr_.data(), col_.data(), val_.data());
     }
     AIJP_CHECK_LAUNCH();
   }

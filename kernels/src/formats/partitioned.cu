@@ -227,9 +227,9 @@ std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a,
 namespace {
 
 // make_partitioned in parts that never wait (staged steps): the block bounds are read back into pinned
-// memory, then per block one part copies its sub-CSR and starts its statistics (polled), and one builds its
-// child (a sell_delta16 child through its own builder, in parts of rows_per_part rows); the last part makes
-// the partitioned format.
+// memory, then per block one part makes its sub-CSR and starts its statistics (polled), and one builds its
+// child (a sell_delta16, sell_sigma or sell child through its own builder, in parts of rows_per_part rows);
+// the last part makes the partitioned format.
 template <typename Value>
 class partition_builder final : public format_builder<Value> {
  public:
@@ -275,10 +275,10 @@ class partition_builder final : public format_builder<Value> {
         auto& p = parts_built_.back();
         const build_args<Value> args{*p.sub, stats_.result(), handle_, stream};
         ++parts_;
-        if (out_.format == format_id::sell_delta16) {
+        if (out_.format == format_id::sell_delta16 || out_.format == format_id::sell_sigma || out_.format == format_id::sell_c_sigma) {
           try {
             check_(out_.format, args);
-            child_ = make_sell_delta16_builder<Value>(*p.sub, rows_per_part_);
+            child_ = make_format_builder<Value>(out_.format, *p.sub, stats_.result(), rows_per_part_);
             phase_ = phase::child;
             return false;
           } catch (const not_supported& e) {

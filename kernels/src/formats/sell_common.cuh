@@ -64,18 +64,19 @@ __global__ void slice_widths(size_type rows, const index_type* __restrict__ row_
   if ((threadIdx.x & 31) == 0 && i < rows) slice_len[i / slice_height] = static_cast<long long>(len) * slice_height;
 }
 
-// Thread per layout row, the 32 lanes of the last slice included (rows >= `rows` are all padding, so a
-// library that reads whole slices, like cuSPARSE, never meets uninitialised memory). The warp writes one
-// contiguous 32-entry segment per column j. with_columns == false rewrites the values only (value refresh).
+// Thread per layout row i in [first, last) (multiples of 32; last = slice_count(rows) * 32 for all), the 32
+// lanes of the last slice included (rows >= `rows` are all padding, so a library that reads whole slices,
+// like cuSPARSE, never meets uninitialised memory). The warp writes one contiguous 32-entry segment per
+// column j. with_columns == false rewrites the values only (value refresh).
 template <typename Value, typename Offset, bool permuted, bool with_columns>
-__global__ void fill_slices(size_type rows, const index_type* __restrict__ row_ptr, const index_type* __restrict__ col_idx,
-                            const Value* __restrict__ values, const index_type* __restrict__ perm,
-                            const Offset* __restrict__ slice_ptr, index_type* __restrict__ sell_col,
-                            Value* __restrict__ sell_val)
+__global__ void fill_slices(size_type rows, size_type first, size_type last, const index_type* __restrict__ row_ptr,
+                            const index_type* __restrict__ col_idx, const Value* __restrict__ values,
+                            const index_type* __restrict__ perm, const Offset* __restrict__ slice_ptr,
+                            index_type* __restrict__ sell_col, Value* __restrict__ sell_val)
 {
-  const size_type i = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_type i = first + static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_type s = i / slice_height;
-  if (s >= slice_count(rows)) return;
+  if (i >= last || s >= slice_count(rows)) return;
   const long long base = static_cast<long long>(slice_ptr[s]) + (i % slice_height);
   const int width = static_cast<int>((static_cast<long long>(slice_ptr[s + 1]) - slice_ptr[s]) / slice_height);
   index_type begin = 0;
@@ -92,8 +93,9 @@ __global__ void fill_slices(size_type rows, const index_type* __restrict__ row_p
   }
 }
 
-// Threads for every row of every slice (fill_slices' grid).
-inline unsigned fill_grid(size_type rows) { return grid_for(slice_count(rows) * slice_height); }
+// Layout rows of all slices, and the threads of fill_slices over all of them.
+inline size_type padded_rows(size_type rows) { return slice_count(rows) * slice_height; }
+inline unsigned fill_grid(size_type rows) { return grid_for(padded_rows(rows)); }
 
 /// In-place exclusive sum over `count` entries of `data` (slice widths plus a trailing zero, which becomes
 /// the total). `temp` must live until the scan has run (the caller synchronises before releasing it).

@@ -3,8 +3,11 @@
 // padded to their longest row and stored column-major (sell_common.cuh). Thread i computes sorted row i and
 // writes y[perm[i]]. When every row has the same length nothing is sorted: perm is the identity and the
 // kernel takes the path without it (no perm array, coalesced y writes).
-// Conversion on the device: window keys, CUB radix sort (pairs), slice widths, CUB scan, fill.
+// Conversion on the device (sell_builder, in parts for staged steps): window keys, CUB radix sort (pairs),
+// slice widths, CUB scan, read-back of the padded size, one allocation, fill.
 #include "sell_common.cuh"
+
+#include "../async_ops.hpp"
 
 #include <cub/device/device_radix_sort.cuh>
 
@@ -72,46 +75,20 @@ __global__ void __launch_bounds__(block_size)
 }
 
 template <typename Value>
+class sell_builder;
+
+template <typename Value>
 class sell_sigma final : public format_impl<Value> {
  public:
-  /// sort == false gives SELL-32-1 (format `sell`): slices of consecutive rows, no permutation.
-  sell_sigma(const build_args<Value>& args, bool sort)
-      : id_(sort ? format_id::sell_sigma : format_id::sell_c_sigma), rows_(args.a.rows),
-        permuted_(sort && args.stats.min_len != args.stats.max_len)
-  {
-    const auto& a = args.a;
-    const cudaStream_t stream = args.stream;
-    // Temporaries live until the synchronisation below, after the last kernel that reads them.
-    device_buffer<unsigned long long> keys, sorted_keys;
-    device_buffer<index_type> row_ids;
-    device_buffer<unsigned char> sort_temp, scan_temp;
-    if (permuted_ && rows_ > 0) {
-      perm_.resize(static_cast<std::size_t>(rows_));
-      keys.resize(static_cast<std::size_t>(rows_));
-      sorted_keys.resize(static_cast<std::size_t>(rows_));
-      row_ids.resize(static_cast<std::size_t>(rows_));
-      const int len_bits = bits_for(static_cast<unsigned long long>(args.stats.max_len));
-      const int window_bits = bits_for(static_cast<unsigned long long>((rows_ - 1) / sigma));
-      window_keys<<<grid_for(rows_), block_size, 0, stream>>>(rows_, a.row_ptr.data(), args.stats.max_len, len_bits,
-                                                               keys.data(), row_ids.data());
-      AIJP_CHECK_LAUNCH();
-      std::size_t temp_bytes = 0;
-      const int n = static_cast<int>(rows_);
-      AIJP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys.data(), sorted_keys.data(), row_ids.data(),
-                                                      perm_.data(), n, 0, len_bits + window_bits, stream));
-      sort_temp.resize(temp_bytes);
-      AIJP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_temp.data(), temp_bytes, keys.data(), sorted_keys.data(),
-                                                      row_ids.data(), perm_.data(), n, 0, len_bits + window_bits, stream));
-    }
-    slice_offsets(a.row_ptr.data(), rows_, permuted_ ? perm_.data() : nullptr, slice_ptr_, scan_temp, stream);
-    const long long padded = read_back(slice_ptr_.data() + slice_count(rows_), stream);
-    col_.resize(static_cast<std::size_t>(padded));
-    val_.resize(static_cast<std::size_t>(padded));
-    fill(a, true, stream);
-  }
+  /// permuted == false: slices of consecutive rows (format `sell`, or sell_sigma when every row has the
+  /// same length). Built by sell_builder.
+  sell_sigma(format_id id, size_type rows, bool permuted) : id_(id), rows_(rows), permuted_(permuted) {}
 
   format_id id() const override { return id_; }
-  void refresh_values(const device_csr<Value>& a, cudaStream_t stream) override { fill(a, false, stream); }
+  void refresh_values(const device_csr<Value>& a, cudaStream_t stream) override
+  {
+    fill(a, false, 0, padded_rows(rows_), stream);
+  }
 
   void apply(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream) override
   {
@@ -123,37 +100,44 @@ class sell_sigma final : public format_impl<Value> {
     }
   }
 
-  size_type device_bytes() const override
-  {
-    return static_cast<size_type>(slice_ptr_.bytes() + perm_.bytes() + col_.bytes() + val_.bytes());
-  }
+  size_type device_bytes() const override { return static_cast<size_type>(slice_ptr_.bytes() + perm_.bytes() + arrays_.bytes()); }
 
  private:
+  friend class sell_builder<Value>;
   template <bool beta_zero, bool permuted>
   void spmv(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream)
   {
     sell_sigma_spmv<Value, beta_zero, permuted><<<grid_for(rows_), block_size, 0, stream>>>(
-        rows_, slice_ptr_.data(), perm_.data(), col_.data(), val_.data(), alpha, x, beta, y);
+        rows_, slice_ptr_.data(), perm_.data(), col_, val_, alpha, x, beta, y);
     AIJP_CHECK_LAUNCH();
   }
 
   template <bool permuted, bool with_columns>
-  void fill_as(const device_csr<Value>& a, cudaStream_t stream)
+  void fill_as(const device_csr<Value>& a, size_type first, size_type last, cudaStream_t stream)
   {
-    fill_slices<Value, long long, permuted, with_columns><<<fill_grid(rows_), block_size, 0, stream>>>(
-        rows_, a.row_ptr.data(), a.col_idx.data(), a.values.data(), perm_.data(), slice_ptr_.data(), col_.data(),
-        val_.data());
+    fill_slices<Value, long long, permuted, with_columns><<<grid_for(last - first), block_size, 0, stream>>>(
+        rows_, first, last, a.row_ptr.data(), a.col_idx.data(), a.values.data(), perm_.data(), slice_ptr_.data(), col_, val_);
     AIJP_CHECK_LAUNCH();
   }
 
-  void fill(const device_csr<Value>& a, bool with_columns, cudaStream_t stream)
+  // Layout rows [first, last), multiples of 32 (last may be padded_rows(rows_)).
+  void fill(const device_csr<Value>& a, bool with_columns, size_type first, size_type last, cudaStream_t stream)
   {
-    if (rows_ == 0) return;
+    if (rows_ == 0 || last <= first) return;
     if (permuted_) {
-      with_columns ? fill_as<true, true>(a, stream) : fill_as<true, false>(a, stream);
+      with_columns ? fill_as<true, true>(a, first, last, stream) : fill_as<true, false>(a, first, last, stream);
     } else {
-      with_columns ? fill_as<false, true>(a, stream) : fill_as<false, false>(a, stream);
+      with_columns ? fill_as<false, true>(a, first, last, stream) : fill_as<false, false>(a, first, last, stream);
     }
+  }
+
+  // Columns and values in one allocation (a cudaMalloc costs ~0.1 ms whatever its size).
+  void allocate(std::size_t padded)
+  {
+    const std::size_t col_bytes = (padded * sizeof(index_type) + 255) / 256 * 256;
+    arrays_.resize(col_bytes + padded * sizeof(Value));
+    col_ = reinterpret_cast<index_type*>(arrays_.data());
+    val_ = reinterpret_cast<Value*>(arrays_.data() + col_bytes);
   }
 
   format_id id_;
@@ -161,23 +145,169 @@ class sell_sigma final : public format_impl<Value> {
   bool permuted_;
   device_buffer<index_type> perm_;  // sorted row i is CSR row perm_[i]; empty when every row has the same length
   device_buffer<long long> slice_ptr_;
-  device_buffer<index_type> col_;
-  device_buffer<Value> val_;
+  device_buffer<unsigned char> arrays_;
+  index_type* col_ = nullptr;
+  Value* val_ = nullptr;
+};
+
+// Phases: 0 the window sort (sell_sigma with rows of different lengths); 1 the slice offsets and the
+// read-back of the padded size; 2 waits for it and allocates, then fills like 3; 3 fills the next part of
+// at most rows_per_part rows (whole slices). The sort's and the scan's temporaries are pooled blocks
+// (async_ops.hpp): no cudaMalloc once the pool holds them, and no cudaFree, which waits for the device.
+// Done after the last fill (nothing to check).
+template <typename Value>
+class sell_builder final : public format_builder<Value> {
+ public:
+  sell_builder(const device_csr<Value>& a, const row_stats& stats, bool sort, size_type rows_per_part)
+      : a_(a),
+        m_(std::make_unique<sell_sigma<Value>>(sort ? format_id::sell_sigma : format_id::sell_c_sigma, a.rows,
+                                               sort && stats.min_len != stats.max_len)),
+        max_len_(stats.max_len),
+        part_(std::max<size_type>(slice_height, (rows_per_part + slice_height - 1) / slice_height * slice_height)),
+        whole_(part_ >= padded_rows(a.rows))
+  {
+  }
+  ~sell_builder() override { event_.settle(); }  // the pooled blocks go back: nothing issued may use them
+  sell_builder(const sell_builder&) = delete;
+  sell_builder& operator=(const sell_builder&) = delete;
+
+  bool advance(cudaStream_t stream) override
+  {
+    sell_sigma<Value>& m = *m_;
+    bool issued = false;  // this call issued device work (counted once)
+    const auto count = [&] {
+      if (!issued) ++issued_;
+      issued = true;
+    };
+    switch (phase_) {
+      case 0:
+        phase_ = 1;
+        if (m.permuted_ && m.rows_ > 0) {
+          count();
+          sort(stream);
+          event_.record(stream);  // the destructor waits for the sort if it comes first
+          if (!whole_) return false;
+        }
+        [[fallthrough]];
+      case 1:
+        count();
+        slice_offsets(a_.row_ptr.data(), m.rows_, m.permuted_ ? m.perm_.data() : nullptr, m.slice_ptr_, scan_temp_, stream);
+        AIJP_CUDA_CHECK(cudaMemcpyAsync(host_.data(), m.slice_ptr_.data() + slice_count(m.rows_), sizeof(long long),
+                                        cudaMemcpyDeviceToHost, stream));
+        event_.record(stream);
+        phase_ = 2;
+        return false;
+      case 2:
+        // The layout's one allocation, in a part of its own when split (then the fills).
+        if (!event_.done()) return false;
+        release_temporaries();  // the sort and the scan ran before the read-back
+        m.allocate(static_cast<std::size_t>(host_[0]));
+        phase_ = 3;
+        if (!whole_) return false;
+        [[fallthrough]];
+      case 3: {
+        count();
+        const size_type end = padded_rows(m.rows_);
+        const size_type last = std::min(end, next_ + part_);
+        m.fill(a_, true, next_, last, stream);
+        next_ = last;
+        if (next_ < end) return false;
+        phase_ = 4;
+        return true;
+      }
+      default: return true;
+    }
+  }
+
+  void wait() override { event_.wait(); }
+
+  std::unique_ptr<format_impl<Value>> take() override
+  {
+    AIJP_ENSURE(phase_ == 4 && m_, error, "sell_builder::take before the last part");
+    return std::move(m_);
+  }
+
+  int parts_issued() const override { return issued_; }
+
+ private:
+  // Window keys, then a radix sort of (key, row) pairs: perm.
+  void sort(cudaStream_t stream)
+  {
+    sell_sigma<Value>& m = *m_;
+    const auto rows = static_cast<std::size_t>(m.rows_);
+    m.perm_.resize(rows);
+    keys_.resize(rows);
+    sorted_keys_.resize(rows);
+    row_ids_.resize(rows);
+    const int len_bits = bits_for(static_cast<unsigned long long>(max_len_));
+    const int window_bits = bits_for(static_cast<unsigned long long>((m.rows_ - 1) / sigma));
+    window_keys<<<grid_for(m.rows_), block_size, 0, stream>>>(m.rows_, a_.row_ptr.data(), max_len_, len_bits, keys_.data(),
+                                                              row_ids_.data());
+    AIJP_CHECK_LAUNCH();
+    std::size_t temp_bytes = 0;
+    const int n = static_cast<int>(m.rows_);
+    AIJP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_.data(), sorted_keys_.data(), row_ids_.data(),
+                                                    m.perm_.data(), n, 0, len_bits + window_bits, stream));
+    sort_temp_.resize(temp_bytes);
+    AIJP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_temp_.data(), temp_bytes, keys_.data(), sorted_keys_.data(),
+                                                    row_ids_.data(), m.perm_.data(), n, 0, len_bits + window_bits, stream));
+  }
+  void release_temporaries()
+  {
+    keys_.reset();
+    sorted_keys_.reset();
+    row_ids_.reset();
+    sort_temp_.reset();
+    scan_temp_.reset();
+  }
+
+  const device_csr<Value>& a_;
+  std::unique_ptr<sell_sigma<Value>> m_;
+  index_type max_len_;
+  size_type part_;
+  bool whole_;
+  size_type next_ = 0;
+  int phase_ = 0;
+  int issued_ = 0;
+  scratch_buffer<unsigned long long> keys_, sorted_keys_;
+  scratch_buffer<index_type> row_ids_;
+  scratch_buffer<unsigned char> sort_temp_, scan_temp_;
+  pinned_buffer<long long> host_{1};  // the padded size
+  poll_event event_;
 };
 
 }  // namespace
 
 template <typename Value>
+std::unique_ptr<format_builder<Value>> make_sell_builder(const device_csr<Value>& a, const row_stats& stats, bool sort,
+                                                         size_type rows_per_part)
+{
+  return std::make_unique<sell_builder<Value>>(a, stats, sort, rows_per_part);
+}
+AIJP_IF_DOUBLE(template std::unique_ptr<format_builder<double>> make_sell_builder<double>(const device_csr<double>&, const row_stats&, bool, size_type);)
+AIJP_IF_FLOAT(template std::unique_ptr<format_builder<float>> make_sell_builder<float>(const device_csr<float>&, const row_stats&, bool, size_type);)
+
+namespace {
+template <typename Value>
+std::unique_ptr<format_impl<Value>> build_sell_whole(const build_args<Value>& args, bool sort)
+{
+  sell_builder<Value> b(args.a, args.stats, sort, args.a.rows + slice_height);
+  while (!b.advance(args.stream)) b.wait();
+  return b.take();
+}
+}  // namespace
+
+template <typename Value>
 std::unique_ptr<format_impl<Value>> make_sell_sigma(const build_args<Value>& args)
 {
-  return std::make_unique<sell_sigma<Value>>(args, true);
+  return build_sell_whole(args, true);
 }
 AIJP_INSTANTIATE_FORMAT_FACTORY(make_sell_sigma)
 
 template <typename Value>
 std::unique_ptr<format_impl<Value>> make_sell(const build_args<Value>& args)
 {
-  return std::make_unique<sell_sigma<Value>>(args, false);
+  return build_sell_whole(args, false);
 }
 AIJP_INSTANTIATE_FORMAT_FACTORY(make_sell)
 
