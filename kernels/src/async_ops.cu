@@ -1,5 +1,6 @@
 // block_pool and event_pool (async_ops.hpp): page-locked host and device blocks, and events, kept for reuse.
 #include "async_ops.hpp"
+#include "device_buffer.hpp"
 
 #include <map>
 #include <mutex>
@@ -78,6 +79,7 @@ void* block_pool::allocate(std::size_t size)
   } else {
     AIJP_CUDA_CHECK(cudaMalloc(&p, size));
   }
+  driver_allocations().fetch_add(1, std::memory_order_relaxed);
   return p;
 }
 

@@ -1436,6 +1436,7 @@ struct gpu_matrix<Value>::background_job {
     }
     const stage from = at;
     part_label = nullptr;
+    const long allocations = detail::driver_allocations().load(std::memory_order_relaxed);
     try {
       bool finished = false;
       do {
@@ -1449,6 +1450,9 @@ struct gpu_matrix<Value>::background_job {
     poll_us.push_back(1e3 * ms_since(t0));
     std::string label = from == at ? std::string(stage_name(from)) : std::string(stage_name(from)) + ">" + stage_name(at);
     if (part_label) label += std::string(": ") + part_label;
+    if (const long n = detail::driver_allocations().load(std::memory_order_relaxed) - allocations; n > 0) {
+      label += " [" + std::to_string(n) + (n == 1 ? " allocation]" : " allocations]");
+    }
     poll_stage.push_back(std::move(label));
     spent_us += std::max(0.0, poll_us.back() - slack_us);
     if (at == stage::finished) {
