@@ -79,7 +79,7 @@ void* block_pool::allocate(std::size_t size)
   } else {
     AIJP_CUDA_CHECK(cudaMalloc(&p, size));
   }
-  driver_allocations().fetch_add(1, std::memory_order_relaxed);
+  driver_allocations().note(kind_ == pool_kind::pinned_host ? -static_cast<long long>(size) : static_cast<long long>(size));
   return p;
 }
 

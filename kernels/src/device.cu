@@ -405,8 +405,9 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   // The strip passes of a staged partition planning (detail::strip_job) at the default 64 strips: summaries
   // ~140 KB, locality samples ~50 KB, each on the device and read back.
   detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(65536, 2);
-  detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(262144, 1);
-  detail::block_pool::instance(detail::pool_kind::device).reserve(262144, 1);
+  // Two of the largest: a partition planning starts while blocks of the step before may still be held.
+  detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(262144, 2);
+  detail::block_pool::instance(detail::pool_kind::device).reserve(262144, 2);
   // The event pairs of two plans' timers (the running one and one being built) and the staged jobs' events.
   detail::event_pool::instance(detail::event_kind::timing).reserve(2 * 2 * 32);
   detail::event_pool::instance(detail::event_kind::no_timing).reserve(16);

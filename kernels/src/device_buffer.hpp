@@ -10,12 +10,23 @@
 
 namespace aijp::detail {
 
-/// Allocations from the driver (cudaMalloc, cudaHostAlloc) by device_buffer and the block pools so far: a
-/// staged part that made one says so in its report (each costs ~0.1 ms or more).
-inline std::atomic<long>& driver_allocations()
+/// Allocations from the driver (cudaMalloc, cudaHostAlloc) by device_buffer and the block pools so far, and
+/// the sizes of the last few (bytes; negative: page-locked host memory): a staged part that made one says
+/// so in its report (each costs ~0.1 ms or more).
+struct allocation_log {
+  static constexpr int kept = 8;
+  std::atomic<long> count{0};
+  std::atomic<long long> bytes[kept] = {};
+  void note(long long signed_bytes)
+  {
+    const long k = count.fetch_add(1, std::memory_order_relaxed);
+    bytes[k % kept].store(signed_bytes, std::memory_order_relaxed);
+  }
+};
+inline allocation_log& driver_allocations()
 {
-  static std::atomic<long> count{0};
-  return count;
+  static allocation_log log;
+  return log;
 }
 
 template <typename T>
@@ -58,7 +69,7 @@ class device_buffer {
     release();
     void* p = nullptr;
     AIJP_CUDA_CHECK(cudaMalloc(&p, (count > 0 ? count : 1) * sizeof(T)));
-    driver_allocations().fetch_add(1, std::memory_order_relaxed);
+    driver_allocations().note(static_cast<long long>((count > 0 ? count : 1) * sizeof(T)));
     ptr_ = static_cast<T*>(p);
     size_ = count;
   }
