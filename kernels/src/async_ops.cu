@@ -162,6 +162,21 @@ cudaEvent_t event_pool::acquire()
   return e;
 }
 
+void event_pool::acquire(int device, int count, std::vector<cudaEvent_t>& out)
+{
+  impl& m = get();
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto& list = m.free[device];
+    while (count > 0 && !list.empty()) {
+      out.push_back(list.back());
+      list.pop_back();
+      --count;
+    }
+  }
+  for (; count > 0; --count) out.push_back(acquire());  // beyond what the pool held: created
+}
+
 void event_pool::release(int device, cudaEvent_t e) noexcept
 {
   impl& m = get();

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 namespace aijp::detail {
 
@@ -96,6 +97,8 @@ class event_pool {
   static event_pool& instance(event_kind kind);
   /// An event of the current device.
   cudaEvent_t acquire();
+  /// `count` events of `device` (the current one) under one lock (a plan's timer takes 64).
+  void acquire(int device, int count, std::vector<cudaEvent_t>& out);
   void release(int device, cudaEvent_t e) noexcept;
   /// Creates `count` events of the current device ahead (a context does it once, outside the products).
   void reserve(int count);

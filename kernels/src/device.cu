@@ -398,16 +398,18 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   AIJP_CUDA_CHECK(cudaGetDevice(&ordinal));
   device_ = query_device_properties(ordinal);
   // The read-backs and temporaries of the analysis and of staged steps (gpu_matrix.hpp) use pooled blocks,
-  // allocated here, outside the products (a cudaHostAlloc costs about a millisecond).
-  detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(4096, 8);
-  detail::block_pool::instance(detail::pool_kind::device).reserve(4096, 8);
-  detail::block_pool::instance(detail::pool_kind::device).reserve(65536, 2);
-  // The strip passes of a staged partition planning (detail::strip_job) at the default 64 strips: summaries
-  // ~140 KB, locality samples ~50 KB, each on the device and read back.
-  detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(65536, 2);
-  // Two of the largest: a partition planning starts while blocks of the step before may still be held.
-  detail::block_pool::instance(detail::pool_kind::pinned_host).reserve(262144, 2);
-  detail::block_pool::instance(detail::pool_kind::device).reserve(262144, 2);
+  // allocated here, outside the products (a cudaHostAlloc costs 0.05-1 ms). Sizes from the staged parts'
+  // labels on the H100 (session 16, "[2 allocations: 128 KiB, 128 KiB host]"): CUB temporaries (16 KiB),
+  // strip locality groups (32 KiB) and strip summaries at the default 64 strips (128 KiB), each on the
+  // device and read back; two of each, since a step may start while the last one's blocks are held.
+  for (const auto kind : {detail::pool_kind::pinned_host, detail::pool_kind::device}) {
+    detail::block_pool::instance(kind).reserve(4096, 8);
+    detail::block_pool::instance(kind).reserve(16384, 2);
+    detail::block_pool::instance(kind).reserve(32768, 2);
+    detail::block_pool::instance(kind).reserve(65536, 2);
+    detail::block_pool::instance(kind).reserve(131072, 2);
+    detail::block_pool::instance(kind).reserve(262144, 1);
+  }
   // The event pairs of two plans' timers (the running one and one being built) and the staged jobs' events.
   detail::event_pool::instance(detail::event_kind::timing).reserve(2 * 2 * 32);
   detail::event_pool::instance(detail::event_kind::no_timing).reserve(16);

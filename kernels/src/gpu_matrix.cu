@@ -536,13 +536,18 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   } else if (best >= 0) {
     choice = rep.estimates[best].format;
     const double csr_us = csr_i >= 0 ? rep.estimates[csr_i].predicted_us : 0.0;
-    std::ostringstream os;
-    os << format_name(choice) << ": "
-       << (!below_margin.empty() ? "the baseline" : kept_measured.empty() ? "smallest predicted time" : "predicted time") << " ("
-       << rep.estimates[best].predicted_us << " us";
-    if (csr_us > 0 && choice != format_id::cusparse_csr) os << ", " << csr_us / rep.estimates[best].predicted_us << "x cuSPARSE CSR";
-    os << ")" << below_margin << kept_measured;
-    rep.decision = os.str();
+    // snprintf rather than a string stream: this runs inside a staged part (%g: a stream's default format).
+    char line[160];
+    const char* why = !below_margin.empty() ? "the baseline" : kept_measured.empty() ? "smallest predicted time" : "predicted time";
+    if (csr_us > 0 && choice != format_id::cusparse_csr) {
+      std::snprintf(line, sizeof(line), "%s: %s (%g us, %gx cuSPARSE CSR)", format_name(choice), why, rep.estimates[best].predicted_us,
+                    csr_us / rep.estimates[best].predicted_us);
+    } else {
+      std::snprintf(line, sizeof(line), "%s: %s (%g us)", format_name(choice), why, rep.estimates[best].predicted_us);
+    }
+    rep.decision = line;
+    rep.decision += below_margin;
+    rep.decision += kept_measured;
   } else {
     rep.decision = "no candidate format is feasible: cuSPARSE CSR";
   }

@@ -32,9 +32,17 @@ class spmv_timer {
     AIJP_CUDA_CHECK(cudaGetDevice(&device_));
     try {
       // Timing events (cudaEventDisableTiming would make the pair useless) from the process' pool.
-      for (auto& s : ring_) {
-        s.start = event_pool::instance(event_kind::timing).acquire();
-        s.stop = event_pool::instance(event_kind::timing).acquire();
+      std::vector<cudaEvent_t> events;
+      events.reserve(2 * ring_.size());
+      try {
+        event_pool::instance(event_kind::timing).acquire(device_, static_cast<int>(2 * ring_.size()), events);
+      } catch (...) {
+        for (cudaEvent_t e : events) event_pool::instance(event_kind::timing).release(device_, e);
+        throw;
+      }
+      for (std::size_t k = 0; k < ring_.size(); ++k) {
+        ring_[k].start = events[2 * k];
+        ring_[k].stop = events[2 * k + 1];
       }
     } catch (...) {
       destroy();
