@@ -1455,17 +1455,7 @@ struct gpu_matrix<Value>::background_job {
     poll_us.push_back(1e3 * ms_since(t0));
     std::string label = from == at ? std::string(stage_name(from)) : std::string(stage_name(from)) + ">" + stage_name(at);
     if (part_label) label += std::string(": ") + part_label;
-    if (const long end = detail::driver_allocations().count.load(std::memory_order_relaxed); end > allocations) {
-      // "[2 allocations: 256 KiB host, 1024 KiB]": the sizes of the last few (pinned host memory marked).
-      const auto& log = detail::driver_allocations();
-      label += " [" + std::to_string(end - allocations) + (end - allocations == 1 ? " allocation:" : " allocations:");
-      for (long k = std::max(allocations, end - detail::allocation_log::kept); k < end; ++k) {
-        const long long b = log.bytes[k % detail::allocation_log::kept].load(std::memory_order_relaxed);
-        label += (k > std::max(allocations, end - detail::allocation_log::kept) ? ", " : " ") + std::to_string((b < 0 ? -b : b) >> 10) +
-                 (b < 0 ? " KiB host" : " KiB");
-      }
-      label += "]";
-    }
+    label += detail::driver_allocations().since(allocations);
     poll_stage.push_back(std::move(label));
     spent_us += std::max(0.0, poll_us.back() - slack_us);
     if (at == stage::finished) {
