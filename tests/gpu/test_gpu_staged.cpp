@@ -8,6 +8,7 @@
 
 #include "gpu_test_support.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 
@@ -90,6 +91,12 @@ TEST_F(GpuStaged, SellConversionsAreSplitIntoManyParts)
     std::cout << before << " products before the install, " << parts << " parts: " << m.report().to_string();
     EXPECT_GT(parts, 20) << "a part is 0.2 % of a product here";
     EXPECT_GE(before, parts);
+    // The layout's one allocation is a part of its own, and its label says so with its size.
+    const auto& labels = m.report().staged_poll_stage;
+    const int with_layout = static_cast<int>(std::count_if(labels.begin(), labels.end(), [&](const std::string& l) {
+      return l.find("[1 allocation: ") != std::string::npos && l.find(" KiB]") != std::string::npos;
+    }));
+    EXPECT_GE(with_layout, 1) << "no part names an allocation";
     aijp::test::check_products_and_refresh(m, a, std::string(aijp::format_name(f)) + " converted in parts", 11);
 
     // The same fraction of a larger budget: the slice offsets (after sell_sigma's window sort, in the same
