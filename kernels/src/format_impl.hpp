@@ -61,6 +61,12 @@ class format_builder {
   virtual int parts_issued() const = 0;
   /// What the last advance did, for a report of a slow part (empty: nothing to add to the stage's name).
   virtual std::string last_part() const { return {}; }
+  /// All parts at once, waiting at each read-back: the synchronous factories of the formats with a builder.
+  std::unique_ptr<format_impl<Value>> build_whole(cudaStream_t stream)
+  {
+    while (!advance(stream)) wait();
+    return take();
+  }
 };
 
 /// RAII cuSPARSE handle, created at its first use: a plan built on a background thread

@@ -1349,8 +1349,7 @@ struct gpu_matrix<Value>::background_job {
   double conversion_host_ms = 0;
   std::vector<double> poll_us;  // host time of each advance that did work
   std::vector<std::string> poll_stage;  // the stage each of them began in (">next" when it moved on)
-  const char* part_label = nullptr;     // what the part did, where the stage does several things
-  char part_detail[160] = {};            // part_label's text when it carries numbers
+  std::string part_label;               // what the part did, where the stage does several things
   static const char* stage_name(stage st)
   {
     switch (st) {
@@ -1440,7 +1439,7 @@ struct gpu_matrix<Value>::background_job {
       return false;
     }
     const stage from = at;
-    part_label = nullptr;
+    part_label.clear();
     const long allocations = detail::driver_allocations().count.load(std::memory_order_relaxed);
     try {
       bool finished = false;
@@ -1454,7 +1453,7 @@ struct gpu_matrix<Value>::background_job {
     }
     poll_us.push_back(1e3 * ms_since(t0));
     std::string label = from == at ? std::string(stage_name(from)) : std::string(stage_name(from)) + ">" + stage_name(at);
-    if (part_label) label += std::string(": ") + part_label;
+    if (!part_label.empty()) label += ": " + part_label;
     label += detail::driver_allocations().since(allocations);
     poll_stage.push_back(std::move(label));
     spent_us += std::max(0.0, poll_us.back() - slack_us);
@@ -1503,9 +1502,10 @@ struct gpu_matrix<Value>::background_job {
         gathered = typename impl::gathered_input{stats_job.result(), locality.result(), free_memory};
         const auto t1 = clock_type::now();
         m.analyze(*ctx, opts, stream, &*gathered);
-        std::snprintf(part_detail, sizeof(part_detail), "decision (read-backs %.0f us, analysis %.0f us: predictions %.0f, online %.0f, choice %.0f)",
+        char line[160];
+        std::snprintf(line, sizeof(line), "decision (read-backs %.0f us, analysis %.0f us: predictions %.0f, online %.0f, choice %.0f)",
                       gathered_us, 1e3 * ms_since(t1), m.report.predict_us, m.report.online_us, m.report.choice_us);
-        part_label = part_detail;
+        part_label = line;
         changed = true;
         at = after_step();
         return false;
@@ -1589,8 +1589,9 @@ struct gpu_matrix<Value>::background_job {
         const double build_ms = ms_since(t0);
         conversion_host_ms += build_ms;
         m.converted(building, conversion_host_ms);
-        std::snprintf(part_detail, sizeof(part_detail), "%s built whole in %.0f us", format_name(building), 1e3 * build_ms);
-        part_label = part_detail;
+        char line[96];
+        std::snprintf(line, sizeof(line), "%s built whole in %.0f us", format_name(building), 1e3 * build_ms);
+        part_label = line;
         return true;
       }
       case stage::converting: {
@@ -1624,11 +1625,7 @@ struct gpu_matrix<Value>::background_job {
         bool built = false;
         try {
           built = builder->advance(stream);
-          const std::string what = builder->last_part();
-          if (!what.empty()) {
-            std::snprintf(part_detail, sizeof(part_detail), "%s", what.c_str());
-            part_label = part_detail;
-          }
+          part_label = builder->last_part();
           if (!built && block) builder->wait();
         } catch (const device_out_of_memory& e) {  // as build_partition's caller would, on cuSPARSE CSR
           builder.reset();

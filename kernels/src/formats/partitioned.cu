@@ -145,6 +145,16 @@ class partitioned final : public format_impl<Value> {
 
 namespace {
 
+// The notes of a block whose format failed there (it becomes cuSPARSE CSR; make_partitioned, partition_builder).
+std::string cannot_hold(format_id f, const not_supported& e)
+{
+  return std::string(format_name(f)) + " cannot hold this block (" + e.what() + ")";
+}
+std::string out_of_memory(format_id f, const device_out_of_memory& e)
+{
+  return std::string("out of device memory building ") + format_name(f) + " (" + e.what() + ")";
+}
+
 // A block's part with its sub-CSR: rows [block.row_begin, block.row_end) of `a`, entries [entry_begin,
 // entry_end) (row_ptr rebased to 0 on `stream`; the entries borrowed from `a`; columns stay global); no
 // child yet.
@@ -207,10 +217,10 @@ std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a,
         p.child = factory(out.format, args);
       } catch (const not_supported& e) {
         if (out.format == format_id::cusparse_csr) throw;
-        out.note = std::string(format_name(out.format)) + " cannot hold this block (" + e.what() + ")";
+        out.note = cannot_hold(out.format, e);
       } catch (const device_out_of_memory& e) {
         if (out.format == format_id::cusparse_csr) throw;
-        out.note = std::string("out of device memory building ") + format_name(out.format) + " (" + e.what() + ")";
+        out.note = out_of_memory(out.format, e);
       }
       if (!p.child) {
         out.format = format_id::cusparse_csr;
@@ -275,16 +285,19 @@ class partition_builder final : public format_builder<Value> {
         auto& p = parts_built_.back();
         const build_args<Value> args{*p.sub, stats_.result(), handle_, stream};
         ++parts_;
-        if (out_.format == format_id::sell_delta16 || out_.format == format_id::sell_sigma || out_.format == format_id::sell_c_sigma) {
+        // A format with a builder (make_format_builder; making one issues no device work, it only takes a
+        // pooled read-back block) converts in parts once the block passes its check; the others are built
+        // whole here.
+        if (auto child = make_format_builder<Value>(out_.format, *p.sub, stats_.result(), rows_per_part_)) {
           try {
             check_(out_.format, args);
-            child_ = make_format_builder<Value>(out_.format, *p.sub, stats_.result(), rows_per_part_);
+            child_ = std::move(child);
             phase_ = phase::child;
             return false;
           } catch (const not_supported& e) {
-            out_.note = std::string(format_name(out_.format)) + " cannot hold this block (" + e.what() + ")";
+            out_.note = cannot_hold(out_.format, e);
           } catch (const device_out_of_memory& e) {
-            out_.note = std::string("out of device memory building ") + format_name(out_.format) + " (" + e.what() + ")";
+            out_.note = out_of_memory(out_.format, e);
           }
         } else {
           const auto t0 = std::chrono::steady_clock::now();
@@ -300,9 +313,9 @@ class partition_builder final : public format_builder<Value> {
           if (!child_->advance(stream)) return false;
           parts_built_.back().child = child_->take();
         } catch (const not_supported& e) {
-          out_.note = std::string(format_name(out_.format)) + " cannot hold this block (" + e.what() + ")";
+          out_.note = cannot_hold(out_.format, e);
         } catch (const device_out_of_memory& e) {
-          out_.note = std::string("out of device memory building ") + format_name(out_.format) + " (" + e.what() + ")";
+          out_.note = out_of_memory(out_.format, e);
         }
         parts_ += child_->parts_issued();
         done_children_.push_back(std::move(child_));  // kept until the end: freeing its pinned memory synchronises
@@ -347,10 +360,10 @@ class partition_builder final : public format_builder<Value> {
       parts_built_.back().child = factory_(out_.format, args);
     } catch (const not_supported& e) {
       if (out_.format == format_id::cusparse_csr) throw;
-      out_.note = std::string(format_name(out_.format)) + " cannot hold this block (" + e.what() + ")";
+      out_.note = cannot_hold(out_.format, e);
     } catch (const device_out_of_memory& e) {
       if (out_.format == format_id::cusparse_csr) throw;
-      out_.note = std::string("out of device memory building ") + format_name(out_.format) + " (" + e.what() + ")";
+      out_.note = out_of_memory(out_.format, e);
     }
   }
   // Falls back to cuSPARSE CSR where the child failed, then moves to the next block (started by the next

@@ -279,9 +279,7 @@ AIJP_IF_FLOAT(template std::unique_ptr<format_builder<float>> make_sell_delta16_
 template <typename Value>
 std::unique_ptr<format_impl<Value>> make_sell_delta16(const build_args<Value>& args)
 {
-  sell_delta16_builder<Value> b(args.a, args.a.rows + slice_height);
-  while (!b.advance(args.stream)) b.wait();
-  return b.take();
+  return sell_delta16_builder<Value>(args.a, args.a.rows + slice_height).build_whole(args.stream);
 }
 AIJP_INSTANTIATE_FORMAT_FACTORY(make_sell_delta16)
 

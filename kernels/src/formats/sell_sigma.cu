@@ -291,9 +291,7 @@ namespace {
 template <typename Value>
 std::unique_ptr<format_impl<Value>> build_sell_whole(const build_args<Value>& args, bool sort)
 {
-  sell_builder<Value> b(args.a, args.stats, sort, args.a.rows + slice_height);
-  while (!b.advance(args.stream)) b.wait();
-  return b.take();
+  return sell_builder<Value>(args.a, args.stats, sort, args.a.rows + slice_height).build_whole(args.stream);
 }
 }  // namespace
 
