@@ -1,8 +1,10 @@
 // Owning, move-only device allocation (cudaMalloc/cudaFree); no-throw release in the destructor. A
-// borrowed buffer (device_buffer::borrow) names part of another allocation and frees nothing.
+// borrowed buffer (device_buffer::borrow, or resize from a layout_reserve) names part of another
+// allocation and frees nothing.
 #pragma once
 
 #include "cuda_check.hpp"
+#include "layout_reserve.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -88,6 +90,21 @@ class device_buffer {
     driver_allocations().note(static_cast<long long>((count > 0 ? count : 1) * sizeof(T)));
     ptr_ = static_cast<T*>(p);
     size_ = count;
+  }
+  /// The same, from `reserve` when it is not null and still has room (no cudaMalloc: the buffer then
+  /// borrows its region, freeing nothing), else from the driver.
+  void resize(std::size_t count, layout_reserve* reserve)
+  {
+    if (reserve) {
+      if (void* p = reserve->take((count > 0 ? count : 1) * sizeof(T))) {
+        release();
+        ptr_ = static_cast<T*>(p);
+        size_ = count;
+        owned_ = false;
+        return;
+      }
+    }
+    resize(count);
   }
   T* data() { return ptr_; }
   const T* data() const { return ptr_; }

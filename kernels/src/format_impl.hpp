@@ -21,7 +21,10 @@
 
 namespace aijp::detail {
 
-/// The device copy of the CSR matrix every format converts from (and cuSPARSE CSR runs on).
+/// The device copy of the CSR matrix every format converts from (and cuSPARSE CSR runs on). gpu_matrix
+/// uploads it into one allocation (`storage`; the three arrays borrow from it) followed by the layout
+/// reserve: formats built from it take their layout arrays from `reserve` while it has room
+/// (layout_reserve.hpp; null: none). A row block's copy (partitioned.cu) shares its parent's reserve.
 template <typename Value>
 struct device_csr {
   size_type rows = 0;
@@ -30,6 +33,9 @@ struct device_csr {
   device_buffer<index_type> row_ptr;
   device_buffer<index_type> col_idx;
   device_buffer<Value> values;
+  device_buffer<unsigned char> storage;    ///< the arrays' and the reserve's one allocation, when they share one
+  std::shared_ptr<layout_reserve> reserve;
+  layout_reserve* layout_memory() const { return reserve.get(); }
 };
 
 template <typename Value>

@@ -4,6 +4,7 @@
 #include "cuda_check.hpp"
 #include "device_buffer.hpp"
 #include "analysis_jobs.hpp"
+#include "async_ops.hpp"
 #include "format_impl.hpp"
 #include "spmv_timer.hpp"
 #include "vector_ops.hpp"
@@ -48,6 +49,28 @@ double conversion_estimate_us(format_id f, double layout_bytes, double csr_bytes
   double us = 150.0 + 3.0 * (layout_bytes + csr_bytes) / (stream_gbs * 1e3);
   if (f == format_id::cusparse_sell && !cusparse_sell_built.load(std::memory_order_relaxed)) us += cusparse_sell_first_use_us;
   return us;
+}
+
+bool runs_on_csr_copy(format_id f)
+{
+  return f == format_id::cusparse_csr || f == format_id::csr_vector || f == format_id::csr_scalar;
+}
+
+// plan_options::layout_reserve's bytes for a CSR copy of `csr_bytes`: none where no layout can be built (a
+// forced format or candidates that run on the CSR copy) or where the device would keep less than half its
+// memory free after the upload.
+std::size_t layout_reserve_bytes(const plan_options& opts, std::size_t csr_bytes)
+{
+  if (!(opts.layout_reserve > 0) || csr_bytes == 0) return 0;
+  if (!opts.forced_plan) {
+    if (opts.forced && runs_on_csr_copy(*opts.forced)) return 0;
+    if (!opts.forced && std::all_of(opts.candidates.begin(), opts.candidates.end(), runs_on_csr_copy)) return 0;
+  }
+  const std::size_t want = detail::layout_reserve::round_up(static_cast<std::size_t>(opts.layout_reserve * static_cast<double>(csr_bytes)));
+  size_type free_bytes = 0, total_bytes = 0;
+  device_memory_info(&free_bytes, &total_bytes);
+  const double after = static_cast<double>(free_bytes) - static_cast<double>(csr_bytes) - static_cast<double>(want);
+  return after >= 0.5 * static_cast<double>(total_bytes) ? want : 0;
 }
 
 struct column_summary {
@@ -382,9 +405,27 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
   a.rows = host.rows;
   a.cols = host.cols;
   a.nnz = host.nnz;
-  a.row_ptr.resize(host.rows + 1);
-  a.col_idx.resize(host.nnz);
-  a.values.resize(host.nnz);
+  // One allocation for the three arrays and the layout reserve (each cudaMalloc costs ~0.1 ms whatever its
+  // size, layout_reserve.hpp).
+  const auto aligned = [](std::size_t bytes) { return detail::layout_reserve::round_up(bytes); };
+  const std::size_t row_ptr_bytes = aligned((host.rows + 1) * sizeof(index_type));
+  const std::size_t col_bytes = aligned(host.nnz * sizeof(index_type));
+  const std::size_t val_bytes = aligned(host.nnz * sizeof(Value));
+  const std::size_t csr_bytes = row_ptr_bytes + col_bytes + val_bytes;
+  std::size_t reserve_bytes = layout_reserve_bytes(opts, csr_bytes);
+  try {
+    a.storage.resize(csr_bytes + reserve_bytes);
+  } catch (const device_out_of_memory&) {
+    if (reserve_bytes == 0) throw;
+    reserve_bytes = 0;  // another process took the memory since it was queried: no reserve
+    a.storage.resize(csr_bytes);
+  }
+  unsigned char* base = a.storage.data();
+  a.row_ptr = detail::device_buffer<index_type>::borrow(reinterpret_cast<index_type*>(base), host.rows + 1);
+  a.col_idx = detail::device_buffer<index_type>::borrow(reinterpret_cast<index_type*>(base + row_ptr_bytes), host.nnz);
+  a.values = detail::device_buffer<Value>::borrow(reinterpret_cast<Value*>(base + row_ptr_bytes + col_bytes), host.nnz);
+  if (reserve_bytes > 0) a.reserve = std::make_shared<detail::layout_reserve>(base + csr_bytes, reserve_bytes);
+  rep.reserve_bytes = static_cast<double>(reserve_bytes);
   AIJP_CUDA_CHECK(cudaMemcpyAsync(a.row_ptr.data(), host.row_ptr, (host.rows + 1) * sizeof(index_type), kind, stream));
   if (host.nnz > 0) {
     AIJP_CUDA_CHECK(cudaMemcpyAsync(a.col_idx.data(), host.col_idx, host.nnz * sizeof(index_type), kind, stream));
@@ -398,7 +439,7 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
 
   column_summary& cs = m.columns;
   if (host.rows > 0) {
-    detail::device_buffer<column_summary> d_cs(1);
+    detail::pool_buffer<column_summary, detail::pool_kind::device> d_cs(1);  // no cudaMalloc, no cudaFree
     AIJP_CUDA_CHECK(cudaMemsetAsync(d_cs.data(), 0, sizeof(column_summary), stream));
     inspect_columns<<<static_cast<unsigned>((host.rows + 255) / 256), 256, 0, stream>>>(host.rows, host.cols, a.row_ptr.data(),
                                                                                        a.col_idx.data(), d_cs.data());
@@ -459,7 +500,8 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   in.value_bytes = sizeof(Value);
   in.columns_sorted = cs.unsorted_rows == 0;
   in.max_column_step = cs.max_step;
-  in.free_memory_bytes = free_memory;
+  // What is left of the layout reserve is free for the layout too (cudaMemGetInfo counts it as used).
+  in.free_memory_bytes = free_memory + (a.reserve ? static_cast<size_type>(a.reserve->left()) : 0);
   const auto t_predict = clock_type::now();
   rep.estimates = estimate_block(ctx, in, rep.stats, opts.candidates);
   const auto t_online = clock_type::now();
@@ -1888,6 +1930,7 @@ format_id gpu_matrix<Value>::format() const
 template <typename Value>
 const plan_report& gpu_matrix<Value>::report() const
 {
+  if (impl_->csr.reserve) impl_->report.reserve_used_bytes = static_cast<double>(impl_->csr.reserve->used());
   return impl_->report;
 }
 template <typename Value>
@@ -1968,6 +2011,12 @@ std::string plan_report::to_string() const
   os << "  choice: " << decision << "\n";
   if (partitioned) os << "  plan: " << plan << "\n";
   os << line;
+  if (reserve_bytes > 0) {
+    char reserve[160];
+    std::snprintf(reserve, sizeof(reserve), "  layout reserve beside the CSR copy: %.1f MiB, %.1f MiB of it taken by layouts\n",
+                  reserve_bytes / 1048576.0, reserve_used_bytes / 1048576.0);
+    os << reserve;
+  }
   if (background_ms > 0 && staged_polls() > 0) {
     std::snprintf(line, sizeof(line), "  %s ran staged in %d parts over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms from start to end), while they ran the previous plan; installed in %.3f ms\n",
                   background_what.c_str(), staged_polls(), staged_polls() + staged_skipped, staged_host_ms(), staged_max_poll_ms(), background_ms, install_ms);

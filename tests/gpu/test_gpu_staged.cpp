@@ -76,7 +76,10 @@ TEST_F(GpuStaged, SellConversionsAreSplitIntoManyParts)
   device_vec<double> dx(x);
   for (const format_id f : {format_id::sell_delta16, format_id::sell_sigma, format_id::sell_c_sigma}) {
     SCOPED_TRACE(aijp::format_name(f));
-    aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+    auto upload = not_analysed();
+    upload.layout_reserve = 0;  // the layout from the driver: its allocation a part of its own (below)
+    aijp::gpu_matrix<double> m(*ctx, a.view(), upload, nullptr);
+    EXPECT_EQ(m.report().reserve_bytes, 0.0);
     aijp::plan_options opts;
     opts.forced = f;
     opts.stage_fraction = 0.002;  // tiny parts: many fills of whole slices, the last one partial
@@ -318,6 +321,87 @@ TEST_F(GpuStaged, LatePartitionPlanningRunsInSlices)
     EXPECT_GE(rep.staged_polls(), 8) << rep.decision;
   }
   aijp::test::check_products_and_refresh(m, a, "after the staged planning", 19);
+}
+
+// The layout reserve (plan_options::layout_reserve): the first conversion takes its layout from the CSR
+// copy's allocation (no part allocates it from the driver), a second layout that no longer fits comes from
+// the driver, a layout replaced by another frees nothing, and every product stays right throughout. No
+// reserve when it is off or when nothing but the CSR copy can run.
+TEST_F(GpuStaged, LayoutsComeFromTheReserveUntilItIsUsedUp)
+{
+  const auto a = aijp::gen::from_spec("lap7:64x64x64");
+  const auto ctx = make_context();
+  const auto x = aijp::test::random_vector(a.cols, 13);
+  device_vec<double> dx(x);
+  const double csr_bytes = a.nnz() * (sizeof(double) + sizeof(aijp::index_type)) + (a.rows + 1.0) * sizeof(aijp::index_type);
+  const auto names_allocation_over = [](const std::vector<std::string>& labels, double bytes) {
+    for (const auto& l : labels) {  // "[1 allocation: 18432 KiB]", "[2 allocations: 16 KiB, 4 KiB host]"
+      for (auto at = l.find(": "); at != std::string::npos; at = l.find(", ", at + 1)) {
+        const auto kib = l.find(" KiB", at);
+        if (kib == std::string::npos) break;
+        try {
+          if (std::stod(l.substr(at + 2, kib - at - 2)) * 1024 >= bytes) return true;
+        } catch (const std::exception&) {
+        }
+      }
+    }
+    return false;
+  };
+
+  aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+  const double reserve = m.report().reserve_bytes;
+  ASSERT_GE(reserve, csr_bytes) << "default: the CSR copy's bytes (rounded up), with this much free device memory";
+  EXPECT_EQ(m.report().reserve_used_bytes, 0.0);
+  aijp::plan_options opts;
+  opts.forced = format_id::sell_delta16;
+  opts.stage_fraction = 0.01;
+  ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+  bool changed = false;
+  poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
+  ASSERT_EQ(m.format(), format_id::sell_delta16) << m.report().decision;
+  const double first = m.report().reserve_used_bytes;
+  std::cout << m.report().to_string();
+  EXPECT_GT(first, 0.5 * csr_bytes) << "sell_delta16's layout (10 bytes per stored entry) came from the reserve";
+  EXPECT_LE(first, reserve);
+  EXPECT_FALSE(names_allocation_over(m.report().staged_poll_stage, 0.25 * csr_bytes))
+      << "no part allocated the layout from the driver";
+  EXPECT_NE(m.report().to_string().find("layout reserve beside the CSR copy"), std::string::npos);
+  aijp::test::check_products_and_refresh(m, a, "sell_delta16 in the reserve", 5);
+
+  // A second layout: sell_sigma's 12 bytes per entry no longer fit beside the first one; from the driver.
+  opts.forced = format_id::sell_sigma;
+  ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+  poll_until_installed(m, a, x, dx, format_id::sell_delta16, &changed);
+  ASSERT_EQ(m.format(), format_id::sell_sigma) << m.report().decision;
+  EXPECT_TRUE(names_allocation_over(m.report().staged_poll_stage, 0.5 * csr_bytes))
+      << "the second layout came from the driver";
+  EXPECT_LE(m.report().reserve_used_bytes, reserve);
+  EXPECT_GE(m.report().reserve_used_bytes, first) << "regions are never handed out twice";
+  aijp::test::check_products_and_refresh(m, a, "sell_sigma after the reserve", 5);
+
+  // Synchronous conversions of every format with a layout of its own take from a reserve too.
+  for (const format_id f : {format_id::coo, format_id::ell, format_id::ellr, format_id::pellr, format_id::jad, format_id::hyb,
+                            format_id::sell_sigma, format_id::sell_c_sigma, format_id::cusparse_sell}) {
+    SCOPED_TRACE(aijp::format_name(f));
+    aijp::plan_options sync;
+    sync.forced = f;
+    aijp::gpu_matrix<double> s(*ctx, a.view(), sync, nullptr);
+    ASSERT_EQ(s.format(), f) << s.report().decision;
+    EXPECT_GT(s.report().reserve_used_bytes, 0.0);
+    aijp::test::check_products_and_refresh(s, a, std::string(aijp::format_name(f)) + " in the reserve", 3);
+  }
+
+  auto off = not_analysed();
+  off.layout_reserve = 0;
+  EXPECT_EQ(aijp::gpu_matrix<double>(*ctx, a.view(), off, nullptr).report().reserve_bytes, 0.0);
+  aijp::plan_options csr_only;
+  csr_only.forced = format_id::cusparse_csr;
+  EXPECT_EQ(aijp::gpu_matrix<double>(*ctx, a.view(), csr_only, nullptr).report().reserve_bytes, 0.0);
+  aijp::plan_options quarter = not_analysed();
+  quarter.layout_reserve = 0.25;
+  const double q = aijp::gpu_matrix<double>(*ctx, a.view(), quarter, nullptr).report().reserve_bytes;
+  EXPECT_GE(q, 0.25 * csr_bytes);
+  EXPECT_LT(q, 0.3 * csr_bytes);
 }
 
 TEST_F(GpuStaged, EmptyMatrix)

@@ -79,6 +79,13 @@ struct plan_options {
   /// the H100 machine), and a part issued at every product put 40-180 us of host time into each of them.
   /// 0: a part at every product.
   double stage_duty = 0.01;
+  /// Layout reserve: device memory set aside in the CSR copy's own allocation, this fraction of its bytes,
+  /// from which conversions take their layouts (no cudaMalloc, ~0.1-0.3 ms each, inside a product of a short
+  /// solve; none to free either) until it is used up; regions are not reused. Only where the device keeps at
+  /// least half its memory free after the upload, and not when the forced format or every candidate runs on
+  /// the CSR copy. Held until the matrix goes: a matrix that is never converted holds it for nothing.
+  /// 0: none.
+  double layout_reserve = 1.0;
   /// Run this partition (parse_partition_plan("sell[0,1000)+coo[1000,1200)")) instead of selecting: tests,
   /// benchmarks, warm-up. Blocks must cover every row; a block's format that is infeasible there becomes
   /// cuSPARSE CSR. A one-block plan is the unpartitioned format. Takes precedence over `forced`.
@@ -115,6 +122,8 @@ struct plan_report {
   std::string params_source;   ///< where the device constants came from
   std::string model_source;    ///< which model ranked the formats
   double upload_ms = 0.0;      ///< host -> device copy of the CSR arrays
+  double reserve_bytes = 0.0;  ///< the layout reserve beside the CSR copy (plan_options::layout_reserve)
+  double reserve_used_bytes = 0.0;  ///< of it, taken by the layouts built so far
   double analysis_ms = 0.0;    ///< statistics + prediction
   /// The analysis' host time after its statistics (us): the predictions, the online corrections, the choice.
   double predict_us = 0.0, online_us = 0.0, choice_us = 0.0;

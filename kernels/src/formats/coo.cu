@@ -254,7 +254,7 @@ class coo final : public format_impl<Value> {
  public:
   coo(const device_csr<Value>& a, cudaStream_t stream) : a_(a)
   {
-    row_idx_.resize(static_cast<std::size_t>(a.nnz));
+    row_idx_.resize(static_cast<std::size_t>(a.nnz), a.layout_memory());
     if (a.nnz > 0) {
       coo_row_indices<<<blocks_for(a.nnz), block_size, 0, stream>>>(a.rows, a.nnz, a.row_ptr.data(), row_idx_.data());
       AIJP_CHECK_LAUNCH();

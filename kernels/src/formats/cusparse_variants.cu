@@ -78,11 +78,11 @@ class cusparse_sell final : public format_impl<Value> {
       AIJP_THROW(not_supported, "cusparse_sell: " + std::to_string(padded) +
                                     " stored entries exceed cuSPARSE's 32-bit slice offsets");
     }
-    slice_ptr_.resize(static_cast<std::size_t>(slices + 1));
+    slice_ptr_.resize(static_cast<std::size_t>(slices + 1), a.layout_memory());
     narrow_offsets<<<grid_for(slices + 1), block_size, 0, stream>>>(slices + 1, slice_ptr64.data(), slice_ptr_.data());
     AIJP_CHECK_LAUNCH();
-    col_.resize(static_cast<std::size_t>(padded));
-    val_.resize(static_cast<std::size_t>(padded));
+    col_.resize(static_cast<std::size_t>(padded), a.layout_memory());
+    val_.resize(static_cast<std::size_t>(padded), a.layout_memory());
     fill(a, true, stream);
     // slice_ptr64 is read by narrow_offsets: wait before it is released (and before anything can throw).
     AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -89,11 +89,11 @@ class ell_format final : public format_impl<Value> {
     AIJP_ENSURE(args.stats.rows == a.rows && args.stats.nnz == a.nnz, error,
                 std::string(variant_name<variant>) + ": statistics do not describe this matrix");
     const size_type slots = padded_slots(rows_, width_, variant_name<variant>);
-    col_.resize(static_cast<std::size_t>(slots));
-    val_.resize(static_cast<std::size_t>(slots));
-    if (own_length) row_len_.resize(static_cast<std::size_t>(rows_));
+    col_.resize(static_cast<std::size_t>(slots), a.layout_memory());
+    val_.resize(static_cast<std::size_t>(slots), a.layout_memory());
+    if (own_length) row_len_.resize(static_cast<std::size_t>(rows_), a.layout_memory());
     if (permuted) {
-      perm_.resize(static_cast<std::size_t>(rows_));
+      perm_.resize(static_cast<std::size_t>(rows_), a.layout_memory());
       sort_rows_by_length(rows_, a.row_ptr.data(), width_, row_len_.data(), perm_.data(), args.stream);
     }
     if (variant == ell_variant::ell) {

@@ -140,17 +140,17 @@ class hyb final : public format_impl<Value> {
     AIJP_ENSURE(args.stats.rows == a.rows && args.stats.nnz == a.nnz, error, "hyb: statistics do not describe this matrix");
     AIJP_ENSURE(width_ >= 0 && coo_nnz_ >= 0 && coo_nnz_ <= a.nnz, error, "hyb: inconsistent ELL width or COO size");
     const size_type slots = padded_slots(rows_, width_, "hyb");
-    ell_col_.resize(static_cast<std::size_t>(slots));
-    ell_val_.resize(static_cast<std::size_t>(slots));
+    ell_col_.resize(static_cast<std::size_t>(slots), a.layout_memory());
+    ell_val_.resize(static_cast<std::size_t>(slots), a.layout_memory());
     if (width_ > 0) {
       launch_ell_fill<Value, true, true>(rows_, width_, a, nullptr, nullptr, ell_col_.data(), ell_val_.data(), args.stream);
     }
     if (coo_nnz_ == 0) return;  // regular matrices: pure ELL, no COO arrays, no scan
 
-    coo_offset_.resize(static_cast<std::size_t>(rows_) + 1);
-    coo_row_.resize(static_cast<std::size_t>(coo_nnz_));
-    coo_col_.resize(static_cast<std::size_t>(coo_nnz_));
-    coo_val_.resize(static_cast<std::size_t>(coo_nnz_));
+    coo_offset_.resize(static_cast<std::size_t>(rows_) + 1, a.layout_memory());
+    coo_row_.resize(static_cast<std::size_t>(coo_nnz_), a.layout_memory());
+    coo_col_.resize(static_cast<std::size_t>(coo_nnz_), a.layout_memory());
+    coo_val_.resize(static_cast<std::size_t>(coo_nnz_), a.layout_memory());
     const auto counts = thrust::make_transform_iterator(thrust::counting_iterator<size_type>(0),
                                                         coo_count_op{a.row_ptr.data(), rows_, width_});
     std::size_t cub_bytes = 0;

@@ -105,10 +105,10 @@ class jad final : public format_impl<Value> {
   {
     const device_csr<Value>& a = args.a;
     AIJP_ENSURE(args.stats.rows == a.rows && args.stats.nnz == a.nnz, error, "jad: statistics do not describe this matrix");
-    col_.resize(static_cast<std::size_t>(a.nnz));
-    val_.resize(static_cast<std::size_t>(a.nnz));
-    perm_.resize(static_cast<std::size_t>(rows_));
-    jd_ptr_.resize(static_cast<std::size_t>(width_) + 1);
+    col_.resize(static_cast<std::size_t>(a.nnz), a.layout_memory());
+    val_.resize(static_cast<std::size_t>(a.nnz), a.layout_memory());
+    perm_.resize(static_cast<std::size_t>(rows_), a.layout_memory());
+    jd_ptr_.resize(static_cast<std::size_t>(width_) + 1, a.layout_memory());
     if (rows_ == 0) {
       AIJP_CUDA_CHECK(cudaMemsetAsync(jd_ptr_.data(), 0, sizeof(index_type), args.stream));
       return;

@@ -170,7 +170,8 @@ typename partitioned<Value>::part make_block_part(const device_csr<Value>& a, co
   s.rows = block.row_end - block.row_begin;
   s.cols = a.cols;
   s.nnz = entry_end - entry_begin;
-  s.row_ptr.resize(s.rows + 1);
+  s.reserve = a.reserve;
+  s.row_ptr.resize(s.rows + 1, a.layout_memory());
   rebase_row_ptr<<<static_cast<unsigned>((s.rows + 1 + 255) / 256), 256, 0, stream>>>(s.rows + 1, a.row_ptr.data() + block.row_begin,
                                                                                     s.row_ptr.data());
   AIJP_CHECK_LAUNCH();

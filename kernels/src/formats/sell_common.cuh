@@ -110,12 +110,13 @@ void exclusive_scan(long long* data, size_type count, TempBuffer& temp, cudaStre
 
 /// Slice offsets (64-bit, slices + 1 entries) of the layout order given by `perm` (nullptr: natural order),
 /// enqueued on `stream`: widths, then the scan. slice_ptr[slices] is the padded size once the stream has run.
+/// slice_ptr from `reserve` while it has room (a layout's own offsets; not for temporaries).
 template <typename TempBuffer>
 void slice_offsets(const index_type* row_ptr, size_type rows, const index_type* perm, device_buffer<long long>& slice_ptr,
-                   TempBuffer& temp, cudaStream_t stream)
+                   TempBuffer& temp, cudaStream_t stream, layout_reserve* reserve = nullptr)
 {
   const size_type slices = slice_count(rows);
-  slice_ptr.resize(static_cast<std::size_t>(slices + 1));
+  slice_ptr.resize(static_cast<std::size_t>(slices + 1), reserve);
   AIJP_CUDA_CHECK(cudaMemsetAsync(slice_ptr.data(), 0, (slices + 1) * sizeof(long long), stream));
   if (rows > 0) {
     if (perm) {

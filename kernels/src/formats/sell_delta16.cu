@@ -157,12 +157,12 @@ class sell_delta16 final : public format_impl<Value> {
   device_buffer<long long> slice_ptr_;
   // The three arrays in one allocation: a cudaMalloc costs ~0.1 ms whatever its size (1 to 512 MiB on the
   // H100, bench/results/2026-11-24_h100_session16_alloc_cost.txt), one staged part each before.
-  void allocate(std::size_t padded)
+  void allocate(std::size_t padded, layout_reserve* reserve)
   {
     const auto aligned = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
     const std::size_t val_bytes = aligned(padded * sizeof(Value));
     const std::size_t delta_bytes = aligned(padded * sizeof(delta_type));
-    arrays_.resize(val_bytes + delta_bytes + static_cast<std::size_t>(rows_) * sizeof(index_type));
+    arrays_.resize(val_bytes + delta_bytes + static_cast<std::size_t>(rows_) * sizeof(index_type), reserve);
     val_ = reinterpret_cast<Value*>(arrays_.data());
     delta_ = reinterpret_cast<delta_type*>(arrays_.data() + val_bytes);
     first_col_ = reinterpret_cast<index_type*>(arrays_.data() + val_bytes + delta_bytes);
@@ -198,7 +198,7 @@ class sell_delta16_builder final : public format_builder<Value> {
         const size_type slices = slice_count(m.rows_);
         bad_.resize(1);
         AIJP_CUDA_CHECK(cudaMemsetAsync(bad_.data(), 0, sizeof(unsigned long long), stream));
-        slice_offsets(a_.row_ptr.data(), m.rows_, nullptr, m.slice_ptr_, scan_temp_, stream);
+        slice_offsets(a_.row_ptr.data(), m.rows_, nullptr, m.slice_ptr_, scan_temp_, stream, a_.layout_memory());
         AIJP_CUDA_CHECK(cudaMemcpyAsync(&host_[0], m.slice_ptr_.data() + slices, sizeof(long long), cudaMemcpyDeviceToHost,
                                         stream));
         event_.record(stream);
@@ -209,7 +209,7 @@ class sell_delta16_builder final : public format_builder<Value> {
       case 1: {
         // The layout's one allocation, in a part of its own when split (then the fills).
         if (!event_.done()) return false;
-        m.allocate(static_cast<std::size_t>(host_[0]));
+        m.allocate(static_cast<std::size_t>(host_[0]), a_.layout_memory());
         phase_ = 2;
         if (!whole_) return false;
         [[fallthrough]];

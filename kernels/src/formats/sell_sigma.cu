@@ -132,10 +132,10 @@ class sell_sigma final : public format_impl<Value> {
   }
 
   // Columns and values in one allocation (a cudaMalloc costs ~0.1 ms whatever its size).
-  void allocate(std::size_t padded)
+  void allocate(std::size_t padded, layout_reserve* reserve)
   {
     const std::size_t col_bytes = (padded * sizeof(index_type) + 255) / 256 * 256;
-    arrays_.resize(col_bytes + padded * sizeof(Value));
+    arrays_.resize(col_bytes + padded * sizeof(Value), reserve);
     col_ = reinterpret_cast<index_type*>(arrays_.data());
     val_ = reinterpret_cast<Value*>(arrays_.data() + col_bytes);
   }
@@ -191,7 +191,8 @@ class sell_builder final : public format_builder<Value> {
         [[fallthrough]];
       case 1:
         count();
-        slice_offsets(a_.row_ptr.data(), m.rows_, m.permuted_ ? m.perm_.data() : nullptr, m.slice_ptr_, scan_temp_, stream);
+        slice_offsets(a_.row_ptr.data(), m.rows_, m.permuted_ ? m.perm_.data() : nullptr, m.slice_ptr_, scan_temp_, stream,
+                      a_.layout_memory());
         AIJP_CUDA_CHECK(cudaMemcpyAsync(host_.data(), m.slice_ptr_.data() + slice_count(m.rows_), sizeof(long long),
                                         cudaMemcpyDeviceToHost, stream));
         event_.record(stream);
@@ -201,7 +202,7 @@ class sell_builder final : public format_builder<Value> {
         // The layout's one allocation, in a part of its own when split (then the fills).
         if (!event_.done()) return false;
         release_temporaries();  // the sort and the scan ran before the read-back
-        m.allocate(static_cast<std::size_t>(host_[0]));
+        m.allocate(static_cast<std::size_t>(host_[0]), a_.layout_memory());
         phase_ = 3;
         if (!whole_) return false;
         [[fallthrough]];
@@ -235,7 +236,7 @@ class sell_builder final : public format_builder<Value> {
   {
     sell_sigma<Value>& m = *m_;
     const auto rows = static_cast<std::size_t>(m.rows_);
-    m.perm_.resize(rows);
+    m.perm_.resize(rows, a_.layout_memory());
     keys_.resize(rows);
     sorted_keys_.resize(rows);
     row_ids_.resize(rows);
