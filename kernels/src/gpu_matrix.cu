@@ -225,6 +225,19 @@ struct gpu_matrix<Value>::impl {
     std::vector<double> parked_samples;
     int parked_count = 0;
     std::vector<double> parked_window;          // the parked plan's products interleaved with the runner-up's
+    // Plans installed by a staged step (background_mode::staged) convert an exploration's candidate in parts
+    // too, when it has a builder (make_format_builder): a part after each product (advance_exploration), paced
+    // like the step (stage_fraction, stage_duty), while the running format keeps running; the exploration
+    // begins when its last part is issued. Otherwise the candidate is built inside the product.
+    bool stage_exploration = false;
+    double stage_fraction = 0;
+    double stage_duty = 0;
+    std::unique_ptr<detail::format_builder<Value>> explore_builder;  // non-null: converting the candidate
+    exploration_record explore_pending;         // its record, until the exploration begins
+    std::uint64_t explore_values_version = 0;   // values_version when the conversion began
+    clock_type::time_point explore_started{};
+    double explore_spent_us = 0;                // host time of its parts so far
+    int explore_parts = 0;
   } on;
 
   // The public steps (gpu_matrix::analyze, convert_deferred, plan_when_reused), on this plan: the running
@@ -295,6 +308,11 @@ struct gpu_matrix<Value>::impl {
   void harvest(bool wait);
   void observe_window(bool allow_explore);
   void explore_or_finish();
+  // The exploration of `rec.to`, now built (`candidate`): parks the running format and runs the candidate.
+  void begin_exploration(exploration_record rec, std::unique_ptr<detail::format_impl<Value>> candidate);
+  // An exploration's conversion in parts: the next part on `stream`, if the pacing allows one now.
+  void advance_exploration(cudaStream_t stream);
+  void abandon_exploration(exploration_record rec, const std::string& why);
 
   // Bytes of the CSR copy (values, column indices, row pointers): what a conversion reads.
   double csr_bytes() const { return csr.nnz * (sizeof(Value) + sizeof(index_type)) + (csr.rows + 1.0) * sizeof(index_type); }
@@ -507,6 +525,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   const auto t_online = clock_type::now();
   rep.predict_us = 1e3 * ms_between(t_predict, t_online);
   m.on.parked.reset();
+  m.on.explore_builder.reset();
   m.on.corr = opts.online ? ctx.online_corrections() : nullptr;
   m.on.policy = opts.online_policy;
   rep.online_factor.clear();
@@ -1018,6 +1037,7 @@ template <typename Value>
 void gpu_matrix<Value>::impl::explore_or_finish()
 {
   if (step_running) return;  // a background step is building the next plan: explore that one
+  if (on.explore_builder) return;  // the candidate is being converted (advance_exploration)
   if (!on.may_explore || on.sample_count < std::max(1, on.policy.explore_after)) return;
   char line[512];
   if (on.parked) {
@@ -1154,26 +1174,89 @@ void gpu_matrix<Value>::impl::explore_or_finish()
                   100 * on.policy.explore_margin);
   }
   report.refinement.push_back(line);
+  try {
+    if (on.stage_exploration) {
+      // Parts of at most stage_fraction of the running plan's measured product time (the bytes they move).
+      const auto& cand = report.estimates[on.runner_up];
+      const double budget_us = on.stage_fraction * report.measured_us;
+      const double work_us = on.stream_gbs > 0 ? (cand.device_bytes + csr_bytes()) / (on.stream_gbs * 1e3) : 0.0;
+      size_type rows_per_part = csr.rows;
+      if (budget_us > 0 && work_us > budget_us) {
+        rows_per_part = static_cast<size_type>(std::ceil(csr.rows / std::min(std::ceil(work_us / budget_us), 1024.0)));
+      }
+      on.explore_builder = detail::make_format_builder<Value>(rec.to, csr, report.stats, rows_per_part);
+      if (on.explore_builder) {
+        on.explore_pending = std::move(rec);
+        on.explore_values_version = values_version;
+        on.explore_started = clock_type::now();
+        on.explore_spent_us = 0;
+        on.explore_parts = 0;
+        return;  // the running format keeps running; advance_exploration after each product
+      }
+    }
+    begin_exploration(rec, build(rec.to, on.stream));
+  } catch (const error& e) {
+    on.explore_builder.reset();
+    abandon_exploration(rec, e.what());
+  }
+}
+
+template <typename Value>
+void gpu_matrix<Value>::impl::abandon_exploration(exploration_record rec, const std::string& why)
+{
+  on.may_explore = false;
+  rec.finished = true;
+  rec.note = "conversion failed: " + why;
+  report.refinement.push_back(std::string("exploration of ") + format_name(rec.to) + " abandoned: " + rec.note);
+  report.exploration = std::move(rec);
+}
+
+template <typename Value>
+void gpu_matrix<Value>::impl::begin_exploration(exploration_record rec, std::unique_ptr<detail::format_impl<Value>> candidate)
+{
   on.parked_samples = on.samples;
   on.parked_count = on.sample_count;
   on.parked_window.clear();
   on.parked = std::move(format);
-  try {
-    format = build(rec.to, on.stream);
-  } catch (const error& e) {
-    format = std::move(on.parked);
-    on.may_explore = false;
-    rec.finished = true;
-    rec.note = std::string("conversion failed: ") + e.what();
-    report.exploration = rec;
-    report.refinement.push_back(std::string("exploration of ") + format_name(rec.to) + " abandoned: " + rec.note);
+  format = std::move(candidate);
+  report.exploration = std::move(rec);
+  report.chosen = report.exploration->to;
+  report.partitioned = false;
+  report.plan = format_name(report.chosen);
+  begin_epoch(report.chosen);
+}
+
+template <typename Value>
+void gpu_matrix<Value>::impl::advance_exploration(cudaStream_t stream)
+{
+  const auto t0 = clock_type::now();
+  // Pacing as a staged step's: the parts' host time stays within stage_duty of the wall time since the
+  // conversion began (the first part always goes).
+  if (on.explore_parts > 0 && on.stage_duty > 0 &&
+      on.explore_spent_us > on.stage_duty * 1e3 * ms_between(on.explore_started, t0)) {
     return;
   }
-  report.exploration = rec;
-  report.chosen = rec.to;
-  report.partitioned = false;
-  report.plan = format_name(rec.to);
-  begin_epoch(rec.to);
+  try {
+    const bool done = on.explore_builder->advance(stream);
+    ++on.explore_parts;
+    if (done) {
+      auto candidate = on.explore_builder->take();
+      on.explore_builder.reset();
+      // Values written by update_values meanwhile may be missing from the rows filled before them.
+      if (values_version != on.explore_values_version) candidate->refresh_values(csr, stream);
+      exploration_record rec = std::move(on.explore_pending);
+      rec.note.clear();
+      begin_exploration(std::move(rec), std::move(candidate));
+      char line[160];
+      std::snprintf(line, sizeof(line), "%s converted in %d parts after the products (%.3f ms of host time)",
+                    format_name(report.chosen), on.explore_parts, 1e-3 * (on.explore_spent_us + 1e3 * ms_since(t0)));
+      report.refinement.push_back(line);
+    }
+  } catch (const error& e) {
+    on.explore_builder.reset();
+    abandon_exploration(std::move(on.explore_pending), e.what());
+  }
+  on.explore_spent_us += 1e3 * ms_since(t0);
 }
 
 template <typename Value>
@@ -1700,7 +1783,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
 {
   AIJP_ENSURE(ctx != nullptr, bad_input, "start_background needs a context");
   auto& m = *impl_;
-  if (job_ || m.on.parked) return false;
+  if (job_ || m.on.parked || m.on.explore_builder) return false;
   if (step == background_step::convert_deferred && !m.deferred_pays(opts.expected_mults)) return false;
   if (step == background_step::plan_when_reused && !m.may_plan_when_reused(opts)) return false;
   auto job = std::make_unique<background_job>();
@@ -1773,6 +1856,11 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
     impl_ = std::move(job->plan);
   }
   plan_report& rep = impl_->report;  // the plan now running, new or not
+  if (job->mode == background_mode::staged) {  // its explorations convert in parts too
+    impl_->on.stage_exploration = true;
+    impl_->on.stage_fraction = job->opts.stage_fraction;
+    impl_->on.stage_duty = job->opts.stage_duty;
+  }
   rep.background_ms = job->wall_ms;
   rep.background_what = background_step_name(job->step);
   rep.staged_poll_us = std::move(job->poll_us);  // empty for a thread
@@ -1813,6 +1901,12 @@ bool gpu_matrix<Value>::background_running() const
 template <typename Value>
 std::string gpu_matrix<Value>::staged_last_part() const
 {
+  const auto& on = impl_->on;
+  if (on.explore_builder) {
+    const std::string part = on.explore_builder->last_part();
+    return "converting " + std::string(format_name(on.explore_pending.to)) + " to explore it, part " + std::to_string(on.explore_parts) +
+           (part.empty() ? "" : ": " + part);
+  }
   if (!job_ || job_->poll_stage.empty()) return {};
   return job_->poll_stage.back();
 }
@@ -1875,6 +1969,7 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
   } else {
     impl_->format->apply(alpha, x, beta, y, stream);
   }
+  if (on.explore_builder) impl_->advance_exploration(stream);  // after the product: its host time overlaps it
 }
 
 template <typename Value>

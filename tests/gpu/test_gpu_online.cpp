@@ -387,6 +387,57 @@ TEST_F(GpuOnline, ExplorationInterleavesTheRunningPlanAndEveryProductIsRight)
   }
 }
 
+// A plan installed by a staged step converts its exploration's candidate in parts after the products (a
+// format with a builder: here the sell formats), the running format serving every product meanwhile; the
+// exploration begins once the last part is issued. Every product is checked.
+TEST_F(GpuOnline, StagedPlanConvertsTheExploredCandidateInParts)
+{
+  std::shared_ptr<aijp::context> ctx = online_context();
+  aijp::plan_options po = single();
+  po.candidates = {format_id::cusparse_csr, format_id::sell_delta16, format_id::sell_sigma, format_id::sell_c_sigma};
+  po.online_policy.explore_after = 4;
+  po.online_policy.observe_every = 4;
+  po.stage_fraction = 0.001;  // many parts
+  po.stage_duty = 0;          // a part after every product
+  const format_id first = mispredict_choice(*ctx, po);
+  ASSERT_NE(first, format_id::cusparse_csr);
+  aijp::plan_options upload = po;
+  upload.analyze = false;
+  aijp::gpu_matrix<double> m(*ctx, a_.view(), upload, s_);
+  ASSERT_TRUE(m.start_background(ctx, aijp::background_step::analyze, po, s_, aijp::background_mode::staged));
+  bool installed = false;
+  for (int i = 0; i < 200 && !installed; ++i) {
+    run(m, 1, s_);
+    if (HasFatalFailure()) return;
+    bool changed = false;
+    installed = m.poll_background(s_, &changed);
+  }
+  ASSERT_TRUE(installed);
+  ASSERT_EQ(m.format(), first) << m.report().decision;
+  int converting = 0;
+  for (int i = 0; i < 160; ++i) {
+    run(m, 1, s_);  // checks every product, whichever plan ran it
+    if (HasFatalFailure()) return;
+    // No second step while the candidate is converted (nor while it is measured).
+    if (m.format() == first && !m.report().exploration && m.report().measured_samples >= 4) ++converting;
+  }
+  m.online_sync();
+  const auto& r = m.report();
+  std::cout << r.to_string();
+  const auto parts = std::find_if(r.refinement.begin(), r.refinement.end(),
+                                  [](const std::string& l) { return l.find(" parts after the products") != std::string::npos; });
+  ASSERT_NE(parts, r.refinement.end()) << r.to_string();
+  const auto n = std::stoi(parts->substr(parts->find("converted in ") + 13));
+  EXPECT_GT(n, 3) << *parts;
+  EXPECT_GE(converting, 3) << "the running format served the products while the candidate was converted";
+  ASSERT_TRUE(r.exploration.has_value()) << r.to_string();
+  EXPECT_EQ(r.exploration->from, first);
+  EXPECT_TRUE(r.exploration->to == format_id::sell_delta16 || r.exploration->to == format_id::sell_sigma ||
+              r.exploration->to == format_id::sell_c_sigma || r.exploration->to == format_id::cusparse_csr)
+      << r.to_string();
+  run(m, 2, s_);
+}
+
 TEST_F(GpuOnline, AfterTheRunnerUpCusparseIsComparedAndTheFastestKept)
 {
   auto ctx = online_context();

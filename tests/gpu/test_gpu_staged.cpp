@@ -367,6 +367,7 @@ TEST_F(GpuStaged, LayoutsComeFromTheReserveUntilItIsUsedUp)
       << "no part allocated the layout from the driver";
   EXPECT_NE(m.report().to_string().find("layout reserve beside the CSR copy"), std::string::npos);
   aijp::test::check_products_and_refresh(m, a, "sell_delta16 in the reserve", 5);
+  m.update_values(a.values.data(), nullptr);  // back to `a`'s values, the reference below
 
   // A second layout: sell_sigma's 12 bytes per entry no longer fit beside the first one; from the driver.
   opts.forced = format_id::sell_sigma;

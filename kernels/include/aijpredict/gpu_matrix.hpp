@@ -249,8 +249,9 @@ class gpu_matrix {
   bool finish_background(cudaStream_t stream, bool* changed = nullptr);
   /// A step started by start_background has not been installed yet.
   bool background_running() const;
-  /// A staged step not installed yet: its last part's stage, as plan_report::staged_poll_stage names it
-  /// (empty otherwise). For a report of a slow product.
+  /// A staged step not installed yet: its last part's stage, as plan_report::staged_poll_stage names it; an
+  /// exploration's candidate being converted in parts: which and its part (empty otherwise). For a report of
+  /// a slow product.
   std::string staged_last_part() const;
 
   /// Same sparsity pattern, new values (host array of nnz entries in the CSR order given at construction).
