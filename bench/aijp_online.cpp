@@ -65,6 +65,9 @@ const char* usage =
     "  --foreign FILE      instead, take the device constants and the model coefficients from FILE, a cache\n"
     "                      file of another GPU (e.g. cache/defaults/h200.json)\n"
     "  --no-explore        no bounded exploration (corrections only)\n"
+    "  --explore-margin F  exploration margin (online::policy::explore_margin, default 0.10): a format is\n"
+    "                      compared with the runner-up when it measures above the runner-up's prediction\n"
+    "                      by more than this fraction\n"
     "  --no-reference      do not time every format with aijp::time_spmv (no measured best)\n"
     "  --no-iteration-sync MatMults back to back (timed pairs are then read back at the end of the solve)\n"
     "  --cache-dir DIR     use DIR for the cache instead of a temporary directory (kept)\n"
@@ -86,6 +89,7 @@ struct options {
   double scale_bw = 2, scale_launch = 0.5, scale_csr = 0.5;
   std::string foreign;
   bool explore = true;
+  double explore_margin = aijp::online::policy{}.explore_margin;
   bool reference = true;
   bool iteration_sync = true;
   std::string cache_dir;
@@ -154,6 +158,14 @@ options parse(int argc, char** argv)
       o.json = need("a file name");
     } else if (a == "--no-explore") {
       o.explore = false;
+    } else if (a == "--explore-margin") {
+      const std::string v = need("a fraction");
+      char* end = nullptr;
+      o.explore_margin = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(o.explore_margin >= 0) || o.explore_margin > 10) {
+        std::fprintf(stderr, "aijp_online: --explore-margin takes a fraction in [0, 10], not '%s'\n", v.c_str());
+        std::exit(2);
+      }
     } else if (a == "--no-reference") {
       o.reference = false;
     } else if (a == "--no-iteration-sync") {
@@ -285,6 +297,7 @@ matrix_record run_matrix(const aijp::context& ctx, const std::string& name, cons
               "error", "exploration");
   aijp::plan_options po;
   po.online_policy.explore = o.explore;
+  po.online_policy.explore_margin = o.explore_margin;
   po.partition = o.partition;
   for (int sv = 0; sv < o.solves; ++sv) {
     aijp::gpu_matrix<T> m(ctx, a.view(), po, s);
@@ -409,8 +422,8 @@ int main(int argc, char** argv)
   const auto& p = ctx->model_params();
   std::printf("# device: %s\n# cached (mis-calibrated) constants: streaming read %.0f GB/s, empty launch %.2f us, cuSPARSE CSR %.2f us\n",
               ctx->device().to_string().c_str(), p.stream_read_gbs, p.launch_us, p.cusparse_csr_overhead_us);
-  std::printf("# %s\n# %s\n# %d solves x %d MatMults per matrix, exploration %s, %s\n", ctx->model_source().c_str(),
-              ctx->online_source().c_str(), o.solves, o.mults, o.explore ? "on" : "off",
+  std::printf("# %s\n# %s\n# %d solves x %d MatMults per matrix, exploration %s (margin %.0f %%), %s\n", ctx->model_source().c_str(),
+              ctx->online_source().c_str(), o.solves, o.mults, o.explore ? "on" : "off", 100 * o.explore_margin,
               o.iteration_sync ? "stream synchronised after each MatMult" : "MatMults back to back");
   for (const auto& w : ctx->warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
 

@@ -397,7 +397,7 @@ TEST_F(GpuOnline, StagedPlanConvertsTheExploredCandidateInParts)
   po.candidates = {format_id::cusparse_csr, format_id::sell_delta16, format_id::sell_sigma, format_id::sell_c_sigma};
   po.online_policy.explore_after = 4;
   po.online_policy.observe_every = 4;
-  po.stage_fraction = 0.001;  // many parts
+  po.stage_fraction = 0.02;  // ~10-20 parts of this matrix's conversions
   po.stage_duty = 0;          // a part after every product
   const format_id first = mispredict_choice(*ctx, po);
   ASSERT_NE(first, format_id::cusparse_csr);
@@ -406,7 +406,7 @@ TEST_F(GpuOnline, StagedPlanConvertsTheExploredCandidateInParts)
   aijp::gpu_matrix<double> m(*ctx, a_.view(), upload, s_);
   ASSERT_TRUE(m.start_background(ctx, aijp::background_step::analyze, po, s_, aijp::background_mode::staged));
   bool installed = false;
-  for (int i = 0; i < 200 && !installed; ++i) {
+  for (int i = 0; i < 2000 && !installed; ++i) {
     run(m, 1, s_);
     if (HasFatalFailure()) return;
     bool changed = false;
@@ -415,7 +415,7 @@ TEST_F(GpuOnline, StagedPlanConvertsTheExploredCandidateInParts)
   ASSERT_TRUE(installed);
   ASSERT_EQ(m.format(), first) << m.report().decision;
   int converting = 0;
-  for (int i = 0; i < 160; ++i) {
+  for (int i = 0; i < 400; ++i) {
     run(m, 1, s_);  // checks every product, whichever plan ran it
     if (HasFatalFailure()) return;
     // No second step while the candidate is converted (nor while it is measured).
