@@ -412,7 +412,17 @@ TEST_F(GpuOnline, StagedPlanConvertsTheExploredCandidateInParts)
     bool changed = false;
     installed = m.poll_background(s_, &changed);
   }
-  ASSERT_TRUE(installed);
+  if (!installed) {
+    const std::string last = m.staged_last_part();
+    const bool running = m.background_running();
+    m.finish_background(s_);
+    const auto& stages = m.report().staged_poll_stage;
+    std::string tail;
+    for (std::size_t k = stages.size() > 8 ? stages.size() - 8 : 0; k < stages.size(); ++k) tail += " | " + stages[k];
+    FAIL() << "the staged analysis did not end in 2000 products (running " << running << ", last part '" << last << "', "
+           << m.report().staged_polls() << " parts, skipped " << m.report().staged_skipped << ", last stages" << tail << ")\n"
+           << m.report().to_string();
+  }
   ASSERT_EQ(m.format(), first) << m.report().decision;
   int converting = 0;
   for (int i = 0; i < 400; ++i) {
