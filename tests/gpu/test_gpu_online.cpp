@@ -406,7 +406,9 @@ TEST_F(GpuOnline, StagedPlanConvertsTheExploredCandidateInParts)
   aijp::gpu_matrix<double> m(*ctx, a_.view(), upload, s_);
   ASSERT_TRUE(m.start_background(ctx, aijp::background_step::analyze, po, s_, aijp::background_mode::staged));
   bool installed = false;
-  for (int i = 0; i < 2000 && !installed; ++i) {
+  // The step's own conversion takes parts of 2 % of the running format's *predicted* time, which the
+  // mis-prediction above shrinks: hundreds of parts.
+  for (int i = 0; i < 20000 && !installed; ++i) {
     run(m, 1, s_);
     if (HasFatalFailure()) return;
     bool changed = false;
@@ -419,7 +421,7 @@ TEST_F(GpuOnline, StagedPlanConvertsTheExploredCandidateInParts)
     const auto& stages = m.report().staged_poll_stage;
     std::string tail;
     for (std::size_t k = stages.size() > 8 ? stages.size() - 8 : 0; k < stages.size(); ++k) tail += " | " + stages[k];
-    FAIL() << "the staged analysis did not end in 2000 products (running " << running << ", last part '" << last << "', "
+    FAIL() << "the staged analysis did not end in 20000 products (running " << running << ", last part '" << last << "', "
            << m.report().staged_polls() << " parts, skipped " << m.report().staged_skipped << ", last stages" << tail << ")\n"
            << m.report().to_string();
   }
@@ -440,11 +442,13 @@ TEST_F(GpuOnline, StagedPlanConvertsTheExploredCandidateInParts)
   const auto n = std::stoi(parts->substr(parts->find("converted in ") + 13));
   EXPECT_GT(n, 3) << *parts;
   EXPECT_GE(converting, 3) << "the running format served the products while the candidate was converted";
-  ASSERT_TRUE(r.exploration.has_value()) << r.to_string();
-  EXPECT_EQ(r.exploration->from, first);
-  EXPECT_TRUE(r.exploration->to == format_id::sell_delta16 || r.exploration->to == format_id::sell_sigma ||
-              r.exploration->to == format_id::sell_c_sigma || r.exploration->to == format_id::cusparse_csr)
-      << r.to_string();
+  // The first comparison is with the candidate converted in parts, against the mis-predicted choice.
+  const auto explored = std::find_if(r.refinement.begin(), r.refinement.end(), [](const std::string& l) { return l.rfind("explored ", 0) == 0; });
+  ASSERT_NE(explored, r.refinement.end()) << r.to_string();
+  EXPECT_LT(parts - r.refinement.begin(), explored - r.refinement.begin()) << "converted before it was measured";
+  EXPECT_EQ(explored->rfind(std::string("explored ") + parts->substr(0, parts->find(' ')) + ": ", 0), 0u) << *explored;
+  EXPECT_NE(explored->find(std::string(" of ") + aijp::format_name(first) + ": kept "), std::string::npos) << *explored;
+  ASSERT_TRUE(r.exploration.has_value() && r.exploration->finished) << r.to_string();
   run(m, 2, s_);
 }
 
