@@ -195,7 +195,9 @@ enum class background_mode {
   /// plan_options::stage_fraction of the running plan's predicted product time each, then its column check.
   /// Run whole in one part: a conversion to any other format (csr_vector and csr_scalar run on the CSR copy;
   /// the rest are chosen mostly for matrices whose conversion is short), a row partition's building, and the
-  /// refresh of values changed meanwhile.
+  /// refresh of values changed meanwhile. A plan installed this way converts a bounded exploration's
+  /// candidate with a builder (sell_delta16, sell_sigma, sell) in parts too: one after a product (apply),
+  /// paced the same way, the running format serving the products until the last part is issued.
   staged,
 };
 
