@@ -58,6 +58,7 @@ struct AIJPOptions {
   PetscBool   staged         = PETSC_TRUE;  /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
   PetscReal   stage_fraction = 0.03;        /* -mat_aijpredict_stage_fraction: a part's share of a product's predicted time */
   PetscReal   stage_duty     = 0.01;        /* -mat_aijpredict_stage_duty: the parts' share of the wall time (host) */
+  PetscReal   stage_overlap  = 1.0;         /* -mat_aijpredict_stage_overlap: share of a product's predicted time a part overlaps */
   PetscReal   reserve        = 1.0;         /* -mat_aijpredict_reserve: layout reserve beside the CSR copy, a fraction of its bytes */
 };
 
@@ -346,6 +347,7 @@ PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp
   opts->partition      = p->opt.partition;
   opts->stage_fraction = p->opt.stage_fraction;
   opts->stage_duty     = p->opt.stage_duty;
+  opts->stage_overlap  = p->opt.stage_overlap;
   opts->layout_reserve = p->opt.reserve;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -1082,6 +1084,8 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCheck(o->stage_fraction > 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_stage_fraction must be > 0");
   PetscCall(PetscOptionsReal("-mat_aijpredict_stage_duty", "Staged steps: the most host time their parts take beyond the product each one overlaps, as a share of the wall time since the step began (a product issues the next part only within it; 0: a part at every product)", "MatCreateSeqAIJPredict", o->stage_duty, &o->stage_duty, nullptr));
   PetscCheck(o->stage_duty >= 0 && o->stage_duty <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_stage_duty must be in [0, 1]");
+  PetscCall(PetscOptionsReal("-mat_aijpredict_stage_overlap", "Staged steps: the share of the running format's predicted product time a part's host time is taken to overlap (not counted against -mat_aijpredict_stage_duty); 1: the device is busy with the product meanwhile, 0: all of a part's host time counts", "MatCreateSeqAIJPredict", o->stage_overlap, &o->stage_overlap, nullptr));
+  PetscCheck(o->stage_overlap >= 0 && o->stage_overlap <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_stage_overlap must be in [0, 1]");
   PetscCall(PetscOptionsReal("-mat_aijpredict_reserve", "Device memory set aside in the CSR copy's allocation for the layouts of later conversions, as a fraction of the copy's bytes: a conversion inside a short solve then makes no cudaMalloc (~0.1-0.3 ms each) and frees nothing. Only while the GPU keeps half its memory free; held until the matrix is destroyed (0: none)", "MatCreateSeqAIJPredict", o->reserve, &o->reserve, nullptr));
   PetscCheck(o->reserve >= 0 && o->reserve <= 4, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_reserve must be in [0, 4]");
   PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", o->use_gpu, &o->use_gpu, nullptr));
@@ -1216,6 +1220,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_staged <bool>    - analyse and convert in parts over the next products, never waiting for the device (default true; false: inside the product that decides it)
 .  -mat_aijpredict_stage_fraction <f> - a product's largest share of a staged conversion, as a fraction of its predicted time (default 0.03)
 .  -mat_aijpredict_stage_duty <f>   - the most host time a staged step's parts take beyond the products they overlap, as a share of the wall time since it began (default 0.01; 0: a part at every product)
+.  -mat_aijpredict_stage_overlap <f> - the share of a product's predicted time a staged part is taken to overlap (default 1; 0: all of its host time counts against the duty)
 .  -mat_aijpredict_reserve <f>      - device memory set aside with the CSR copy for later layouts, a fraction of its bytes (default 1; 0: none; only while the GPU keeps half its memory free)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
 .  -mat_aijpredict_host_copy        - without a GPU, multiply with a host copy refreshed like the device copy (testing)

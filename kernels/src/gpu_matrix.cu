@@ -1492,8 +1492,9 @@ struct gpu_matrix<Value>::background_job {
     return "?";
   }
   // Pacing (opts.stage_duty): a part runs right after a product was queued, and its host time up to that
-  // product's device time (`slack_us`, the running plan's predicted product time beyond one launch) overlaps
-  // it; what a part takes beyond that (`spent_us`, summed) is what the solver waits for.
+  // product's device time (`slack_us`, the running plan's predicted product time beyond one launch; the
+  // share opts.stage_overlap of it) overlaps it; what a part takes beyond that (`spent_us`, summed) is what
+  // the solver waits for.
   double slack_us = 0;
   double spent_us = 0;
   int skipped = 0;              // advances that waited for the host-time share (opts.stage_duty)
@@ -1581,7 +1582,7 @@ struct gpu_matrix<Value>::background_job {
     if (!part_label.empty()) label += ": " + part_label;
     label += detail::driver_allocations().since(allocations);
     poll_stage.push_back(std::move(label));
-    spent_us += std::max(0.0, poll_us.back() - slack_us);
+    spent_us += std::max(0.0, poll_us.back() - opts.stage_overlap * slack_us);
     if (at == stage::finished) {
       wall_ms = ms_since(started);
       return true;

@@ -79,6 +79,11 @@ struct plan_options {
   /// the H100 machine), and a part issued at every product put 40-180 us of host time into each of them.
   /// 0: a part at every product.
   double stage_duty = 0.01;
+  /// Staged steps: the share of the running plan's predicted product time (beyond one launch) that a part's
+  /// host time is taken to overlap, and so does not count against stage_duty. 1: the product keeps the device
+  /// busy while the part runs (a device-bound solver); 0: every microsecond of a part counts (a solver whose
+  /// host work between products is the critical path).
+  double stage_overlap = 1.0;
   /// Layout reserve: device memory set aside in the CSR copy's own allocation, this fraction of its bytes,
   /// from which conversions take their layouts (no cudaMalloc, ~0.1-0.3 ms each, inside a product of a short
   /// solve; none to free either) until it is used up; regions are not reused. Only where the device keeps at
