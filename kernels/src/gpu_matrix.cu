@@ -59,7 +59,7 @@ bool runs_on_csr_copy(format_id f)
 // plan_options::layout_reserve's bytes for a CSR copy of `csr_bytes`: none where no layout can be built (a
 // forced format or candidates that run on the CSR copy) or where the device would keep less than half its
 // memory free after the upload.
-std::size_t layout_reserve_bytes(const plan_options& opts, std::size_t csr_bytes)
+std::size_t layout_reserve_bytes(const plan_options& opts, std::size_t csr_bytes, size_type* free_before)
 {
   if (!(opts.layout_reserve > 0) || csr_bytes == 0) return 0;
   if (!opts.forced_plan) {
@@ -69,6 +69,7 @@ std::size_t layout_reserve_bytes(const plan_options& opts, std::size_t csr_bytes
   const std::size_t want = detail::layout_reserve::round_up(static_cast<std::size_t>(opts.layout_reserve * static_cast<double>(csr_bytes)));
   size_type free_bytes = 0, total_bytes = 0;
   device_memory_info(&free_bytes, &total_bytes);
+  *free_before = free_bytes;
   const double after = static_cast<double>(free_bytes) - static_cast<double>(csr_bytes) - static_cast<double>(want);
   return after >= 0.5 * static_cast<double>(total_bytes) ? want : 0;
 }
@@ -288,6 +289,11 @@ struct gpu_matrix<Value>::impl {
   // The DP's cost of a block: every candidate's prediction with the format's online correction.
   block_cost_fn partition_cost(const context& ctx, const prediction_input& in, const std::vector<format_id>& candidates) const;
   std::uint64_t values_version = 0;  // update_values calls so far
+  // Free device memory after the upload, where a layout reserve was made (0: not known). A staged analysis
+  // takes it instead of querying again (cudaMemGetInfo costs tens of us in a product of a short solve): a
+  // layout that fits the reserve needs none, and one that does not and finds the memory gone falls back to
+  // cuSPARSE CSR (device_out_of_memory) as always.
+  size_type free_after_upload = 0;
 
   void convert_to(format_id choice, cudaStream_t stream);
   // convert_to's build: `choice`, or cuSPARSE CSR (with a note in the decision) when it does not fit.
@@ -430,7 +436,8 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
   const std::size_t col_bytes = aligned(host.nnz * sizeof(index_type));
   const std::size_t val_bytes = aligned(host.nnz * sizeof(Value));
   const std::size_t csr_bytes = row_ptr_bytes + col_bytes + val_bytes;
-  std::size_t reserve_bytes = layout_reserve_bytes(opts, csr_bytes);
+  size_type free_before = 0;  // 0: not queried
+  std::size_t reserve_bytes = layout_reserve_bytes(opts, csr_bytes, &free_before);
   try {
     a.storage.resize(csr_bytes + reserve_bytes);
   } catch (const device_out_of_memory&) {
@@ -442,7 +449,10 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
   a.row_ptr = detail::device_buffer<index_type>::borrow(reinterpret_cast<index_type*>(base), host.rows + 1);
   a.col_idx = detail::device_buffer<index_type>::borrow(reinterpret_cast<index_type*>(base + row_ptr_bytes), host.nnz);
   a.values = detail::device_buffer<Value>::borrow(reinterpret_cast<Value*>(base + row_ptr_bytes + col_bytes), host.nnz);
-  if (reserve_bytes > 0) a.reserve = std::make_shared<detail::layout_reserve>(base + csr_bytes, reserve_bytes);
+  if (reserve_bytes > 0) {
+    a.reserve = std::make_shared<detail::layout_reserve>(base + csr_bytes, reserve_bytes);
+    m.free_after_upload = free_before - static_cast<size_type>(csr_bytes + reserve_bytes);
+  }
   rep.reserve_bytes = static_cast<double>(reserve_bytes);
   AIJP_CUDA_CHECK(cudaMemcpyAsync(a.row_ptr.data(), host.row_ptr, (host.rows + 1) * sizeof(index_type), kind, stream));
   if (host.nnz > 0) {
@@ -1363,6 +1373,7 @@ std::unique_ptr<typename gpu_matrix<Value>::impl> gpu_matrix<Value>::impl::copy_
   c->plan_input = plan_input;
   c->deferred_plan = deferred_plan;
   c->values_version = values_version;
+  c->free_after_upload = free_after_upload;
   c->on.corr = on.corr;
   c->on.policy = on.policy;
   c->on.timing = on.timing;
@@ -1597,11 +1608,16 @@ struct gpu_matrix<Value>::background_job {
       case stage::start:
         switch (step) {
           case background_step::analyze:
-            // Free memory (cudaMemGetInfo, tens of us) in this first part rather than in a poll of its own.
+            // Free memory (cudaMemGetInfo, tens of us) in this first part rather than in a poll of its own;
+            // not queried again where the upload made a layout reserve (free_after_upload).
             // On the circuit stack (rows of 50000 entries) the poll after the histogram costs 0.3-0.66 ms on
             // the H100 whatever it holds: the free-memory query there, the decision once the query moved here
             // (bench/results/2026-11-24_h100_session15_staged_parts.txt, _session15_short_solves_final.txt).
-            device_memory_info(&free_memory, nullptr);
+            if (m.csr.reserve && m.free_after_upload > 0) {
+              free_memory = m.free_after_upload;
+            } else {
+              device_memory_info(&free_memory, nullptr);
+            }
             stats_job.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), stream);
             locality.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), stream);
             at = stage::gathering;
