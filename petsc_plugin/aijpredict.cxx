@@ -606,6 +606,11 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     }
     PetscCall(PetscLogCpuToGpu((sizeof(PetscScalar) + sizeof(PetscInt)) * ai[m] + sizeof(PetscInt) * (m + 1)));
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+    {
+      const auto &r = p->gpu->report();
+      PetscCall(PetscInfo(A, "aijpredict: uploaded %" PetscInt_FMT " x %" PetscInt_FMT " with %" PetscInt_FMT " nonzeros in %.3f ms; layout reserve %.1f MiB%s\n", m, n, ai[m], r.upload_ms, r.reserve_bytes / 1048576.0,
+                          r.reserve_bytes > 0 ? "" : " (none: -mat_aijpredict_reserve 0, a forced format on the CSR copy, or less than half the GPU memory free)"));
+    }
     if (p->gpu->report().analyzed) PetscCall(AIJPReport(A, p));
   }
   p->have_copy    = true;
