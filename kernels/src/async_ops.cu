@@ -165,6 +165,7 @@ cudaEvent_t event_pool::acquire()
 void event_pool::acquire(int device, int count, std::vector<cudaEvent_t>& out)
 {
   impl& m = get();
+  const std::size_t before = out.size();
   {
     std::lock_guard<std::mutex> lock(m.mutex);
     auto& list = m.free[device];
@@ -174,7 +175,13 @@ void event_pool::acquire(int device, int count, std::vector<cudaEvent_t>& out)
       --count;
     }
   }
-  for (; count > 0; --count) out.push_back(acquire());  // beyond what the pool held: created
+  try {
+    for (; count > 0; --count) out.push_back(acquire());  // beyond what the pool held: created
+  } catch (...) {  // gives back what this call took: `out` is as it was
+    for (std::size_t k = before; k < out.size(); ++k) release(device, out[k]);
+    out.resize(before);
+    throw;
+  }
 }
 
 void event_pool::release(int device, cudaEvent_t e) noexcept
@@ -192,12 +199,7 @@ void event_pool::reserve(int count)
   int device = 0;
   AIJP_CUDA_CHECK(cudaGetDevice(&device));
   std::vector<cudaEvent_t> events;
-  try {
-    for (int i = 0; i < count; ++i) events.push_back(acquire());
-  } catch (...) {
-    for (cudaEvent_t e : events) release(device, e);
-    throw;
-  }
+  acquire(device, count, events);
   for (cudaEvent_t e : events) release(device, e);
 }
 

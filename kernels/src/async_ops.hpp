@@ -97,7 +97,8 @@ class event_pool {
   static event_pool& instance(event_kind kind);
   /// An event of the current device.
   cudaEvent_t acquire();
-  /// `count` events of `device` (the current one) under one lock (a plan's timer takes 64).
+  /// `count` events of `device` (the current one) under one lock (a plan's timer takes 64), appended to `out`;
+  /// on failure `out` is left as it was.
   void acquire(int device, int count, std::vector<cudaEvent_t>& out);
   void release(int device, cudaEvent_t e) noexcept;
   /// Creates `count` events of the current device ahead (a context does it once, outside the products).

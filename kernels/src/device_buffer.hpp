@@ -97,10 +97,7 @@ class device_buffer {
   {
     if (reserve) {
       if (void* p = reserve->take((count > 0 ? count : 1) * sizeof(T))) {
-        release();
-        ptr_ = static_cast<T*>(p);
-        size_ = count;
-        owned_ = false;
+        *this = borrow(static_cast<T*>(p), count);
         return;
       }
     }

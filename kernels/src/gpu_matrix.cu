@@ -51,6 +51,17 @@ double conversion_estimate_us(format_id f, double layout_bytes, double csr_bytes
   return us;
 }
 
+// Rows per part of a conversion split so that each part's device work (`work_us` for the whole fill, spread
+// evenly over the rows) stays within `budget_us`, in at most 1024 parts; all rows when it fits in one or
+// no budget is known. Staged steps (background_job::rows_per_part) and explorations converted in parts.
+size_type rows_per_budget(size_type rows, double work_us, double budget_us)
+{
+  constexpr double max_parts = 1024;
+  if (!(budget_us > 0) || !(work_us > budget_us)) return rows;
+  const double parts = std::min(std::ceil(work_us / budget_us), max_parts);
+  return static_cast<size_type>(std::ceil(rows / parts));
+}
+
 bool runs_on_csr_copy(format_id f)
 {
   return f == format_id::cusparse_csr || f == format_id::csr_vector || f == format_id::csr_scalar;
@@ -1190,11 +1201,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
       const auto& cand = report.estimates[on.runner_up];
       const double budget_us = on.stage_fraction * report.measured_us;
       const double work_us = on.stream_gbs > 0 ? (cand.device_bytes + csr_bytes()) / (on.stream_gbs * 1e3) : 0.0;
-      size_type rows_per_part = csr.rows;
-      if (budget_us > 0 && work_us > budget_us) {
-        rows_per_part = static_cast<size_type>(std::ceil(csr.rows / std::min(std::ceil(work_us / budget_us), 1024.0)));
-      }
-      on.explore_builder = detail::make_format_builder<Value>(rec.to, csr, report.stats, rows_per_part);
+      on.explore_builder = detail::make_format_builder<Value>(rec.to, csr, report.stats, rows_per_budget(csr.rows, work_us, budget_us));
       if (on.explore_builder) {
         on.explore_pending = std::move(rec);
         on.explore_values_version = values_version;
@@ -1552,18 +1559,14 @@ struct gpu_matrix<Value>::background_job {
   size_type rows_per_part(format_id f) const
   {
     const auto& est = plan->report.estimates;
-    const auto& a = plan->csr;
     int run_i = estimate_index(est, running_format);
     if (run_i < 0) run_i = estimate_index(est, format_id::cusparse_csr);
     const int f_i = estimate_index(est, f);
     const double budget_us = run_i >= 0 ? opts.stage_fraction * est[run_i].predicted_us : 0.0;
     const double csr_bytes = plan->csr_bytes();
     const double work_us = ((f_i >= 0 ? est[f_i].device_bytes : csr_bytes) + csr_bytes) / (ctx->model_params().stream_read_gbs * 1e3);
-    if (!(budget_us > 0) || !(work_us > budget_us)) return a.rows;
-    const double parts = std::min(std::ceil(work_us / budget_us), static_cast<double>(max_staged_parts));
-    return static_cast<size_type>(std::ceil(a.rows / parts));
+    return rows_per_budget(plan->csr.rows, work_us, budget_us);
   }
-  static constexpr int max_staged_parts = 1024;
 
   // Staged mode: issues the next part on `stream` (with `block`, every part, waiting for the read-backs);
   // true once the plan is built (or the step failed: `error`).
@@ -1613,7 +1616,7 @@ struct gpu_matrix<Value>::background_job {
             // On the circuit stack (rows of 50000 entries) the poll after the histogram costs 0.3-0.66 ms on
             // the H100 whatever it holds: the free-memory query there, the decision once the query moved here
             // (bench/results/2026-11-24_h100_session15_staged_parts.txt, _session15_short_solves_final.txt).
-            if (m.csr.reserve && m.free_after_upload > 0) {
+            if (m.free_after_upload > 0) {  // set where the upload made a reserve
               free_memory = m.free_after_upload;
             } else {
               device_memory_info(&free_memory, nullptr);

@@ -30,23 +30,13 @@ class spmv_timer {
   explicit spmv_timer(int slots = 32) : ring_(static_cast<std::size_t>(slots))
   {
     AIJP_CUDA_CHECK(cudaGetDevice(&device_));
-    try {
-      // Timing events (cudaEventDisableTiming would make the pair useless) from the process' pool.
-      std::vector<cudaEvent_t> events;
-      events.reserve(2 * ring_.size());
-      try {
-        event_pool::instance(event_kind::timing).acquire(device_, static_cast<int>(2 * ring_.size()), events);
-      } catch (...) {
-        for (cudaEvent_t e : events) event_pool::instance(event_kind::timing).release(device_, e);
-        throw;
-      }
-      for (std::size_t k = 0; k < ring_.size(); ++k) {
-        ring_[k].start = events[2 * k];
-        ring_[k].stop = events[2 * k + 1];
-      }
-    } catch (...) {
-      destroy();
-      throw;
+    // Timing events (cudaEventDisableTiming would make the pair useless) from the process' pool, all or none.
+    std::vector<cudaEvent_t> events;
+    events.reserve(2 * ring_.size());
+    event_pool::instance(event_kind::timing).acquire(device_, static_cast<int>(2 * ring_.size()), events);
+    for (std::size_t k = 0; k < ring_.size(); ++k) {
+      ring_[k].start = events[2 * k];
+      ring_[k].stop = events[2 * k + 1];
     }
   }
   ~spmv_timer() { destroy(); }

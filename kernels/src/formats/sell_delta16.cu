@@ -159,9 +159,8 @@ class sell_delta16 final : public format_impl<Value> {
   // H100, bench/results/2026-11-24_h100_session16_alloc_cost.txt), one staged part each before.
   void allocate(std::size_t padded, layout_reserve* reserve)
   {
-    const auto aligned = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
-    const std::size_t val_bytes = aligned(padded * sizeof(Value));
-    const std::size_t delta_bytes = aligned(padded * sizeof(delta_type));
+    const std::size_t val_bytes = layout_reserve::round_up(padded * sizeof(Value));
+    const std::size_t delta_bytes = layout_reserve::round_up(padded * sizeof(delta_type));
     arrays_.resize(val_bytes + delta_bytes + static_cast<std::size_t>(rows_) * sizeof(index_type), reserve);
     val_ = reinterpret_cast<Value*>(arrays_.data());
     delta_ = reinterpret_cast<delta_type*>(arrays_.data() + val_bytes);

@@ -134,7 +134,7 @@ class sell_sigma final : public format_impl<Value> {
   // Columns and values in one allocation (a cudaMalloc costs ~0.1 ms whatever its size).
   void allocate(std::size_t padded, layout_reserve* reserve)
   {
-    const std::size_t col_bytes = (padded * sizeof(index_type) + 255) / 256 * 256;
+    const std::size_t col_bytes = layout_reserve::round_up(padded * sizeof(index_type));
     arrays_.resize(col_bytes + padded * sizeof(Value), reserve);
     col_ = reinterpret_cast<index_type*>(arrays_.data());
     val_ = reinterpret_cast<Value*>(arrays_.data() + col_bytes);
