@@ -68,6 +68,9 @@ const char* usage =
     "  --explore-margin F  exploration margin (online::policy::explore_margin, default 0.10): a format is\n"
     "                      compared with the runner-up when it measures above the runner-up's prediction\n"
     "                      by more than this fraction\n"
+    "  --free-band F       free band (online::policy::free_band, default 0.15; 0: off): where the products\n"
+    "                      measure at most 20 us, a format that runs on the CSR copy is also tried when\n"
+    "                      predicted within this fraction of the running format's measured time\n"
     "  --no-reference      do not time every format with aijp::time_spmv (no measured best)\n"
     "  --no-iteration-sync MatMults back to back (timed pairs are then read back at the end of the solve)\n"
     "  --cache-dir DIR     use DIR for the cache instead of a temporary directory (kept)\n"
@@ -90,6 +93,7 @@ struct options {
   std::string foreign;
   bool explore = true;
   double explore_margin = aijp::online::policy{}.explore_margin;
+  double free_band = aijp::online::policy{}.free_band;
   bool reference = true;
   bool iteration_sync = true;
   std::string cache_dir;
@@ -164,6 +168,14 @@ options parse(int argc, char** argv)
       o.explore_margin = std::strtod(v.c_str(), &end);
       if (end == v.c_str() || *end != '\0' || !(o.explore_margin >= 0) || o.explore_margin > 10) {
         std::fprintf(stderr, "aijp_online: --explore-margin takes a fraction in [0, 10], not '%s'\n", v.c_str());
+        std::exit(2);
+      }
+    } else if (a == "--free-band") {
+      const std::string v = need("a fraction");
+      char* end = nullptr;
+      o.free_band = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(o.free_band >= 0) || o.free_band > 1) {
+        std::fprintf(stderr, "aijp_online: --free-band takes a fraction in [0, 1], not '%s'\n", v.c_str());
         std::exit(2);
       }
     } else if (a == "--no-reference") {
@@ -298,6 +310,7 @@ matrix_record run_matrix(const aijp::context& ctx, const std::string& name, cons
   aijp::plan_options po;
   po.online_policy.explore = o.explore;
   po.online_policy.explore_margin = o.explore_margin;
+  po.online_policy.free_band = o.free_band;
   po.partition = o.partition;
   for (int sv = 0; sv < o.solves; ++sv) {
     aijp::gpu_matrix<T> m(ctx, a.view(), po, s);
@@ -422,8 +435,8 @@ int main(int argc, char** argv)
   const auto& p = ctx->model_params();
   std::printf("# device: %s\n# cached (mis-calibrated) constants: streaming read %.0f GB/s, empty launch %.2f us, cuSPARSE CSR %.2f us\n",
               ctx->device().to_string().c_str(), p.stream_read_gbs, p.launch_us, p.cusparse_csr_overhead_us);
-  std::printf("# %s\n# %s\n# %d solves x %d MatMults per matrix, exploration %s (margin %.0f %%), %s\n", ctx->model_source().c_str(),
-              ctx->online_source().c_str(), o.solves, o.mults, o.explore ? "on" : "off", 100 * o.explore_margin,
+  std::printf("# %s\n# %s\n# %d solves x %d MatMults per matrix, exploration %s (margin %.0f %%, free band %.0f %%), %s\n", ctx->model_source().c_str(),
+              ctx->online_source().c_str(), o.solves, o.mults, o.explore ? "on" : "off", 100 * o.explore_margin, 100 * o.free_band,
               o.iteration_sync ? "stream synchronised after each MatMult" : "MatMults back to back");
   for (const auto& w : ctx->warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
 

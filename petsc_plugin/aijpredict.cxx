@@ -60,6 +60,7 @@ struct AIJPOptions {
   PetscReal   stage_duty     = 0.01;        /* -mat_aijpredict_stage_duty: the parts' share of the wall time (host) */
   PetscReal   stage_overlap  = 1.0;         /* -mat_aijpredict_stage_overlap: share of a product's predicted time a part overlaps */
   PetscReal   reserve        = 1.0;         /* -mat_aijpredict_reserve: layout reserve beside the CSR copy, a fraction of its bytes */
+  PetscReal   free_band      = 0.15;        /* -mat_aijpredict_free_band: online::policy::free_band */
 };
 
 /* Where the products of one matrix run; decided at the first product. */
@@ -349,6 +350,7 @@ PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp
   opts->stage_duty     = p->opt.stage_duty;
   opts->stage_overlap  = p->opt.stage_overlap;
   opts->layout_reserve = p->opt.reserve;
+  opts->online_policy.free_band = p->opt.free_band;
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -1093,6 +1095,8 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCheck(o->stage_overlap >= 0 && o->stage_overlap <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_stage_overlap must be in [0, 1]");
   PetscCall(PetscOptionsReal("-mat_aijpredict_reserve", "Device memory set aside in the CSR copy's allocation for the layouts of later conversions, as a fraction of the copy's bytes: a conversion inside a short solve then makes no cudaMalloc (~0.1-0.3 ms each) and frees nothing. Only while the GPU keeps half its memory free; held until the matrix is destroyed (0: none)", "MatCreateSeqAIJPredict", o->reserve, &o->reserve, nullptr));
   PetscCheck(o->reserve >= 0 && o->reserve <= 4, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_reserve must be in [0, 4]");
+  PetscCall(PetscOptionsReal("-mat_aijpredict_free_band", "Online refinement: where the running format's products measure at most 20 us, a format that runs on the CSR copy (csr_vector, csr_scalar, cuSPARSE CSR: no conversion) is also tried when predicted within this fraction of the measured time, slower predictions included (0: only when predicted faster by the exploration margin)", "MatCreateSeqAIJPredict", o->free_band, &o->free_band, nullptr));
+  PetscCheck(o->free_band >= 0 && o->free_band <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_free_band must be in [0, 1]");
   PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", o->use_gpu, &o->use_gpu, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_copy", "Without a GPU, keep the copy the GPU would hold on the host, refreshed by the same state checks, and multiply with it (tests that no operation leaves a stale copy)", "MatCreateSeqAIJPredict", o->host_copy, &o->host_copy, nullptr));
   /* Reject bad values now, with the option's name, rather than at the first MatMult. */
@@ -1221,6 +1225,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
 .  -mat_aijpredict_preload <bool>   - load the library's CUDA modules (PetscScalar's kernels) when the per-process context is made, not inside the first product of each format (default true)
 .  -mat_aijpredict_online <bool>    - time sampled products, refine the model, try the runner-up, then cuSPARSE CSR (ALG2 when it runs), once (default true)
+.  -mat_aijpredict_free_band <f>    - online: a format on the CSR copy is also tried when predicted within this fraction of short products' measured time (default 0.15; 0: off)
 .  -mat_aijpredict_partition <bool> - row-partitioned multi-format plans when they pay (default true)
 .  -mat_aijpredict_staged <bool>    - analyse and convert in parts over the next products, never waiting for the device (default true; false: inside the product that decides it)
 .  -mat_aijpredict_stage_fraction <f> - a product's largest share of a staged conversion, as a fraction of its predicted time (default 0.03)

@@ -15,6 +15,7 @@ the worst of them over the later solves (the solve a conversion lands in shows t
 of the later solves hides it), and each round's slowest later solve against the first type's median later\n\
 solve of that round, for every type (the first type's own is the noise floor; a step paced by wall time\n\
 lands at other solve indices in other rounds, which the median per index hides).\n\
+With -log_view, each type's later solves are in a log stage of their own ('Solves <type>').\n\
 The right-hand side is b = A * ones (computed on the host), the initial guess zero.\n\
 Options:\n\
   -f <file>          Matrix Market file (.mtx or .mtx.gz)\n\
@@ -166,14 +167,25 @@ static PetscErrorCode SolveWith(Mat A0, const char *type, Vec b_host, PetscInt s
   PetscCall(KSPSetOperators(ksp, B, B));
   PetscCall(KSPSetFromOptions(ksp));
   PetscCall(SyncDevice());
+  /* The later solves of each type in a log stage of their own ('Solves <type>'), so that -log_view splits
+     their events (MatMult, the vector operations, PCApply) by matrix type. */
+  PetscLogStage stage;
+  {
+    char name[64];
+    PetscCall(PetscSNPrintf(name, sizeof(name), "Solves %s", type));
+    PetscCall(PetscLogStageGetId(name, &stage));
+    if (stage < 0) PetscCall(PetscLogStageRegister(name, &stage));
+  }
   for (PetscInt k = 0; k < solves; ++k) {
     PetscLogDouble t0, t1;
     PetscCall(VecSet(x, 0.0));
     PetscCall(SyncDevice());
+    if (k == 1) PetscCall(PetscLogStagePush(stage));
     PetscCall(PetscTime(&t0));
     PetscCall(KSPSolve(ksp, b, x));
     PetscCall(SyncDevice());
     PetscCall(PetscTime(&t1));
+    if (k == solves - 1 && k >= 1) PetscCall(PetscLogStagePop());
     if (k == 0) *first = t1 - t0;
     else later->push_back(t1 - t0);
   }

@@ -221,6 +221,7 @@ struct gpu_matrix<Value>::impl {
     int running = -1;                           // estimate index of the running format
     int runner_up = -1;                         // estimate index exploration would try
     int then_runner = -1;                       // the second candidate, compared next: cuSPARSE CSR (ALG2 when it runs)
+    int free_runner = -1;                       // the third: the best-predicted other format on the CSR copy (policy::free_band)
     bool may_explore = false;
     bool baseline_always = false;  // a split's verification: compare cuSPARSE CSR (then_runner) unconditionally
     // Amortization of an exploration, which converts inside a product: the expected products and the
@@ -325,6 +326,15 @@ struct gpu_matrix<Value>::impl {
   void harvest(bool wait);
   void observe_window(bool allow_explore);
   void explore_or_finish();
+  // Moves the next candidate (then_runner, then free_runner) into runner_up; false when none is left.
+  bool next_candidate()
+  {
+    int& next = on.then_runner >= 0 ? on.then_runner : on.free_runner;
+    if (next < 0) return false;
+    on.runner_up = next;
+    next = -1;
+    return true;
+  }
   // The exploration of `rec.to`, now built (`candidate`): parks the running format and runs the candidate.
   void begin_exploration(exploration_record rec, std::unique_ptr<detail::format_impl<Value>> candidate);
   // An exploration's conversion in parts: the next part on `stream`, if the pacing allows one now.
@@ -660,6 +670,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   }
   m.on.runner_up = -1;
   m.on.then_runner = -1;
+  m.on.free_runner = -1;
   m.on.baseline_always = false;
   m.on.expected_mults = opts.expected_mults;
   m.on.stream_gbs = ctx.model_params().stream_read_gbs;
@@ -678,6 +689,15 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
       if (e.format == second) m.on.then_runner = i;
     }
     if (m.on.then_runner == m.on.runner_up) m.on.then_runner = -1;
+    // The third candidate: the best-predicted other format that runs on the CSR copy, tried at no conversion
+    // cost where the products are short (online::policy::free_band).
+    if (opts.online_policy.free_band > 0) {
+      for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
+        const auto& e = rep.estimates[i];
+        if (!e.feasible || e.format == choice || !runs_on_csr_copy(e.format) || i == m.on.runner_up || i == m.on.then_runner) continue;
+        if (m.on.free_runner < 0 || e.predicted_us < rep.estimates[m.on.free_runner].predicted_us) m.on.free_runner = i;
+      }
+    }
   }
   m.on.may_explore = m.on.runner_up >= 0 && opts.online_policy.explore;
   m.convert_to(choice, stream);
@@ -964,6 +984,7 @@ void gpu_matrix<Value>::impl::finish_partition(const std::vector<detail::built_b
   // measured below cuSPARSE CSR's prediction; bench/results/2026-11-23_h100_h2h9_formats.txt).
   on.runner_up = -1;
   on.then_runner = -1;
+  on.free_runner = -1;
   on.may_explore = false;
   on.baseline_always = false;
   if (verify && on.corr && on.policy.explore) {
@@ -1098,12 +1119,12 @@ void gpu_matrix<Value>::impl::explore_or_finish()
                   rec.to_measured_us, rec.from_measured_us, from.c_str(), report.plan.c_str(), interleaved);
     report.refinement.push_back(line);
     report.decision += std::string("; online: ") + line;
-    if (on.then_runner >= 0) {  // the second comparison (analysis, build_partition)
-      on.runner_up = on.then_runner;
-      on.then_runner = -1;
+    // The next comparison (analysis, build_partition): the baseline, then a free candidate.
+    while (next_candidate()) {
       if (report.partitioned || report.chosen != report.estimates[on.runner_up].format) {
-        report.exploration.reset();  // the first comparison stays in report.refinement
+        report.exploration.reset();  // the earlier comparisons stay in report.refinement
         on.may_explore = true;  // decided once the kept plan has explore_after samples of its own
+        break;
       }
     }
     return;
@@ -1130,17 +1151,20 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     c.margin = on.policy.explore_margin;
     c.partitioned = report.partitioned;
     c.baseline_always = on.baseline_always;
+    c.candidate_free = runs_on_csr_copy(c.candidate);
+    c.free_band = on.policy.free_band;
+    c.free_max_us = on.policy.free_max_us;
     return online::explore_reason_for(c);
   };
+  // A candidate that does not qualify now gives way to the next; the last one is asked again at the next
+  // observation.
   auto why = reason();
-  if (why == online::explore_reason::none) {
-    if (on.then_runner < 0) return;
-    on.runner_up = on.then_runner;
-    on.then_runner = -1;
-    if (report.chosen == report.estimates[on.runner_up].format) return;
+  while (why == online::explore_reason::none) {
+    if (!next_candidate()) return;
+    if (report.chosen == report.estimates[on.runner_up].format) continue;
     why = reason();
-    if (why == online::explore_reason::none) return;
   }
+  const bool free_band = why == online::explore_reason::free_band;
   const bool after_split = why == online::explore_reason::after_split;
   const bool by_own_miss = why == online::explore_reason::own_miss;
   // An exploration converts inside a product, so it must pay like a conversion of the analysis: what the
@@ -1155,12 +1179,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
                     format_name(report.chosen), report.measured_us, cand.predicted_us, format_name(cand.format), std::max(saving_us, 0.0),
                     on.expected_mults, cost_us);
       report.refinement.push_back(line);
-      if (on.then_runner >= 0) {  // the second candidate is considered at the next observation
-        on.runner_up = on.then_runner;
-        on.then_runner = -1;
-      } else {
-        on.may_explore = false;
-      }
+      if (!next_candidate()) on.may_explore = false;  // else the next candidate at the next observation
       return;
     }
   }
@@ -1184,6 +1203,9 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   } else if (after_split) {
     std::snprintf(line, sizeof(line), "%s, kept over the split, measured %.2f us (%.2f us predicted for %s): comparing with it",
                   format_name(rec.from), rec.from_measured_us, runner_us, format_name(rec.to));
+  } else if (free_band) {
+    std::snprintf(line, sizeof(line), "%s measured %.2f us, %.2f us predicted for %s, which runs on the CSR copy (within the %.0f %% free band of short products): trying it",
+                  format_name(rec.from), rec.from_measured_us, runner_us, format_name(rec.to), 100 * on.policy.free_band);
   } else if (by_own_miss) {
     std::snprintf(line, sizeof(line), "%s measured %.2f us > %.2f us predicted for it (+%.0f %% margin; %.2f us predicted for %s): trying %s",
                   format_name(rec.from), rec.from_measured_us, report.estimates[on.running].predicted_us,
@@ -1391,6 +1413,7 @@ std::unique_ptr<typename gpu_matrix<Value>::impl> gpu_matrix<Value>::impl::copy_
   c->on.running = on.running;
   c->on.runner_up = on.runner_up;
   c->on.then_runner = on.then_runner;
+  c->on.free_runner = on.free_runner;
   c->on.may_explore = on.may_explore;
   c->on.baseline_always = on.baseline_always;
   return c;

@@ -248,6 +248,10 @@ explore_reason explore_reason_for(const explore_case& c)
                       (c.running == format_id::cusparse_csr_alg2 && c.candidate == format_id::cusparse_csr);
     if (pair || c.candidate_predicted_us < c.measured_us) return explore_reason::own_miss;
   }
+  if (c.candidate_free && c.free_band > 0 && c.measured_us > 0 && c.measured_us <= c.free_max_us &&
+      c.candidate_predicted_us < c.measured_us * (1 + c.free_band)) {
+    return explore_reason::free_band;
+  }
   return explore_reason::none;
 }
 

@@ -243,3 +243,37 @@ TEST(OnlineExplore, ReasonsToCompare)
   c.partitioned = true;
   EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::split);
 }
+
+// A candidate that needs no conversion is tried within the free band of the running plan's measured time,
+// slower predictions included, but only where the products are short (policy::free_max_us).
+TEST(OnlineExplore, FreeCandidatesWithinTheBandOfShortProducts)
+{
+  using aijp::format_id;
+  using aijp::online::explore_reason;
+  aijp::online::explore_case c;
+  c.running = format_id::sell_sigma;
+  c.running_predicted_us = 8.0;
+  c.measured_us = 8.5;  // within its own prediction's margin
+  c.candidate = format_id::csr_vector;
+  c.candidate_predicted_us = 9.0;  // predicted 6 % slower than the running format measures
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::none);  // the band is off by default here
+  c.candidate_free = true;
+  c.free_band = 0.15;
+  c.free_max_us = 20;
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::free_band);
+  c.candidate_predicted_us = 8.5 * 1.15 + 0.01;  // beyond the band
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::none);
+  c.candidate_predicted_us = 9.0;
+  c.candidate_free = false;  // a format that converts: the margin rules only
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::none);
+  c.candidate_free = true;
+  c.measured_us = 25;  // long products: the margin rules only
+  c.running_predicted_us = 24;
+  c.candidate_predicted_us = 26;
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::none);
+  c.candidate_predicted_us = 22;  // 25 > 22 * 1.1: the usual reason comes first
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::beats_candidate);
+  c.measured_us = 0;  // nothing measured
+  c.running_predicted_us = 0;
+  EXPECT_EQ(aijp::online::explore_reason_for(c), explore_reason::none);
+}

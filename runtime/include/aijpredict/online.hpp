@@ -149,6 +149,17 @@ struct policy {
   /// 96.6 us in its window against 50.8 us in the head to head, and a losing split was kept
   /// (bench/results/2026-11-23_h100_session6_final_partition_online.txt). 0: the runner-up alone.
   int interleave_block = 4;
+  /// Free candidates: a format that runs on the CSR copy every plan keeps (csr_vector, csr_scalar, cuSPARSE
+  /// CSR) costs no conversion to try, so where the running plan's products are short (measured at most
+  /// `free_max_us`: a few launches' time, where a solve is bound by the host and a few slower products do
+  /// not show) such a candidate is tried when predicted within `free_band` (15 %) of what the running format
+  /// measured, not only when predicted faster by the margin: on such matrices the formats differ by less
+  /// than the models' error (their p95 on 4-9 us products is 12-36 %, docs/models.md) and the online run of
+  /// session 17 kept sell_sigma at 1.17-1.21x of csr_vector on two of them (bcspwr10, delaunay_n15), never
+  /// tried. The best-predicted free format is a third candidate after the runner-up and the baseline.
+  /// 0: free candidates are tried as any other.
+  double free_band = 0.15;
+  double free_max_us = 20.0;
 };
 
 /// Why bounded exploration compares a candidate with the running plan (gpu_matrix's explore_or_finish).
@@ -157,6 +168,8 @@ enum class explore_reason {
   split,            ///< the running plan is a split: always compared with the single format it was predicted to beat
   after_split,      ///< a single format kept over a split: always compared with the baseline
   beats_candidate,  ///< the running plan measured above the candidate's prediction by the margin
+  free_band,        ///< the candidate needs no conversion and is predicted within the free band of the
+                    ///< running plan's short products (policy::free_band)
   own_miss,         ///< the running format measured above its own prediction by the margin, and the candidate is
                     ///< cuSPARSE CSR's other algorithm or predicted below what the running format measured
 };
@@ -171,6 +184,9 @@ struct explore_case {
   double margin = 0.10;
   bool partitioned = false;
   bool baseline_always = false;  ///< the running single format was kept over a split
+  bool candidate_free = false;   ///< the candidate runs on the CSR copy (no conversion)
+  double free_band = 0;          ///< policy::free_band
+  double free_max_us = 0;        ///< policy::free_max_us
 };
 
 /// The reason to compare `c.candidate` with the running plan, or explore_reason::none.
@@ -180,7 +196,8 @@ struct explore_case {
 /// ALG1 on other matrices: on the H200 4M-row circuit ALG2 was predicted 289-297 us, measured 264 us, ALG1
 /// 300.6 us). Any other candidate is tried when predicted below what the running format measured (on tiny
 /// matrices with a few long rows cuSPARSE CSR ran 12 % above its prediction while COO, predicted 8 % slower,
-/// measured 9 % faster: hangGlider_2, adder_dcop_05, H100).
+/// measured 9 % faster: hangGlider_2, adder_dcop_05, H100). A candidate that needs no conversion is also
+/// tried within policy::free_band of short products (explore_reason::free_band).
 explore_reason explore_reason_for(const explore_case& c);
 
 /// Median of `v` (mean of the middle two for an even size; 0 for an empty vector).
