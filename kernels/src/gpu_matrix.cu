@@ -67,6 +67,13 @@ bool runs_on_csr_copy(format_id f)
   return f == format_id::cusparse_csr || f == format_id::csr_vector || f == format_id::csr_scalar;
 }
 
+// Our formats on the CSR copy: online::policy::free_band's candidates (cuSPARSE CSR, the baseline, is
+// compared by its own rules).
+bool free_candidate(format_id f)
+{
+  return f == format_id::csr_vector || f == format_id::csr_scalar;
+}
+
 // plan_options::layout_reserve's bytes for a CSR copy of `csr_bytes`: none where no layout can be built (a
 // forced format or candidates that run on the CSR copy) or where the device would keep less than half its
 // memory free after the upload.
@@ -694,7 +701,8 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
     if (opts.online_policy.free_band > 0) {
       for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
         const auto& e = rep.estimates[i];
-        if (!e.feasible || e.format == choice || !runs_on_csr_copy(e.format) || i == m.on.runner_up || i == m.on.then_runner) continue;
+        if (!e.feasible || e.format == choice || !free_candidate(e.format) || i == m.on.runner_up || i == m.on.then_runner) continue;
+        if (m.on.corr->of_matrix(e.format, m.on.key).weight > 0) continue;  // measured on this matrix: the margin rules
         if (m.on.free_runner < 0 || e.predicted_us < rep.estimates[m.on.free_runner].predicted_us) m.on.free_runner = i;
       }
     }
@@ -1089,7 +1097,9 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     rec.interleaved = static_cast<int>(on.parked_window.size());
     if (rec.interleaved >= 3) rec.from_measured_us = online::median(on.parked_window);
     rec.finished = true;
-    rec.kept_runner_up = rec.to_measured_us < rec.from_measured_us;
+    // A split stays only when it measured faster by policy::split_margin (its extra launches).
+    const double keep_split = rec.from_partition ? 1 - on.policy.split_margin : 1.0;
+    rec.kept_runner_up = rec.to_measured_us < rec.from_measured_us / keep_split;
     on.may_explore = false;
     if (rec.kept_runner_up) {
       on.parked.reset();
@@ -1115,8 +1125,13 @@ void gpu_matrix<Value>::impl::explore_or_finish()
       std::snprintf(interleaved, sizeof(interleaved), " (interleaved, %d and %d timed products; it measured %.2f us before)",
                     to_count, rec.interleaved, rec.from_before_us);
     }
-    std::snprintf(line, sizeof(line), "explored %s: measured %.2f us vs %.2f us of %s: kept %s%s", format_name(rec.to),
-                  rec.to_measured_us, rec.from_measured_us, from.c_str(), report.plan.c_str(), interleaved);
+    const bool margin_decided = rec.from_partition && rec.kept_runner_up && rec.to_measured_us >= rec.from_measured_us;
+    char split_note[96] = "";
+    if (margin_decided) {
+      std::snprintf(split_note, sizeof(split_note), "; a split stays only %.0f %% faster", 100 * on.policy.split_margin);
+    }
+    std::snprintf(line, sizeof(line), "explored %s: measured %.2f us vs %.2f us of %s: kept %s%s%s", format_name(rec.to),
+                  rec.to_measured_us, rec.from_measured_us, from.c_str(), report.plan.c_str(), interleaved, split_note);
     report.refinement.push_back(line);
     report.decision += std::string("; online: ") + line;
     // The next comparison (analysis, build_partition): the baseline, then a free candidate.
@@ -1151,7 +1166,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     c.margin = on.policy.explore_margin;
     c.partitioned = report.partitioned;
     c.baseline_always = on.baseline_always;
-    c.candidate_free = runs_on_csr_copy(c.candidate);
+    c.candidate_free = free_candidate(c.candidate) && on.corr->of_matrix(c.candidate, on.key).weight == 0;
     c.free_band = on.policy.free_band;
     c.free_max_us = on.policy.free_max_us;
     return online::explore_reason_for(c);

@@ -149,17 +149,26 @@ struct policy {
   /// 96.6 us in its window against 50.8 us in the head to head, and a losing split was kept
   /// (bench/results/2026-11-23_h100_session6_final_partition_online.txt). 0: the runner-up alone.
   int interleave_block = 4;
-  /// Free candidates: a format that runs on the CSR copy every plan keeps (csr_vector, csr_scalar, cuSPARSE
-  /// CSR) costs no conversion to try, so where the running plan's products are short (measured at most
-  /// `free_max_us`: a few launches' time, where a solve is bound by the host and a few slower products do
-  /// not show) such a candidate is tried when predicted within `free_band` (15 %) of what the running format
-  /// measured, not only when predicted faster by the margin: on such matrices the formats differ by less
-  /// than the models' error (their p95 on 4-9 us products is 12-36 %, docs/models.md) and the online run of
-  /// session 17 kept sell_sigma at 1.17-1.21x of csr_vector on two of them (bcspwr10, delaunay_n15), never
-  /// tried. The best-predicted free format is a third candidate after the runner-up and the baseline.
-  /// 0: free candidates are tried as any other.
+  /// Free candidates: our formats that run on the CSR copy every plan keeps (csr_vector, csr_scalar) cost no
+  /// conversion to try, so where the running plan's products are short (measured at most `free_max_us`: a
+  /// few launches' time, where a solve is bound by the host and a few slower products do not show) such a
+  /// candidate never measured on this matrix is tried when predicted within `free_band` (15 %) of what the
+  /// running format measured, not only when predicted faster by the margin: on such matrices the formats
+  /// differ by less than the models' error (their p95 on 4-9 us products is 12-36 %, docs/models.md) and
+  /// the online run of session 17 kept sell_sigma at 1.17-1.21x of csr_vector on two of them (bcspwr10,
+  /// delaunay_n15), never tried. The best-predicted free format is a third candidate after the runner-up
+  /// and the baseline. Once measured on the matrix its prediction carries the matrix's own correction, and
+  /// only the margin rules apply to it (a format measured slower inside the band is not tried again at
+  /// every analysis). 0: free candidates are tried as any other.
   double free_band = 0.15;
   double free_max_us = 20.0;
+  /// A split is kept over the single format it is compared with only when it measures at least this much
+  /// faster: its blocks add launches whose host time the event timing of the product does not see (after
+  /// a host wait the device idles until the last block is issued), and on the H100 a circuit stack's split,
+  /// 5-6 % faster than cuSPARSE CSR back to back and 0.2 % faster in its online comparison, gave its GMRES
+  /// solves 1.04-1.05x aijcusparse's time against 1.01-1.02x with cuSPARSE CSR forced
+  /// (bench/results/2026-11-24_h100_session18_*). 0: the faster measured is kept.
+  double split_margin = 0.03;
 };
 
 /// Why bounded exploration compares a candidate with the running plan (gpu_matrix's explore_or_finish).
