@@ -142,6 +142,16 @@ options parse(int argc, char** argv)
       ++i;
       return std::string(next);
     };
+    // A fraction in [0, most]; anything else ends the program with a message naming the option.
+    const auto fraction = [&](const std::string& v, double most) {
+      char* end = nullptr;
+      const double f = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(f >= 0) || f > most) {
+        std::fprintf(stderr, "aijp_online: %s takes a fraction in [0, %g], not '%s'\n", a.c_str(), most, v.c_str());
+        std::exit(2);
+      }
+      return f;
+    };
     if (a == "--help" || a == "-h") {
       std::cout << usage << aijp::gen::spec_help() << "\n";
       std::exit(0);
@@ -164,21 +174,9 @@ options parse(int argc, char** argv)
     } else if (a == "--no-explore") {
       o.explore = false;
     } else if (a == "--explore-margin") {
-      const std::string v = need("a fraction");
-      char* end = nullptr;
-      o.explore_margin = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || !(o.explore_margin >= 0) || o.explore_margin > 10) {
-        std::fprintf(stderr, "aijp_online: --explore-margin takes a fraction in [0, 10], not '%s'\n", v.c_str());
-        std::exit(2);
-      }
+      o.explore_margin = fraction(need("a fraction"), 10);
     } else if (a == "--free-band") {
-      const std::string v = need("a fraction");
-      char* end = nullptr;
-      o.free_band = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || !(o.free_band >= 0) || o.free_band > 1) {
-        std::fprintf(stderr, "aijp_online: --free-band takes a fraction in [0, 1], not '%s'\n", v.c_str());
-        std::exit(2);
-      }
+      o.free_band = fraction(need("a fraction"), 1);
     } else if (a == "--no-reference") {
       o.reference = false;
     } else if (a == "--no-iteration-sync") {
