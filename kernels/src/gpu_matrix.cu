@@ -62,6 +62,10 @@ size_type rows_per_budget(size_type rows, double work_us, double budget_us)
   return static_cast<size_type>(std::ceil(rows / parts));
 }
 
+// The pacing of parts (plan_options::stage_duty): true while the host time they took beyond the products
+// they overlap, `spent_us`, exceeds `duty` of the `elapsed_ms` since the work began (0: never paced).
+bool over_duty(double spent_us, double duty, double elapsed_ms) { return duty > 0 && spent_us > duty * 1e3 * elapsed_ms; }
+
 bool runs_on_csr_copy(format_id f)
 {
   return f == format_id::cusparse_csr || f == format_id::csr_vector || f == format_id::csr_scalar;
@@ -71,7 +75,7 @@ bool runs_on_csr_copy(format_id f)
 // compared by its own rules).
 bool free_candidate(format_id f)
 {
-  return f == format_id::csr_vector || f == format_id::csr_scalar;
+  return runs_on_csr_copy(f) && f != format_id::cusparse_csr;
 }
 
 // plan_options::layout_reserve's bytes for a CSR copy of `csr_bytes`: none where no layout can be built (a
@@ -333,6 +337,8 @@ struct gpu_matrix<Value>::impl {
   void harvest(bool wait);
   void observe_window(bool allow_explore);
   void explore_or_finish();
+  // The matrix of this plan has online observations of its own of `f` (the per-matrix corrections).
+  bool measured_here(format_id f) const { return on.corr && on.corr->of_matrix(f, on.key).weight > 0; }
   // Moves the next candidate (then_runner, then free_runner) into runner_up; false when none is left.
   bool next_candidate()
   {
@@ -592,7 +598,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   // unmeasured format the coarser corrections happen to favour.
   std::string kept_measured;
   if (m.on.corr && best >= 0 && !opts.forced) {
-    const auto own = [&](int i) { return m.on.corr->of_matrix(rep.estimates[i].format, m.on.key).weight > 0; };
+    const auto own = [&](int i) { return m.measured_here(rep.estimates[i].format); };
     int measured = -1;
     for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
       if (rep.estimates[i].feasible && own(i) && (measured < 0 || rep.estimates[i].predicted_us < rep.estimates[measured].predicted_us)) {
@@ -613,7 +619,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   const int csr_i = estimate_index(rep.estimates, format_id::cusparse_csr);
   std::string below_margin;
   if (best >= 0 && csr_i >= 0 && best != csr_i && !opts.forced && opts.baseline_margin > 0 && rep.estimates[csr_i].feasible &&
-      !(m.on.corr && m.on.corr->of_matrix(rep.estimates[best].format, m.on.key).weight > 0) &&
+      !m.measured_here(rep.estimates[best].format) &&
       rep.estimates[best].predicted_us > (1 - opts.baseline_margin) * rep.estimates[csr_i].predicted_us) {
     char line[240];
     std::snprintf(line, sizeof(line), " (%s predicted %.2f us, %.1f %% faster: below the %.0f %% margin)",
@@ -702,7 +708,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
       for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
         const auto& e = rep.estimates[i];
         if (!e.feasible || e.format == choice || !free_candidate(e.format) || i == m.on.runner_up || i == m.on.then_runner) continue;
-        if (m.on.corr->of_matrix(e.format, m.on.key).weight > 0) continue;  // measured on this matrix: the margin rules
+        if (m.measured_here(e.format)) continue;  // measured on this matrix: the margin rules
         if (m.on.free_runner < 0 || e.predicted_us < rep.estimates[m.on.free_runner].predicted_us) m.on.free_runner = i;
       }
     }
@@ -1166,7 +1172,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     c.margin = on.policy.explore_margin;
     c.partitioned = report.partitioned;
     c.baseline_always = on.baseline_always;
-    c.candidate_free = free_candidate(c.candidate) && on.corr->of_matrix(c.candidate, on.key).weight == 0;
+    c.candidate_free = free_candidate(c.candidate) && !measured_here(c.candidate);
     c.free_band = on.policy.free_band;
     c.free_max_us = on.policy.free_max_us;
     return online::explore_reason_for(c);
@@ -1286,8 +1292,7 @@ void gpu_matrix<Value>::impl::advance_exploration(cudaStream_t stream)
   const auto t0 = clock_type::now();
   // Pacing as a staged step's: the parts' host time stays within stage_duty of the wall time since the
   // conversion began (the first part always goes).
-  if (on.explore_parts > 0 && on.stage_duty > 0 &&
-      on.explore_spent_us > on.stage_duty * 1e3 * ms_between(on.explore_started, t0)) {
+  if (on.explore_parts > 0 && over_duty(on.explore_spent_us, on.stage_duty, ms_between(on.explore_started, t0))) {
     return;
   }
   try {
@@ -1612,7 +1617,7 @@ struct gpu_matrix<Value>::background_job {
   {
     const auto t0 = clock_type::now();
     // Pacing: the parts' host time stays within opts.stage_duty of the wall time since the step began.
-    if (!block && opts.stage_duty > 0 && spent_us > opts.stage_duty * 1e3 * std::chrono::duration<double, std::milli>(t0 - started).count()) {
+    if (!block && over_duty(spent_us, opts.stage_duty, ms_between(started, t0))) {
       ++skipped;
       return false;
     }
