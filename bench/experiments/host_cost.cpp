@@ -212,6 +212,43 @@ int main(int argc, char** argv)
                 r.predicted_us);
     for (const auto& line : r.refinement) std::printf("#   %s\n", line.c_str());
   }
+  // What a timed product is made of: the host time of each CUDA call the timer makes (median of 2000 calls,
+  // the stream idle, every event complete).
+  {
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    AIJP_TOOL_CUDA(cudaEventCreate(&e0));
+    AIJP_TOOL_CUDA(cudaEventCreate(&e1));
+    AIJP_TOOL_CUDA(cudaEventRecord(e0, s));
+    AIJP_TOOL_CUDA(cudaEventRecord(e1, s));
+    AIJP_TOOL_CUDA(cudaStreamSynchronize(s));
+    const auto cost = [&](const char* what, auto&& call) {
+      std::vector<double> t(2000);
+      for (auto& v : t) {
+        const auto t0 = clock_type::now();
+        call();
+        v = us_between(t0, clock_type::now());
+      }
+      AIJP_TOOL_CUDA(cudaStreamSynchronize(s));
+      std::printf("# host time of %-34s %7.3f us (median of %zu)\n", what, median(t), t.size());
+    };
+    cost("cudaEventRecord (timing event)", [&] { AIJP_TOOL_CUDA(cudaEventRecord(e1, s)); });
+    cost("cudaStreamIsCapturing", [&] {
+      cudaStreamCaptureStatus c;
+      AIJP_TOOL_CUDA(cudaStreamIsCapturing(s, &c));
+    });
+    AIJP_TOOL_CUDA(cudaEventRecord(e1, s));
+    AIJP_TOOL_CUDA(cudaStreamSynchronize(s));
+    cost("cudaEventQuery (complete)", [&] { AIJP_TOOL_CUDA(cudaEventQuery(e1)); });
+    cost("cudaEventElapsedTime", [&] {
+      float ms = 0;
+      AIJP_TOOL_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    });
+    cost("cudaPeekAtLastError", [&] { (void)cudaPeekAtLastError(); });
+    cost("apply (cusparse_csr, online off)", [&] { vs.front().m->apply(1.0, dx, 0.0, dy, s); });
+    AIJP_TOOL_CUDA(cudaEventDestroy(e0));
+    AIJP_TOOL_CUDA(cudaEventDestroy(e1));
+  }
+  vs.clear();
   AIJP_TOOL_CUDA(cudaFree(dx));
   AIJP_TOOL_CUDA(cudaFree(dy));
   AIJP_TOOL_CUDA(cudaStreamDestroy(s));

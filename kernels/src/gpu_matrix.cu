@@ -229,6 +229,8 @@ struct gpu_matrix<Value>::impl {
     long epoch = 0;                             // bumped at every format change; tags the timed pairs
     long calls = 0;                             // products since the epoch began
     int timed = 0;                              // this epoch's timed products of the running plan (begun)
+    int interval = 8;                           // products per timed one now: policy.sample_every, doubled at each
+                                                // observation of this epoch up to policy.sample_every_max (0: none)
     int running = -1;                           // estimate index of the running format
     int runner_up = -1;                         // estimate index exploration would try
     int then_runner = -1;                       // the second candidate, compared next: cuSPARSE CSR (ALG2 when it runs)
@@ -1019,6 +1021,7 @@ void gpu_matrix<Value>::impl::begin_epoch(format_id f)
   ++on.epoch;
   on.calls = 0;
   on.timed = 0;
+  on.interval = std::max(0, on.policy.sample_every);
   on.samples.clear();
   on.sample_count = 0;
   on.window.clear();
@@ -1082,6 +1085,10 @@ void gpu_matrix<Value>::impl::observe_window(bool allow_explore)
                      on.key);
   }
   on.window.clear();
+  // Each observation of the same plan after its first sample_first products halves the rate of timed
+  // products (a timed product costs ~7 us of host time: policy::sample_every_max); a format change
+  // (begin_epoch) restores it.
+  if (on.interval > 0 && on.timed > on.policy.sample_first) on.interval = std::min(std::max(on.policy.sample_every_max, on.policy.sample_every), 2 * on.interval);
   update_measured();
   if (allow_explore) explore_or_finish();
 }
@@ -2023,8 +2030,8 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
     return;
   }
   // The first sample_first products of a plan are timed (those of an exploration included), then one in
-  // sample_every.
-  const bool sample = on.timed < on.policy.sample_first || (on.policy.sample_every > 0 && k % on.policy.sample_every == 0);
+  // on.interval (sample_every, doubling at each observation up to sample_every_max).
+  const bool sample = on.timed < on.policy.sample_first || (on.interval > 0 && k % on.interval == 0);
   if (sample && on.timer->begin(stream, on.epoch)) {
     impl_->format->apply(alpha, x, beta, y, stream);
     on.timer->end(stream);

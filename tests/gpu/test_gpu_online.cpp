@@ -181,6 +181,38 @@ TEST_F(GpuOnline, MeasuresAndRefinesWithoutChangingResults)
   }
 }
 
+// A settled plan times fewer and fewer of its products (policy::sample_every_max): after the first 16, one
+// in 8 until an observation, then one in 16, 32, 64; a timed product costs the host ~7 us. Counted exactly:
+// the products are synchronised one by one, so every timed pair is read back at the next product.
+TEST_F(GpuOnline, SettledPlanTimesFewerProducts)
+{
+  auto ctx = online_context();
+  aijp::plan_options po = single();
+  po.forced = format_id::csr_vector;
+  po.online_policy.explore = false;
+  po.online_policy.sample_first = 16;
+  po.online_policy.sample_every = 8;
+  po.online_policy.observe_every = 8;
+  for (int max : {8, 64}) {
+    SCOPED_TRACE("sample_every_max " + std::to_string(max));
+    po.online_policy.sample_every_max = max;
+    aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
+    run(m, 2000, s_);
+    m.online_sync();
+    const int n = m.report().measured_samples;
+    if (max == 8) {
+      // 16, then products 16, 24, ..., 1992 (k % 8 == 0 with k counted from 0): 248.
+      EXPECT_EQ(n, 16 + 248) << m.report().to_string();
+    } else {
+      // 16 first; then 8 each at intervals 8, 16, 32 (the 8 samples of a window double the interval once
+      // they are read back, which is at the next product); the rest at 64: far fewer than 264.
+      EXPECT_GE(n, 16 + 8 * 3) << m.report().to_string();
+      EXPECT_LE(n, 16 + 8 * 3 + 2000 / 64 + 2) << m.report().to_string();
+    }
+    EXPECT_GT(m.report().measured_us, 0);
+  }
+}
+
 TEST_F(GpuOnline, LegacyDefaultStream)
 {
   auto ctx = online_context();

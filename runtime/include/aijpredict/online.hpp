@@ -129,9 +129,15 @@ class corrections {
 /// When and how a plan measures itself and explores (gpu_matrix; plan_options::online_policy).
 struct policy {
   /// Time every product for the first `sample_first` after a plan or format change, then every
-  /// `sample_every`-th: two event records cost ~1-2 us of host time, which matters on 5 us products.
+  /// `sample_every`-th, and every later observation of the same plan (`observe_every` samples) doubles
+  /// that interval up to `sample_every_max`. A timed product costs ~7 us of host time (its two event records,
+  /// the capture check, the read-back): one in eight added 0.9-1.1 us to every 9 us cuSPARSE CSR product of
+  /// a 4096-row matrix on the H100 machine, 3-5 % of a synchronised iteration (aijp_host_cost,
+  /// bench/results/2026-11-24_h100_session19_host_cost.txt). Exploration and a format change begin again at
+  /// `sample_every`. 0 as `sample_every`: none after the first.
   int sample_first = 16;
   int sample_every = 8;
+  int sample_every_max = 256;
   /// One observation (median of this many new samples) is fed to the corrections.
   int observe_every = 8;
   /// Bounded exploration: once the running format has `explore_after` samples and its measured median
