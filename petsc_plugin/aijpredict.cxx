@@ -62,6 +62,7 @@ struct AIJPOptions {
   PetscReal   reserve        = 1.0;         /* -mat_aijpredict_reserve: layout reserve beside the CSR copy, a fraction of its bytes */
   PetscReal   free_band      = 0.15;        /* -mat_aijpredict_free_band: online::policy::free_band */
   PetscInt    sample_max     = 256;         /* -mat_aijpredict_online_sample_max: online::policy::sample_every_max */
+  PetscReal   upload_share   = 0.1;         /* -mat_aijpredict_upload_share: analyse at the upload when the analysis is at most this share of it */
 };
 
 /* Where the products of one matrix run; decided at the first product. */
@@ -615,6 +616,16 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
       PetscCall(PetscInfo(A, "aijpredict: uploaded %" PetscInt_FMT " x %" PetscInt_FMT " with %" PetscInt_FMT " nonzeros in %.3f ms; layout reserve %.1f MiB%s\n", m, n, ai[m], r.upload_ms, r.reserve_bytes / 1048576.0,
                           r.reserve_bytes > 0 ? "" : " (none: -mat_aijpredict_reserve 0, a forced format on the CSR copy, or less than half the GPU memory free)"));
     }
+    /* A large matrix is analysed (and converted) at its upload, in the first solve, which every GPU matrix type's
+       upload dominates, rather than in parts over later solves that would each pay a few percent: when the
+       analysis' cost is at most upload_share of the upload's time (20 ms at the default). */
+    const double upload_us = 1e3 * p->gpu->report().upload_ms;
+    if (!p->gpu->report().analyzed && p->opt.defer_mults > 0 && p->opt.upload_share > 0 && upload_us * p->opt.upload_share >= AIJP_ANALYSIS_COST_US) {
+      PetscCall(PetscInfo(A, "aijpredict: analysed at the upload: it took %.1f ms, and an analysis (~%.0f us) is at most %.0f %% of that (-mat_aijpredict_upload_share)\n", 1e-3 * upload_us, AIJP_ANALYSIS_COST_US, 100 * p->opt.upload_share));
+      PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+      PetscCallCXX(p->gpu->analyze(*ctx, opts, stream));
+      PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+    }
     if (p->gpu->report().analyzed) PetscCall(AIJPReport(A, p));
   }
   p->have_copy    = true;
@@ -1099,6 +1110,8 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCheck(o->reserve >= 0 && o->reserve <= 4, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_reserve must be in [0, 4]");
   PetscCall(PetscOptionsReal("-mat_aijpredict_free_band", "Online refinement: where the running format's products measure at most 20 us, csr_vector or csr_scalar (they run on the CSR copy: no conversion), if never measured on this matrix, is also tried when predicted within this fraction of the measured time, slower predictions included (0: only when predicted faster by the exploration margin)", "MatCreateSeqAIJPredict", o->free_band, &o->free_band, nullptr));
   PetscCheck(o->free_band >= 0 && o->free_band <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_free_band must be in [0, 1]");
+  PetscCall(PetscOptionsReal("-mat_aijpredict_upload_share", "A matrix whose analysis (~2 ms) is at most this share of its upload's time is analysed and converted at the upload, in the first solve, instead of over the products after -mat_aijpredict_defer_mults (0: never)", "MatCreateSeqAIJPredict", o->upload_share, &o->upload_share, nullptr));
+  PetscCheck(o->upload_share >= 0 && o->upload_share <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_upload_share must be in [0, 1]");
   PetscCall(PetscOptionsInt("-mat_aijpredict_online_sample_max", "Online refinement: a settled plan times one product in 8, and each observation (8 samples) doubles that interval up to one in this many (a timed product costs ~7 us of host time); 8: no thinning", "MatCreateSeqAIJPredict", o->sample_max, &o->sample_max, nullptr));
   PetscCheck(o->sample_max >= 8 && o->sample_max <= 1000000, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_online_sample_max must be in [8, 1000000]");
   PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", o->use_gpu, &o->use_gpu, nullptr));
@@ -1225,6 +1238,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_model <name>     - performance model: placeholder (default), aijp, guo_wang, wang_gu_li_normal, wang_gu_li_uniform
 .  -mat_aijpredict_warmup           - fit the models on this GPU first if it has no fitted coefficients (quick warm-up)
 .  -mat_aijpredict_defer_mults <k>  - products on cuSPARSE CSR before the analysis (default 10; 0: at once); then the analysis waits until it can pay
+.  -mat_aijpredict_upload_share <f> - analyse and convert at the upload a matrix whose analysis (~2 ms) is at most this share of the upload's time (default 0.1, an upload of 20 ms; 0: never)
 .  -mat_aijpredict_expected_mults <n> - products expected; conversion only when it pays (default: as many as so far)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
 .  -mat_aijpredict_preload <bool>   - load the library's CUDA modules (PetscScalar's kernels) when the per-process context is made, not inside the first product of each format (default true)
