@@ -146,6 +146,7 @@ int main(int argc, char** argv)
       if (c.forced) o.forced = format_id::cusparse_csr;
       o.online = c.on;
       o.online_policy.sample_every = c.sample_every;
+      if (c.sample_every != 8) o.online_policy.sample_every_max = c.sample_every;  // no thinning: every product / none
       v.m = std::make_unique<gpu_matrix<double>>(c.on ? *online : *plain, a.view(), o, s);
       vs.push_back(std::move(v));
     }
