@@ -13,6 +13,7 @@
 #include "../tool_support.hpp"
 
 #include <aijpredict/gpu_matrix.hpp>
+#include <aijpredict/online.hpp>
 
 #include <cuda_runtime.h>
 
@@ -34,17 +35,10 @@ double us_between(clock_type::time_point a, clock_type::time_point b)
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
-double median(std::vector<double> v)
-{
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using aijp::online::median;
 
 struct variant {
   std::string name;
-  bool forced_csr;
   bool online;
   std::unique_ptr<aijp::gpu_matrix<double>> m;
   std::vector<double> call_us, free_us, sync_us;  // one value per round
@@ -141,7 +135,7 @@ int main(int argc, char** argv)
                               {"own plan", false, false, 8},
                               {"own plan, online", false, true, 8}};
     for (const auto& c : configs) {
-      variant v{c.name, c.forced, c.on, nullptr, {}, {}, {}};
+      variant v{c.name, c.on, nullptr, {}, {}, {}};
       plan_options o;
       if (c.forced) o.forced = format_id::cusparse_csr;
       o.online = c.on;
