@@ -88,7 +88,10 @@ std::size_t layout_reserve_bytes(const plan_options& opts, std::size_t csr_bytes
     if (opts.forced && runs_on_csr_copy(*opts.forced)) return 0;
     if (!opts.forced && std::all_of(opts.candidates.begin(), opts.candidates.end(), runs_on_csr_copy)) return 0;
   }
-  const std::size_t want = detail::layout_reserve::round_up(static_cast<std::size_t>(opts.layout_reserve * static_cast<double>(csr_bytes)));
+  // The copy's bytes counted twice up to layout_reserve_small_bytes: a small matrix's solves are short, so a
+  // cudaMalloc weighs most there, and its reserve must hold an exploration's layout beside the chosen one.
+  const double basis = static_cast<double>(csr_bytes) + static_cast<double>(std::min(csr_bytes, layout_reserve_small_bytes));
+  const std::size_t want = detail::layout_reserve::round_up(static_cast<std::size_t>(opts.layout_reserve * basis));
   size_type free_bytes = 0, total_bytes = 0;
   device_memory_info(&free_bytes, &total_bytes);
   *free_before = free_bytes;
@@ -576,9 +579,14 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   m.on.policy = opts.online_policy;
   rep.online_factor.clear();
   rep.exploration.reset();
+  rep.timer_us = 0;
   rep.online_source = m.on.corr ? ctx.online_source() : std::string();
   if (m.on.corr) {
-    if (!m.on.timer) m.on.timer = std::make_unique<detail::spmv_timer>();
+    if (!m.on.timer) {
+      const auto t_timer = clock_type::now();
+      m.on.timer = std::make_unique<detail::spmv_timer>();
+      rep.timer_us = 1e3 * ms_since(t_timer);
+    }
     m.on.raw_us.clear();
     m.on.cls.clear();
     m.on.key = online::key_of(rep.stats, sizeof(Value), rep.x_sectors_per_nnz);
@@ -1516,7 +1524,7 @@ struct gpu_matrix<Value>::background_job {
   double wall_ms = 0;
 
   // Staged mode.
-  enum class stage { start, gathering, plan_strips, gathering_strips, plan_dp, replay, convert, converting, building_partition, finished };
+  enum class stage { start, sampling, gathering, plan_strips, gathering_strips, plan_dp, replay, convert, converting, building_partition, finished };
   stage at = stage::start;
   clock_type::time_point started;
   format_id running_format = format_id::cusparse_csr;  // the running plan's: the parts' budget is its product time
@@ -1547,6 +1555,7 @@ struct gpu_matrix<Value>::background_job {
   {
     switch (st) {
       case stage::start: return "start";
+      case stage::sampling: return "sampling";
       case stage::gathering: return "gathering";
       case stage::plan_strips: return "strips";
       case stage::gathering_strips: return "gathering strips";
@@ -1671,14 +1680,19 @@ struct gpu_matrix<Value>::background_job {
             } else {
               device_memory_info(&free_memory, nullptr);
             }
+            // The statistics' first pass here, the locality samples in the next part: each part's launches
+            // (~5 us of host time each on the H100 machine) land in one product of what may be a short solve.
             stats_job.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), stream);
-            locality.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), stream);
-            at = stage::gathering;
+            at = stage::sampling;
             return false;
           case background_step::convert_deferred: changed = m.convert_deferred(opts.expected_mults, stream); break;
           case background_step::plan_when_reused: changed = m.plan_when_reused(*ctx, opts, stream); break;
         }
         at = after_step();
+        return false;
+      case stage::sampling:
+        locality.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), stream);
+        at = stage::gathering;
         return false;
       case stage::gathering: {
         const auto t0 = clock_type::now();
@@ -1698,8 +1712,8 @@ struct gpu_matrix<Value>::background_job {
         const auto t1 = clock_type::now();
         m.analyze(*ctx, opts, stream, &*gathered);
         char line[160];
-        std::snprintf(line, sizeof(line), "decision (read-backs %.0f us, analysis %.0f us: predictions %.0f, online %.0f, choice %.0f)",
-                      gathered_us, 1e3 * ms_since(t1), m.report.predict_us, m.report.online_us, m.report.choice_us);
+        std::snprintf(line, sizeof(line), "decision (read-backs %.0f us, analysis %.0f us: predictions %.0f, online %.0f (timer %.0f), choice %.0f)",
+                      gathered_us, 1e3 * ms_since(t1), m.report.predict_us, m.report.online_us, m.report.timer_us, m.report.choice_us);
         part_label = line;
         changed = true;
         at = after_step();

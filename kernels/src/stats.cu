@@ -1,5 +1,5 @@
 // Row-length statistics on the device: one pass for the per-warp maxima (N_iter, Eq. 1), the maximum and
-// the number of long rows, then a CUB histogram of the row lengths below long_row_length and the list of
+// the number of long rows, then a histogram of the row lengths below long_row_length and the list of
 // the long rows' lengths (when they are few; otherwise the histogram covers every length). The occupied
 // lengths are finished on the host by the same code as the host reference (aijp::stats_from_bins), so both
 // agree exactly.
@@ -13,9 +13,6 @@
 
 #include <aijpredict/planner.hpp>
 
-#include <cub/device/device_histogram.cuh>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
 
 #include <algorithm>
 #include <climits>
@@ -26,10 +23,6 @@ namespace aijp {
 
 namespace {
 
-struct row_length_op {
-  const index_type* row_ptr;
-  __host__ __device__ index_type operator()(index_type r) const { return row_ptr[r + 1] - row_ptr[r]; }
-};
 
 struct warp_summary {
   unsigned long long n_iter;
@@ -106,6 +99,49 @@ __global__ void __launch_bounds__(warp_max_block) long_rows_kernel(size_type row
   if (lane == 0) base = atomicAdd(list, __popc(mask));
   base = __shfl_sync(0xffffffffu, base, 0);
   if (is_long) list[1 + base + __popc(mask & ((1u << lane) - 1u))] = len;
+}
+
+// The histogram of the row lengths below `bins` (hist zeroed by the caller): one launch, no temporary storage
+// and no occupancy queries (CUB's DeviceHistogram, called twice for its temporary size, made this part of a
+// staged analysis ~50 us of host time on the H100: bench/results/2026-11-24_h100_session20_short_solves.txt).
+// Up to histogram_shared_bins the bins are privatised in shared memory and only the occupied ones merged;
+// beyond, the lanes of a warp that share a length add it with one global atomic (__match_any_sync), so rows
+// of one length (a stencil) never serialise on one address.
+constexpr int histogram_block = 256;
+constexpr int histogram_shared_bins = 12288;  // 48 KiB of ints: no opt-in needed
+constexpr unsigned histogram_max_blocks = 1024;
+
+__global__ void __launch_bounds__(histogram_block)
+    length_histogram_kernel(size_type rows, const index_type* __restrict__ row_ptr, int bins, int* __restrict__ hist)
+{
+  extern __shared__ int s_hist[];
+  const bool in_shared = bins <= histogram_shared_bins;
+  if (in_shared) {
+    for (int b = threadIdx.x; b < bins; b += blockDim.x) s_hist[b] = 0;
+    __syncthreads();
+  }
+  const size_type stride = static_cast<size_type>(gridDim.x) * blockDim.x;
+  // Every lane of a warp runs the same number of iterations (the bound is rounded up to whole warps), so
+  // the warp's collectives see all 32 lanes.
+  const size_type first = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_type warp_rows = (rows + 31) / 32 * 32;
+  for (size_type r = first; r < warp_rows; r += stride) {
+    const int len = r < rows ? static_cast<int>(row_ptr[r + 1] - row_ptr[r]) : -1;
+    const bool binned = len >= 0 && len < bins;
+    if (in_shared) {
+      if (binned) atomicAdd(&s_hist[len], 1);
+    } else {
+      const unsigned same = __match_any_sync(0xffffffffu, len);
+      const int lane = static_cast<int>(threadIdx.x % 32);
+      if (binned && (__ffs(same) - 1) == lane) atomicAdd(&hist[len], __popc(same));
+    }
+  }
+  if (in_shared) {
+    __syncthreads();
+    for (int b = threadIdx.x; b < bins; b += blockDim.x) {
+      if (s_hist[b] != 0) atomicAdd(&hist[b], s_hist[b]);
+    }
+  }
 }
 
 // Strip summaries (planner.hpp): one block per strip; the block's threads stride over the strip's rows so
@@ -273,7 +309,6 @@ struct row_stats_job::state {
   scratch_buffer<warp_summary> d_sum;
   scratch_buffer<int> d_hist;
   scratch_buffer<int> d_long;  // long_rows_kernel's list
-  scratch_buffer<unsigned char> temp;
   pinned_buffer<warp_summary> h_sum{1};
   pinned_buffer<int> h_hist;
   pinned_buffer<int> h_long;
@@ -331,14 +366,12 @@ bool row_stats_job::poll(cudaStream_t stream)
       s.h_long.resize(static_cast<std::size_t>(s.listed) + 1);
       AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_long.data(), s.d_long.data(), (s.listed + 1) * sizeof(int), cudaMemcpyDeviceToHost, stream));
     }
-    auto lengths = thrust::make_transform_iterator(thrust::counting_iterator<index_type>(0), row_length_op{s.row_ptr});
     s.d_hist.resize(s.bins);
-    std::size_t temp_bytes = 0;
-    AIJP_CUDA_CHECK(cub::DeviceHistogram::HistogramEven(nullptr, temp_bytes, lengths, s.d_hist.data(), s.bins + 1, 0,
-                                                        s.bins, static_cast<int>(s.rows), stream));
-    s.temp.resize(temp_bytes);
-    AIJP_CUDA_CHECK(cub::DeviceHistogram::HistogramEven(s.temp.data(), temp_bytes, lengths, s.d_hist.data(), s.bins + 1, 0,
-                                                        s.bins, static_cast<int>(s.rows), stream));
+    AIJP_CUDA_CHECK(cudaMemsetAsync(s.d_hist.data(), 0, s.bins * sizeof(int), stream));
+    const auto blocks = static_cast<unsigned>(std::min<size_type>((s.rows + histogram_block - 1) / histogram_block, histogram_max_blocks));
+    const std::size_t shared = s.bins <= histogram_shared_bins ? s.bins * sizeof(int) : 0;
+    length_histogram_kernel<<<blocks, histogram_block, shared, stream>>>(s.rows, s.row_ptr, s.bins, s.d_hist.data());
+    AIJP_CHECK_LAUNCH();
     s.h_hist.resize(s.bins);
     AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_hist.data(), s.d_hist.data(), s.bins * sizeof(int), cudaMemcpyDeviceToHost, stream));
     s.event.record(stream);

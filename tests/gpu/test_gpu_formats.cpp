@@ -232,6 +232,29 @@ TEST_F(GpuTest, DeviceStatisticsListOrBinLongRows)
   }
 }
 
+// More than 4096 long rows and a longest row beyond the histogram's shared-memory bins (12288): every length
+// binned in global memory, where lanes of one length add it with one atomic. Most short rows share one
+// length (7), as a stencil's do. The host reference's statistics exactly.
+TEST_F(GpuTest, DeviceStatisticsBinBeyondSharedMemory)
+{
+  aijp::csr_matrix<double> a;
+  a.rows = 20000;
+  a.cols = 13000;
+  a.row_ptr.push_back(0);
+  for (aijp::size_type r = 0; r < a.rows; ++r) {
+    const int len = r == 5 ? 13000 : r % 4 == 0 ? 256 + static_cast<int>(r % 3) : r % 3 != 0 ? 7 : static_cast<int>((r * 13) % 256);
+    for (int k = 0; k < len; ++k) {
+      a.col_idx.push_back(k);
+      a.values.push_back(1.0);
+    }
+    a.row_ptr.push_back(static_cast<aijp::index_type>(a.col_idx.size()));
+  }
+  const auto want = aijp::compute_row_stats(a.view());
+  ASSERT_EQ(want.max_len, 13000);
+  aijp::gpu_matrix<double> m(shared_context(), a.view(), aijp::plan_options{}, nullptr);
+  expect_same_stats(m.report().stats, want, "global bins");
+}
+
 // The warm-up's device generator: a block of long rows on top of short ones has exactly the lengths asked
 // for, sorted distinct columns in range, and the device statistics (with the chain group's nonzeros) equal
 // the host reference's on a host copy.

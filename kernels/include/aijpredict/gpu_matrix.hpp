@@ -18,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -28,6 +29,9 @@ namespace aijp {
 
 /// Where the arrays of a csr_view live.
 enum class memory_space { host, device };
+
+/// plan_options::layout_reserve counts a CSR copy's bytes twice up to this many (64 MiB).
+constexpr std::size_t layout_reserve_small_bytes = std::size_t{64} << 20;
 
 struct plan_options {
   std::vector<format_id> candidates = all_formats();  ///< formats the selection may choose from
@@ -84,9 +88,12 @@ struct plan_options {
   /// busy while the part runs (a device-bound solver); 0: every microsecond of a part counts (a solver whose
   /// host work between products is the critical path).
   double stage_overlap = 1.0;
-  /// Layout reserve: device memory set aside in the CSR copy's own allocation, this fraction of its bytes,
-  /// from which conversions take their layouts (no cudaMalloc, ~0.1-0.3 ms each, inside a product of a short
-  /// solve; none to free either) until it is used up; regions are not reused. Only where the device keeps at
+  /// Layout reserve: device memory set aside in the CSR copy's own allocation, this fraction of its bytes
+  /// counted twice up to layout_reserve_small_bytes (so 2x the copy for a small matrix, whose reserve must
+  /// also hold an exploration's layout: a sell layout of delaunay_n15 did not fit 1x and its cudaMalloc took
+  /// 0.3 ms inside one product of a 1.2 ms solve), from which conversions take their layouts (no cudaMalloc,
+  /// ~0.1-0.3 ms each, inside a product of a short solve; none to free either) until it is used up; regions
+  /// are not reused. Only where the device keeps at
   /// least half its memory free after the upload, and not when the forced format or every candidate runs on
   /// the CSR copy. Held until the matrix goes: a matrix that is never converted holds it for nothing.
   /// 0: none.
@@ -132,6 +139,7 @@ struct plan_report {
   double analysis_ms = 0.0;    ///< statistics + prediction
   /// The analysis' host time after its statistics (us): the predictions, the online corrections, the choice.
   double predict_us = 0.0, online_us = 0.0, choice_us = 0.0;
+  double timer_us = 0.0;  ///< of online_us, taking the timing events (online refinement's ring) from the pool
   double conversion_ms = 0.0;  ///< building the chosen layout
   /// Wall time of the last step that ran in the background (gpu_matrix::start_background), from its start
   /// to its end on the worker thread; the products ran the previous plan meanwhile. 0: none did.
