@@ -240,7 +240,6 @@ TEST_F(GpuTest, DeviceStatisticsBinBeyondSharedMemory)
   aijp::csr_matrix<double> a;
   a.rows = 20000;
   a.cols = 13000;
-  a.row_ptr.push_back(0);
   for (aijp::size_type r = 0; r < a.rows; ++r) {
     const int len = r == 5 ? 13000 : r % 4 == 0 ? 256 + static_cast<int>(r % 3) : r % 3 != 0 ? 7 : static_cast<int>((r * 13) % 256);
     for (int k = 0; k < len; ++k) {

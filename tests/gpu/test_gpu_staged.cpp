@@ -348,9 +348,18 @@ TEST_F(GpuStaged, LayoutsComeFromTheReserveUntilItIsUsedUp)
     return false;
   };
 
-  aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+  {
+    const aijp::gpu_matrix<double> small(*ctx, a.view(), not_analysed(), nullptr);
+    ASSERT_LT(csr_bytes, aijp::layout_reserve_small_bytes);
+    EXPECT_GE(small.report().reserve_bytes, 2 * csr_bytes) << "default: a small copy's bytes twice (rounded up)";
+    EXPECT_LE(small.report().reserve_bytes, 2 * csr_bytes + 512);
+  }
+  // Half of that: one copy's bytes, which the second layout below no longer fits beside the first.
+  auto upload = not_analysed();
+  upload.layout_reserve = 0.5;
+  aijp::gpu_matrix<double> m(*ctx, a.view(), upload, nullptr);
   const double reserve = m.report().reserve_bytes;
-  ASSERT_GE(reserve, csr_bytes) << "default: the CSR copy's bytes (rounded up), with this much free device memory";
+  ASSERT_GE(reserve, csr_bytes) << "0.5: the CSR copy's bytes (rounded up), with this much free device memory";
   EXPECT_EQ(m.report().reserve_used_bytes, 0.0);
   aijp::plan_options opts;
   opts.forced = format_id::sell_delta16;
