@@ -30,6 +30,11 @@ Options:\n\
                      loading, cuSPARSE's preprocessing, aijpredict's analysis and conversion), MatMult's\n\
                      event time per product, and the median over rounds of the speed-up over the first\n\
                      type in the same round (default 0: none)\n\
+  -interleave        every type's matrix is set up first, then the k-th solve of each type runs before the\n\
+                     (k+1)-th of any (the order alternating from solve to solve and round to round), so that\n\
+                     the paired ratio of a solve index compares solves a few milliseconds apart rather than\n\
+                     a whole type's solves apart: the host's and the GPU's clocks drift by several percent\n\
+                     over a second on the H100 machine (default: false, each type's solves in a row)\n\
 KSP and PC options (-ksp_type, -pc_type, -ksp_rtol, -ksp_max_it, ...) apply to every solve.\n";
 
 #include <petscksp.h>
@@ -151,50 +156,67 @@ static PetscErrorCode TimeProducts(Mat B, Vec x, const char *type, PetscInt mult
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* One round's solves of matrix type `type`: the first solve's time (setup included) and the later ones', then
-   (mults > 0) the steady-state products. */
-static PetscErrorCode SolveWith(Mat A0, const char *type, Vec b_host, PetscInt solves, PetscInt mults, double *first, std::vector<double> *later, PetscInt *its, ProductTimes *products)
-{
-  Mat B;
-  Vec x, b;
-  KSP ksp;
+/* One type's matrix, vectors and KSP in one round, and its solves' times. */
+struct Solver {
+  Mat                 B   = nullptr;
+  Vec                 x   = nullptr, b = nullptr;
+  KSP                 ksp = nullptr;
+  PetscLogStage       stage = -1;
+  PetscInt            done  = 0; /* solves so far */
+  double              first = 0;
+  std::vector<double> later;
+};
 
+/* Converts A0 to `type` (nothing uploaded yet: the first solve does it) and makes its KSP. */
+static PetscErrorCode SolverSetUp(Mat A0, const char *type, Vec b_host, Solver *s)
+{
   PetscFunctionBeginUser;
-  PetscCall(ConvertTo(A0, type, &B));
-  PetscCall(MatCreateVecs(B, &x, &b));
-  PetscCall(VecCopy(b_host, b));
-  PetscCall(KSPCreate(PETSC_COMM_SELF, &ksp));
-  PetscCall(KSPSetOperators(ksp, B, B));
-  PetscCall(KSPSetFromOptions(ksp));
-  PetscCall(SyncDevice());
+  PetscCall(ConvertTo(A0, type, &s->B));
+  PetscCall(MatCreateVecs(s->B, &s->x, &s->b));
+  PetscCall(VecCopy(b_host, s->b));
+  PetscCall(KSPCreate(PETSC_COMM_SELF, &s->ksp));
+  PetscCall(KSPSetOperators(s->ksp, s->B, s->B));
+  PetscCall(KSPSetFromOptions(s->ksp));
   /* The later solves of each type in a log stage of their own ('Solves <type>'), so that -log_view splits
      their events (MatMult, the vector operations, PCApply) by matrix type. */
-  PetscLogStage stage;
-  {
-    char name[64];
-    PetscCall(PetscSNPrintf(name, sizeof(name), "Solves %s", type));
-    PetscCall(PetscLogStageGetId(name, &stage));
-    if (stage < 0) PetscCall(PetscLogStageRegister(name, &stage));
-  }
-  for (PetscInt k = 0; k < solves; ++k) {
-    PetscLogDouble t0, t1;
-    PetscCall(VecSet(x, 0.0));
-    PetscCall(SyncDevice());
-    if (k == 1) PetscCall(PetscLogStagePush(stage));
-    PetscCall(PetscTime(&t0));
-    PetscCall(KSPSolve(ksp, b, x));
-    PetscCall(SyncDevice());
-    PetscCall(PetscTime(&t1));
-    if (k == solves - 1 && k >= 1) PetscCall(PetscLogStagePop());
-    if (k == 0) *first = t1 - t0;
-    else later->push_back(t1 - t0);
-  }
-  PetscCall(KSPGetIterationNumber(ksp, its));
-  if (mults > 0) PetscCall(TimeProducts(B, x, type, mults, products));
-  PetscCall(KSPDestroy(&ksp));
-  PetscCall(VecDestroy(&x));
-  PetscCall(VecDestroy(&b));
-  PetscCall(MatDestroy(&B));
+  char name[64];
+  PetscCall(PetscSNPrintf(name, sizeof(name), "Solves %s", type));
+  PetscCall(PetscLogStageGetId(name, &s->stage));
+  if (s->stage < 0) PetscCall(PetscLogStageRegister(name, &s->stage));
+  PetscCall(SyncDevice());
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* One solve from a zero guess, timed from a synchronised device to a synchronised device. */
+static PetscErrorCode SolverSolve(Solver *s)
+{
+  PetscLogDouble t0, t1;
+
+  PetscFunctionBeginUser;
+  PetscCall(VecSet(s->x, 0.0));
+  PetscCall(SyncDevice());
+  if (s->done > 0) PetscCall(PetscLogStagePush(s->stage));
+  PetscCall(PetscTime(&t0));
+  PetscCall(KSPSolve(s->ksp, s->b, s->x));
+  PetscCall(SyncDevice());
+  PetscCall(PetscTime(&t1));
+  if (s->done > 0) PetscCall(PetscLogStagePop());
+  if (s->done == 0) s->first = t1 - t0;
+  else s->later.push_back(t1 - t0);
+  ++s->done;
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
+/* The steady-state products (mults > 0), then everything destroyed. */
+static PetscErrorCode SolverFinish(Solver *s, const char *type, PetscInt mults, PetscInt *its, ProductTimes *products)
+{
+  PetscFunctionBeginUser;
+  PetscCall(KSPGetIterationNumber(s->ksp, its));
+  if (mults > 0) PetscCall(TimeProducts(s->B, s->x, type, mults, products));
+  PetscCall(KSPDestroy(&s->ksp));
+  PetscCall(VecDestroy(&s->x));
+  PetscCall(VecDestroy(&s->b));
+  PetscCall(MatDestroy(&s->B));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -204,6 +226,7 @@ int main(int argc, char **argv)
   Vec         u, b;
   char        file[PETSC_MAX_PATH_LEN] = "", spec[256] = "lap7:32x32x32", types_opt[256] = "aijcusparse,aijpredict";
   PetscInt    rounds = 11, solves = 3, mults = 0;
+  PetscBool   interleave = PETSC_FALSE;
   PetscMPIInt size;
 
   PetscFunctionBeginUser;
@@ -217,6 +240,7 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-rounds", &rounds, nullptr));
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-solves", &solves, nullptr));
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-mults", &mults, nullptr));
+  PetscCall(PetscOptionsGetBool(nullptr, nullptr, "-interleave", &interleave, nullptr));
   PetscCheck(rounds > 0 && solves > 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-rounds and -solves must be positive");
   PetscCheck(mults >= 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-mults must be >= 0");
   if (mults > 0) {
@@ -268,22 +292,37 @@ int main(int argc, char **argv)
   std::vector<bool>                same_its(nt, true);
   for (PetscInt r = 0; r < rounds; ++r) {
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "round %2" PetscInt_FMT ":", r + 1));
-    for (size_t i = 0; i < nt; ++i) {
-      const size_t        k = (r % 2 == 0) ? i : nt - 1 - i;
-      double              f = 0;
-      std::vector<double> l;
-      PetscInt            n = 0;
-      ProductTimes        pt;
-      PetscCall(SolveWith(A0, types[k].c_str(), b, solves, mults, &f, &l, &n, &pt));
+    /* The order of the types alternates from round to round (and, interleaved, from solve to solve). */
+    const auto order = [&](size_t i, PetscInt j) { return ((r + (interleave ? j : 0)) % 2 == 0) ? i : nt - 1 - i; };
+    std::vector<Solver> solver(nt);
+    const auto finish = [&](size_t k) -> PetscErrorCode {
+      PetscInt     n = 0;
+      ProductTimes pt;
+      PetscFunctionBeginUser;
+      PetscCall(SolverFinish(&solver[k], types[k].c_str(), mults, &n, &pt));
       products[k].push_back(pt);
       /* Another plan in a later round (online corrections) may reorder sums and move the count a little. */
       if (its[k] >= 0 && its[k] != n) same_its[k] = false;
       its[k] = n;
-      first[k].push_back(f);
-      later[k].push_back(Median(l));
-      each[k].push_back(l);
-      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  %s %" PetscInt_FMT " its, %.6f s", types[k].c_str(), n, f));
-      for (double t : l) PetscCall(PetscPrintf(PETSC_COMM_WORLD, " %.6f", t));
+      first[k].push_back(solver[k].first);
+      later[k].push_back(Median(solver[k].later));
+      each[k].push_back(solver[k].later);
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "  %s %" PetscInt_FMT " its, %.6f s", types[k].c_str(), n, solver[k].first));
+      for (double t : solver[k].later) PetscCall(PetscPrintf(PETSC_COMM_WORLD, " %.6f", t));
+      PetscFunctionReturn(PETSC_SUCCESS);
+    };
+    if (interleave) {
+      for (size_t i = 0; i < nt; ++i) PetscCall(SolverSetUp(A0, types[order(i, 0)].c_str(), b, &solver[order(i, 0)]));
+      for (PetscInt j = 0; j < solves; ++j)
+        for (size_t i = 0; i < nt; ++i) PetscCall(SolverSolve(&solver[order(i, j)]));
+      for (size_t i = 0; i < nt; ++i) PetscCall(finish(order(i, 0)));
+    } else {
+      for (size_t i = 0; i < nt; ++i) {
+        const size_t k = order(i, 0);
+        PetscCall(SolverSetUp(A0, types[k].c_str(), b, &solver[k]));
+        for (PetscInt j = 0; j < solves; ++j) PetscCall(SolverSolve(&solver[k]));
+        PetscCall(finish(k));
+      }
     }
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "\n"));
   }
