@@ -755,12 +755,18 @@ TEST_F(GpuOnline, TakenSplitIsComparedWithItsSingleFormatThenCusparseAndTheFaste
   }
   ASSERT_NE(line, nullptr) << r.to_string();
   EXPECT_NE(line->find("of the partition " + split), std::string::npos) << *line;
-  // The split stays only when it measured policy::split_margin faster than the single format.
-  double single_us = 0, split_us = 0;
+  // The split stays only when it measured policy::split_margin faster than the single format, each one's
+  // host time of issuing a product added to its measured time.
+  double single_us = 0, split_us = 0, split_host = 0, single_host = 0;
   ASSERT_EQ(std::sscanf(line->c_str() + first.size(), "measured %lf us vs %lf us", &single_us, &split_us), 2) << *line;
+  const auto host_at = line->find("host issue of a product ");
+  ASSERT_NE(host_at, std::string::npos) << *line;
+  ASSERT_EQ(std::sscanf(line->c_str() + host_at, "host issue of a product %lf us for the split, %lf us for", &split_host, &single_host), 2) << *line;
+  EXPECT_GT(split_host, 0) << *line;
+  EXPECT_GT(single_host, 0) << *line;
   const double margin = aijp::online::policy{}.split_margin;
   const bool split_kept = line->find(": kept " + split) != std::string::npos;
-  EXPECT_EQ(split_kept, split_us < single_us * (1 - margin)) << *line;
+  EXPECT_EQ(split_kept, split_us + split_host < (single_us + single_host) * (1 - margin)) << *line;
   EXPECT_EQ(line->find("a split stays only") != std::string::npos, !split_kept && split_us <= single_us) << *line;
   // ... then, when that was not cuSPARSE CSR, cuSPARSE CSR, whichever of the two was kept.
   bool second = false;

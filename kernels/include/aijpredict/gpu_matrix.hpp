@@ -117,6 +117,9 @@ struct exploration_record {
   int interleaved = 0;           ///< products of the running plan timed in alternation with the runner-up's
   double to_predicted_us = 0;    ///< the runner-up's corrected prediction that triggered it
   double to_measured_us = 0;     ///< median of the runner-up (0 while it is being measured)
+  /// A split's verification (from_partition): the median host time of one timed product's issue (apply) of
+  /// each plan, added to its measured time for the comparison (online::policy::split_margin). 0 otherwise.
+  double from_host_us = 0, to_host_us = 0;
   bool finished = false;
   bool kept_runner_up = false;
   std::string note;              ///< why it ended early (conversion failed), else empty

@@ -173,7 +173,11 @@ struct policy {
   /// a host wait the device idles until the last block is issued), and on the H100 a circuit stack's split,
   /// 5-6 % faster than cuSPARSE CSR back to back and 0.2 % faster in its online comparison, gave its GMRES
   /// solves 1.04-1.05x aijcusparse's time against 1.01-1.02x with cuSPARSE CSR forced
-  /// (bench/results/2026-11-24_h100_session18_*). 0: the faster measured is kept.
+  /// (bench/results/2026-11-24_h100_session18_*). So each plan's median host time of issuing a timed
+  /// product (its apply) is added to its measured time for this comparison: in session 20 the split
+  /// measured 3.1 % faster by its events alone, was kept, and its solves read 1.02-1.06x cuSPARSE CSR's
+  /// against 0.99-1.01x without partitions, interleaved in the same run
+  /// (bench/results/2026-11-24_h100_session20_short_solves.txt). 0: the faster measured is kept.
   double split_margin = 0.03;
 };
 
