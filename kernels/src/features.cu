@@ -91,7 +91,10 @@ struct sorted_sums {
   unsigned long long rows;
 };
 
-__global__ void __launch_bounds__(256) sorted_sector_counts(size_type rows, int groups, const index_type* __restrict__ row_ptr,
+constexpr int sampler_block = 256;
+constexpr int sampler_warps = sampler_block / 32;
+
+__global__ void __launch_bounds__(sampler_block) sorted_sector_counts(size_type rows, int groups, const index_type* __restrict__ row_ptr,
                                                             const index_type* __restrict__ col_idx, int shift,
                                                             sorted_sums* out)
 {
@@ -113,20 +116,35 @@ __global__ void __launch_bounds__(256) sorted_sector_counts(size_type rows, int 
   const size_type g = static_cast<size_type>(blockIdx.x) * total_groups / groups;
   const unsigned offset = (static_cast<unsigned>(g) * 2654435761u >> 16) % group_rows;
   const size_type r0 = min(g * group_rows + offset, rows - 1);
-  if (threadIdx.x < 32) {
-    const unsigned lane = threadIdx.x;
-    const index_type want = row_ptr[r0 + 1] - row_ptr[r0];
-    int found = 0;
-    for (size_type base = r0; base < rows && base < r0 + scan_rows && found < group_rows; base += 32) {
-      const size_type r = base + lane;
-      const bool match = r < rows && row_ptr[r + 1] - row_ptr[r] == want;
-      const unsigned mask = __ballot_sync(0xffffffffu, match);
-      const int pos = found + __popc(mask & ((1u << lane) - 1u));
-      if (match && pos < group_rows) picked[pos] = static_cast<index_type>(r);
-      found += __popc(mask);
+  // The scan for the 32 rows, by every warp of the block at once: 256 rows per step, each warp's matches
+  // placed after those of the steps before and of the warps before it, so the picked rows are the first 32
+  // matches in row order as one warp walking 32 rows at a time finds them. (That one warp's walk of up to
+  // scan_rows rows, a dependent load per 32 rows, took 52-180 us of device time on the H100 where lengths
+  // vary, up to twice a product: bench/results/2026-11-24_h100_session20_analysis_cost.txt.)
+  __shared__ unsigned masks[sampler_warps];
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const unsigned lane = threadIdx.x % 32;
+  const index_type want = row_ptr[r0 + 1] - row_ptr[r0];
+  for (size_type base = r0; base < rows && base < r0 + scan_rows; base += sampler_block) {
+    const size_type r = base + threadIdx.x;
+    const bool match = r < rows && r < r0 + scan_rows && row_ptr[r + 1] - row_ptr[r] == want;
+    const unsigned mask = __ballot_sync(0xffffffffu, match);
+    if (lane == 0) masks[warp] = mask;
+    __syncthreads();
+    int before = count;  // the matches of the steps before (count: the running total here)
+    for (int w = 0; w < warp; ++w) before += __popc(masks[w]);
+    const int pos = before + __popc(mask & ((1u << lane) - 1u));
+    if (match && pos < group_rows) picked[pos] = static_cast<index_type>(r);
+    __syncthreads();  // every thread has read count and the masks
+    if (threadIdx.x == 0) {
+      int total = count;
+      for (int w = 0; w < sampler_warps; ++w) total += __popc(masks[w]);
+      count = total;
     }
-    if (lane == 0) count = min(found, group_rows);
+    __syncthreads();
+    if (count >= group_rows) break;  // the same value in every thread: the block leaves together
   }
+  if (threadIdx.x == 0) count = min(count, group_rows);
   __syncthreads();
   for (int p = 0; p < count; ++p) {
     const index_type begin = row_ptr[picked[p]];
@@ -374,7 +392,7 @@ void locality_job::start(size_type rows, size_type cols, const index_type* d_row
   AIJP_CUDA_CHECK(cudaMemsetAsync(s.d.data(), 0, sizeof(locality_both), stream));
   sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, &s.d.data()->natural);
   AIJP_CHECK_LAUNCH();
-  sorted_sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, &s.d.data()->sorted);
+  sorted_sector_counts<<<groups, sampler_block, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, &s.d.data()->sorted);
   AIJP_CHECK_LAUNCH();
   AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h.data(), s.d.data(), sizeof(locality_both), cudaMemcpyDeviceToHost, stream));
   s.event.record(stream);

@@ -104,9 +104,11 @@ __global__ void __launch_bounds__(warp_max_block) long_rows_kernel(size_type row
 // The histogram of the row lengths below `bins` (hist zeroed by the caller): one launch, no temporary storage
 // and no occupancy queries (CUB's DeviceHistogram, called twice for its temporary size, made this part of a
 // staged analysis ~50 us of host time on the H100: bench/results/2026-11-24_h100_session20_short_solves.txt).
-// Up to histogram_shared_bins the bins are privatised in shared memory and only the occupied ones merged;
-// beyond, the lanes of a warp that share a length add it with one global atomic (__match_any_sync), so rows
-// of one length (a stencil) never serialise on one address.
+// Lengths below histogram_shared_bins are counted in shared memory and only the occupied bins merged; the
+// longer ones (more than max_listed_rows long rows and a longest row beyond that) go to global memory, where
+// the lanes of a warp that share a length add it with one atomic (__match_any_sync). Counting every length
+// in global memory took 337 us on a 2M-row power-law matrix whose short rows share a few lengths
+// (bench/results/2026-11-24_h100_session20_analysis_cost.txt).
 constexpr int histogram_block = 256;
 constexpr int histogram_shared_bins = 12288;  // 48 KiB of ints: no opt-in needed
 constexpr unsigned histogram_max_blocks = 1024;
@@ -115,32 +117,27 @@ __global__ void __launch_bounds__(histogram_block)
     length_histogram_kernel(size_type rows, const index_type* __restrict__ row_ptr, int bins, int* __restrict__ hist)
 {
   extern __shared__ int s_hist[];
-  const bool in_shared = bins <= histogram_shared_bins;
-  if (in_shared) {
-    for (int b = threadIdx.x; b < bins; b += blockDim.x) s_hist[b] = 0;
-    __syncthreads();
-  }
+  const int shared_bins = min(bins, histogram_shared_bins);
+  for (int b = threadIdx.x; b < shared_bins; b += blockDim.x) s_hist[b] = 0;
+  __syncthreads();
   const size_type stride = static_cast<size_type>(gridDim.x) * blockDim.x;
   // Every lane of a warp runs the same number of iterations (the bound is rounded up to whole warps), so
-  // the warp's collectives see all 32 lanes.
+  // the warp's collective sees all 32 lanes.
   const size_type first = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_type warp_rows = (rows + 31) / 32 * 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
   for (size_type r = first; r < warp_rows; r += stride) {
     const int len = r < rows ? static_cast<int>(row_ptr[r + 1] - row_ptr[r]) : -1;
-    const bool binned = len >= 0 && len < bins;
-    if (in_shared) {
-      if (binned) atomicAdd(&s_hist[len], 1);
-    } else {
-      const unsigned same = __match_any_sync(0xffffffffu, len);
-      const int lane = static_cast<int>(threadIdx.x % 32);
-      if (binned && (__ffs(same) - 1) == lane) atomicAdd(&hist[len], __popc(same));
+    if (len >= 0 && len < shared_bins) atomicAdd(&s_hist[len], 1);
+    if (bins > shared_bins) {  // uniform: every lane takes part in the match
+      const int key = len >= shared_bins && len < bins ? len : -1;
+      const unsigned same = __match_any_sync(0xffffffffu, key);
+      if (key >= 0 && (__ffs(same) - 1) == lane) atomicAdd(&hist[key], __popc(same));
     }
   }
-  if (in_shared) {
-    __syncthreads();
-    for (int b = threadIdx.x; b < bins; b += blockDim.x) {
-      if (s_hist[b] != 0) atomicAdd(&hist[b], s_hist[b]);
-    }
+  __syncthreads();
+  for (int b = threadIdx.x; b < shared_bins; b += blockDim.x) {
+    if (s_hist[b] != 0) atomicAdd(&hist[b], s_hist[b]);
   }
 }
 
@@ -369,7 +366,7 @@ bool row_stats_job::poll(cudaStream_t stream)
     s.d_hist.resize(s.bins);
     AIJP_CUDA_CHECK(cudaMemsetAsync(s.d_hist.data(), 0, s.bins * sizeof(int), stream));
     const auto blocks = static_cast<unsigned>(std::min<size_type>((s.rows + histogram_block - 1) / histogram_block, histogram_max_blocks));
-    const std::size_t shared = s.bins <= histogram_shared_bins ? s.bins * sizeof(int) : 0;
+    const std::size_t shared = static_cast<std::size_t>(std::min(s.bins, histogram_shared_bins)) * sizeof(int);
     length_histogram_kernel<<<blocks, histogram_block, shared, stream>>>(s.rows, s.row_ptr, s.bins, s.d_hist.data());
     AIJP_CHECK_LAUNCH();
     s.h_hist.resize(s.bins);

@@ -232,16 +232,17 @@ TEST_F(GpuTest, DeviceStatisticsListOrBinLongRows)
   }
 }
 
-// More than 4096 long rows and a longest row beyond the histogram's shared-memory bins (12288): every length
-// binned in global memory, where lanes of one length add it with one atomic. Most short rows share one
-// length (7), as a stencil's do. The host reference's statistics exactly.
+// More than 4096 long rows and a longest row beyond the histogram's shared-memory bins (12288): the lengths
+// beyond them binned in global memory, where lanes of one length add it with one atomic (40 consecutive rows
+// of 12500 entries: warps whose lanes share a length), the others in shared memory (most short rows share
+// one length, 7, as a stencil's do). The host reference's statistics exactly.
 TEST_F(GpuTest, DeviceStatisticsBinBeyondSharedMemory)
 {
   aijp::csr_matrix<double> a;
   a.rows = 20000;
   a.cols = 13000;
   for (aijp::size_type r = 0; r < a.rows; ++r) {
-    const int len = r == 5 ? 13000 : r % 4 == 0 ? 256 + static_cast<int>(r % 3) : r % 3 != 0 ? 7 : static_cast<int>((r * 13) % 256);
+    const int len = r == 5 ? 13000 : r >= 100 && r < 140 ? 12500 : r % 4 == 0 ? 256 + static_cast<int>(r % 3) : r % 3 != 0 ? 7 : static_cast<int>((r * 13) % 256);
     for (int k = 0; k < len; ++k) {
       a.col_idx.push_back(k);
       a.values.push_back(1.0);
@@ -252,6 +253,75 @@ TEST_F(GpuTest, DeviceStatisticsBinBeyondSharedMemory)
   ASSERT_EQ(want.max_len, 13000);
   aijp::gpu_matrix<double> m(shared_context(), a.view(), aijp::plan_options{}, nullptr);
   expect_same_stats(m.report().stats, want, "global bins");
+}
+
+// The locality samplers (aijp::sample_locality) against a host walk of the same groups: in row order, the
+// distinct x sectors of the first 4096 entries of each sampled group of 32 rows; in the length-sorted order,
+// the first 32 rows of the length of a row drawn in the group, within 8192 rows, at most 128 entries each,
+// and the y sectors they write. Exact counts, so exact ratios; matrices whose lengths vary (where the scan
+// for 32 rows of one length runs long), a stencil, and one whose rows are mostly of one length.
+TEST_F(GpuTest, LocalitySamplesMatchAHostWalkOfTheSameGroups)
+{
+  const auto host_walk = [](const aijp::csr_matrix<double>& a, int shift) {
+    constexpr aijp::size_type group = 32, scan = 8192;
+    constexpr aijp::index_type per_row = 4096 / 32, cap = 4096;
+    const aijp::size_type total = (a.rows + group - 1) / group;
+    const aijp::size_type groups = std::min<aijp::size_type>(total, 2048);
+    unsigned long long n_distinct = 0, n_entries = 0, s_distinct = 0, s_entries = 0, s_y = 0, s_rows = 0;
+    const auto len = [&a](aijp::size_type r) { return a.row_ptr[r + 1] - a.row_ptr[r]; };
+    for (aijp::size_type b = 0; b < groups; ++b) {
+      const aijp::size_type g = b * total / groups;
+      {
+        const aijp::size_type r0 = g * group, r1 = std::min(r0 + group, a.rows);
+        const aijp::index_type begin = a.row_ptr[r0], end = std::min(a.row_ptr[r1], begin + cap);
+        std::set<int> sectors;
+        for (aijp::index_type k = begin; k < end; ++k) sectors.insert(a.col_idx[k] >> shift);
+        n_distinct += sectors.size();
+        n_entries += static_cast<unsigned long long>(end - begin);
+      }
+      const unsigned offset = (static_cast<unsigned>(g) * 2654435761u >> 16) % group;
+      const aijp::size_type r0 = std::min<aijp::size_type>(g * group + offset, a.rows - 1);
+      std::vector<aijp::size_type> picked;
+      for (aijp::size_type r = r0; r < a.rows && r < r0 + scan && picked.size() < group; ++r) {
+        if (len(r) == len(r0)) picked.push_back(r);
+      }
+      std::set<int> sectors;
+      for (std::size_t p = 0; p < picked.size(); ++p) {
+        const aijp::index_type begin = a.row_ptr[picked[p]], end = std::min(a.row_ptr[picked[p] + 1], begin + per_row);
+        for (aijp::index_type k = begin; k < end; ++k) sectors.insert(a.col_idx[k] >> shift);
+        s_entries += static_cast<unsigned long long>(end - begin);
+        s_y += p == 0 || (picked[p] >> shift) != (picked[p - 1] >> shift);
+      }
+      s_distinct += sectors.size();
+      s_rows += picked.size();
+    }
+    const auto ratio = [](unsigned long long n, unsigned long long d) { return d ? static_cast<double>(n) / static_cast<double>(d) : 0.0; };
+    aijp::locality_sample want;
+    want.x_sectors_per_nnz = ratio(n_distinct, n_entries);
+    want.sorted.x_sectors_per_nnz = ratio(s_distinct, s_entries);
+    want.sorted.y_sectors_per_row = ratio(s_y, s_rows);
+    return want;
+  };
+  for (const char* spec : {"normal:rows=60000,mean=9,sigma=4", "powerlaw:rows=50000,deg=8,exp=2.1", "lap7:24x24x24",
+                           "stack:circuit:rows=3000,dense=4,len=2000+lap27:12x12x12", "banded:rows=5000,bw=3"}) {
+    SCOPED_TRACE(spec);
+    const auto a = aijp::gen::from_spec(spec);
+    aijp::index_type *rp = nullptr, *ci = nullptr;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&rp), a.row_ptr.size() * sizeof(aijp::index_type)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&ci), std::max<std::size_t>(a.col_idx.size(), 1) * sizeof(aijp::index_type)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(rp, a.row_ptr.data(), a.row_ptr.size() * sizeof(aijp::index_type), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(ci, a.col_idx.data(), a.col_idx.size() * sizeof(aijp::index_type), cudaMemcpyHostToDevice), cudaSuccess);
+    for (const int value_bytes : {8, 4}) {
+      const auto got = aijp::sample_locality(a.rows, a.cols, rp, ci, value_bytes, nullptr);
+      const auto want = host_walk(a, value_bytes == 8 ? 2 : 3);
+      EXPECT_DOUBLE_EQ(got.x_sectors_per_nnz, want.x_sectors_per_nnz) << value_bytes;
+      EXPECT_DOUBLE_EQ(got.sorted.x_sectors_per_nnz, want.sorted.x_sectors_per_nnz) << value_bytes;
+      EXPECT_DOUBLE_EQ(got.sorted.y_sectors_per_row, want.sorted.y_sectors_per_row) << value_bytes;
+      EXPECT_GT(want.sorted.x_sectors_per_nnz, 0.0);
+    }
+    EXPECT_EQ(cudaFree(rp), cudaSuccess);
+    EXPECT_EQ(cudaFree(ci), cudaSuccess);
+  }
 }
 
 // The warm-up's device generator: a block of long rows on top of short ones has exactly the lengths asked
