@@ -93,6 +93,7 @@ struct sorted_sums {
 
 constexpr int sampler_block = 256;
 constexpr int sampler_warps = sampler_block / 32;
+constexpr int sampler_chunks = 4;  // rows per thread per step of the sorted sampler's scan
 
 __global__ void __launch_bounds__(sampler_block) sorted_sector_counts(size_type rows, int groups, const index_type* __restrict__ row_ptr,
                                                             const index_type* __restrict__ col_idx, int shift,
@@ -116,31 +117,41 @@ __global__ void __launch_bounds__(sampler_block) sorted_sector_counts(size_type 
   const size_type g = static_cast<size_type>(blockIdx.x) * total_groups / groups;
   const unsigned offset = (static_cast<unsigned>(g) * 2654435761u >> 16) % group_rows;
   const size_type r0 = min(g * group_rows + offset, rows - 1);
-  // The scan for the 32 rows, by every warp of the block at once: 256 rows per step, each warp's matches
-  // placed after those of the steps before and of the warps before it, so the picked rows are the first 32
-  // matches in row order as one warp walking 32 rows at a time finds them. (That one warp's walk of up to
-  // scan_rows rows, a dependent load per 32 rows, took 52-180 us of device time on the H100 where lengths
-  // vary, up to twice a product: bench/results/2026-11-24_h100_session20_analysis_cost.txt.)
-  __shared__ unsigned masks[sampler_warps];
+  // The scan for the 32 rows, by every warp of the block at once, sampler_chunks rows per thread per step
+  // (their loads in flight together): 1024 rows per step, each match placed after those of the steps, the
+  // chunks and the warps before it, so the picked rows are the first 32 matches in row order, as one warp
+  // walking 32 rows at a time finds them. (That one warp's walk of up to scan_rows rows, a dependent load
+  // per 32 rows, took 52-180 us of device time on the H100 where lengths vary, up to twice a product:
+  // bench/results/2026-11-24_h100_session20_analysis_cost.txt.)
+  __shared__ unsigned masks[sampler_chunks][sampler_warps];
   const int warp = static_cast<int>(threadIdx.x / 32);
   const unsigned lane = threadIdx.x % 32;
   const index_type want = row_ptr[r0 + 1] - row_ptr[r0];
-  for (size_type base = r0; base < rows && base < r0 + scan_rows; base += sampler_block) {
-    const size_type r = base + threadIdx.x;
-    const bool match = r < rows && r < r0 + scan_rows && row_ptr[r + 1] - row_ptr[r] == want;
-    const unsigned mask = __ballot_sync(0xffffffffu, match);
-    if (lane == 0) masks[warp] = mask;
+  const size_type scan_end = min(rows, r0 + scan_rows);
+  for (size_type base = r0; base < scan_end; base += sampler_chunks * sampler_block) {
+    bool match[sampler_chunks];
+#pragma unroll
+    for (int c = 0; c < sampler_chunks; ++c) {
+      const size_type r = base + c * sampler_block + threadIdx.x;
+      match[c] = r < scan_end && row_ptr[r + 1] - row_ptr[r] == want;
+    }
+    unsigned mine[sampler_chunks];
+#pragma unroll
+    for (int c = 0; c < sampler_chunks; ++c) {
+      mine[c] = __ballot_sync(0xffffffffu, match[c]);
+      if (lane == 0) masks[c][warp] = mine[c];
+    }
     __syncthreads();
     int before = count;  // the matches of the steps before (count: the running total here)
-    for (int w = 0; w < warp; ++w) before += __popc(masks[w]);
-    const int pos = before + __popc(mask & ((1u << lane) - 1u));
-    if (match && pos < group_rows) picked[pos] = static_cast<index_type>(r);
-    __syncthreads();  // every thread has read count and the masks
-    if (threadIdx.x == 0) {
-      int total = count;
-      for (int w = 0; w < sampler_warps; ++w) total += __popc(masks[w]);
-      count = total;
+#pragma unroll
+    for (int c = 0; c < sampler_chunks; ++c) {
+      for (int w = 0; w < warp; ++w) before += __popc(masks[c][w]);
+      const int pos = before + __popc(mine[c] & ((1u << lane) - 1u));
+      if (match[c] && pos < group_rows) picked[pos] = static_cast<index_type>(base + c * sampler_block + threadIdx.x);
+      for (int w = warp; w < sampler_warps; ++w) before += __popc(masks[c][w]);
     }
+    __syncthreads();  // every thread has read count and the masks
+    if (threadIdx.x == 0) count = before;  // thread 0's running total covers every chunk and warp
     __syncthreads();
     if (count >= group_rows) break;  // the same value in every thread: the block leaves together
   }
