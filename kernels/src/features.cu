@@ -157,13 +157,13 @@ __global__ void __launch_bounds__(sampler_block) sorted_sector_counts(size_type 
   }
   if (threadIdx.x == 0) count = min(count, group_rows);
   __syncthreads();
-  for (int p = 0; p < count; ++p) {
+  // A warp per picked row (eight rows at a time): a row's loads depend on its row_ptr, so one row after the
+  // other by the whole block made 32 dependent load pairs per block.
+  for (int p = warp; p < count; p += sampler_warps) {
     const index_type begin = row_ptr[picked[p]];
     const index_type end = min(row_ptr[picked[p] + 1], begin + per_row_entries);
-    for (index_type k = begin + threadIdx.x; k < end; k += blockDim.x) {
-      insert_sector(table, col_idx[k] >> shift, &distinct);
-    }
-    if (threadIdx.x == 0) entries += end - begin;
+    for (index_type k = begin + static_cast<index_type>(lane); k < end; k += 32) insert_sector(table, col_idx[k] >> shift, &distinct);
+    if (lane == 0) atomicAdd(&entries, static_cast<unsigned int>(end - begin));
   }
   __syncthreads();
   if (threadIdx.x == 0) {

@@ -38,32 +38,46 @@ struct warp_summary {
 constexpr int long_row_length = 256;
 constexpr unsigned long long max_listed_rows = 4096;
 
-// One thread per row; the warp's longest row is added to N_iter (rows grouped by 32 in natural order, as
-// in Eq. 1: the warp of the kernel and the warp of the statistic coincide because blockDim % 32 == 0).
+// A thread per row of each step; the warp's longest row is added to N_iter (rows grouped by 32 in natural
+// order, as in Eq. 1: the warp of the kernel and the warp of the statistic coincide because blockDim % 32 == 0).
 // The block's warps are combined in shared memory and the block adds once: one atomic per warp on three
 // words serialised some 200000 atomics on a 2M-row matrix (about 0.2 ms of device time, H100 machine), which
 // a staged analysis put into the products of the solve it ran in.
 constexpr int warp_max_block = 256;
+constexpr size_type warp_max_blocks = 2048;
 __global__ void __launch_bounds__(warp_max_block) warp_max_kernel(size_type rows, const index_type* __restrict__ row_ptr, warp_summary* out)
 {
   constexpr int warps = warp_max_block / 32;
   __shared__ unsigned long long s_iter[warps], s_chain[warps], s_long[warps];
   __shared__ int s_max[warps];
-  const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int len = r < rows ? row_ptr[r + 1] - row_ptr[r] : 0;
-  const unsigned long long long_here = __popc(__ballot_sync(0xffffffffu, len >= long_row_length));
-  int m = len;
-  unsigned long long sum = static_cast<unsigned long long>(len);
-  for (int off = 16; off > 0; off /= 2) {
-    m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
-    sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  }
+  // Grid-stride over the rows (at most warp_max_blocks blocks): the stride is a multiple of 32, so each
+  // warp's rows of one step are a natural 32-row group; the warp sums its groups' maxima (N_iter) and keeps
+  // the largest chain key, then one set of atomics per block. (A block per 256 rows serialised ~94000
+  // atomics on three words for an 8M-row matrix: 92 us of device time on the H100, a quarter of a product:
+  // bench/results/2026-11-24_h100_session20_analysis_cost.txt.)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const size_type stride = static_cast<size_type>(gridDim.x) * blockDim.x;
+  unsigned long long it_sum = 0, ch_max = 0, long_sum = 0;
+  int m_max = 0;
+  for (size_type base = static_cast<size_type>(blockIdx.x) * blockDim.x; base < rows; base += stride) {
+    const size_type r = base + threadIdx.x;
+    const int len = r < rows ? row_ptr[r + 1] - row_ptr[r] : 0;
+    long_sum += __popc(__ballot_sync(0xffffffffu, len >= long_row_length));
+    int m = len;
+    unsigned long long sum = static_cast<unsigned long long>(len);
+    for (int off = 16; off > 0; off /= 2) {
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+      sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    }
+    it_sum += static_cast<unsigned long long>(m);
+    m_max = max(m_max, m);
+    if (m > 0) ch_max = max(ch_max, chain_key(m, sum));
+  }
   if (lane == 0) {
-    s_iter[warp] = static_cast<unsigned long long>(m);
-    s_max[warp] = m;
-    s_chain[warp] = m > 0 ? chain_key(m, sum) : 0ull;
-    s_long[warp] = long_here;
+    s_iter[warp] = it_sum;
+    s_max[warp] = m_max;
+    s_chain[warp] = ch_max;
+    s_long[warp] = long_sum;
   }
   __syncthreads();
   if (warp == 0) {
@@ -334,7 +348,7 @@ void row_stats_job::start(size_type rows, size_type cols, const index_type* d_ro
   }
   s.d_sum.resize(1);
   AIJP_CUDA_CHECK(cudaMemsetAsync(s.d_sum.data(), 0, sizeof(warp_summary), stream));
-  const auto grid = static_cast<unsigned>((rows + warp_max_block - 1) / warp_max_block);
+  const auto grid = static_cast<unsigned>(std::min<size_type>((rows + warp_max_block - 1) / warp_max_block, warp_max_blocks));
   warp_max_kernel<<<grid, warp_max_block, 0, stream>>>(rows, d_row_ptr, s.d_sum.data());
   AIJP_CHECK_LAUNCH();
   AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_sum.data(), s.d_sum.data(), sizeof(warp_summary), cudaMemcpyDeviceToHost, stream));
