@@ -203,8 +203,9 @@ enum class background_mode {
   thread,
   /// On the products' thread and stream, in parts: each poll_background does one part and never waits for
   /// the device; read-backs land in pinned memory and are polled through events at later calls; the parts
-  /// are paced by plan_options::stage_duty. The parts of an analysis: the statistics and locality samples
-  /// issued; the histogram issued; the free memory queried; the prediction and decision (host). A partition
+  /// are paced by plan_options::stage_duty. The parts of an analysis: the statistics' first pass issued
+  /// (and the free memory queried, unless the upload made a layout reserve); the locality samples issued; the
+  /// histogram issued; the prediction and decision (host). A partition
   /// the decision would plan: the strip summaries (one part, waiting for their device passes), the DP in
   /// slices (partition_planner), then the decision again with that plan. A conversion to sell_delta16 is
   /// split into its slice offsets, one allocation per array, and fills of at most
