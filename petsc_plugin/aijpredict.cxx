@@ -433,7 +433,7 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
   if (!installed) PetscFunctionReturn(PETSC_SUCCESS);
   const auto &r = p->gpu->report();
   if (r.staged_polls() > 0) {
-    PetscCall(PetscInfo(A, "aijpredict: staged step done in %d parts over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms from start to end), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.staged_polls(), r.staged_polls() + r.staged_skipped, r.staged_host_ms(), r.staged_max_poll_ms(), r.background_ms, r.install_ms, p->step_begun, p->mults, wait ? ", finished at once" : "", changed ? "new plan installed" : "the plan stays"));
+    PetscCall(PetscInfo(A, "aijpredict: staged step done in %d parts over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms of device time read back; %.3f ms from start to end), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.staged_polls(), r.staged_polls() + r.staged_skipped, r.staged_host_ms(), r.staged_max_poll_ms(), 1e-3 * r.staged_device_us, r.background_ms, r.install_ms, p->step_begun, p->mults, wait ? ", finished at once" : "", changed ? "new plan installed" : "the plan stays"));
     std::string us;
     for (std::size_t k = 0; k < r.staged_poll_us.size(); ++k) {
       us += " " + std::to_string((int)std::lround(r.staged_poll_us[k]));

@@ -410,8 +410,9 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
     detail::block_pool::instance(kind).reserve(131072, 2);
     detail::block_pool::instance(kind).reserve(262144, 1);
   }
-  // The event pairs of two plans' timers (the running one and one being built) and the staged jobs' events.
-  detail::event_pool::instance(detail::event_kind::timing).reserve(2 * 2 * 32);
+  // The event pairs of two plans' timers (the running one and one being built) and of a staged step's
+  // parts (4 pairs), and the staged jobs' events.
+  detail::event_pool::instance(detail::event_kind::timing).reserve(2 * 2 * 32 + 2 * 4);
   detail::event_pool::instance(detail::event_kind::no_timing).reserve(16);
   preload_ = preload_kernels(opts.preload);
   detail::preload_analysis_kernels();

@@ -1597,6 +1597,32 @@ struct gpu_matrix<Value>::background_job {
   double slack_us = 0;
   double spent_us = 0;
   int skipped = 0;              // advances that waited for the host-time share (opts.stage_duty)
+  // The device time of the parts that issue device passes (statistics, locality samples, histogram, strips,
+  // fills), measured with an event pair around each such part and read back at later polls without
+  // waiting: it lands in the products' stream, where the solver waits for it at its next dot product, so it
+  // counts against stage_duty as host time beyond the overlap does. (The analysis' locality samplers took
+  // 27-82 us of device time on the H100 after session 20's changes, 52-180 before; all of a staged analysis'
+  // passes went into one or two products when only host time was paced:
+  // bench/results/2026-11-24_h100_session20_analysis_cost.txt.)
+  std::unique_ptr<detail::spmv_timer> pass_timer;
+  std::vector<detail::spmv_timer::sample> pass_samples;
+  double device_us = 0;         // summed, for the report
+  static bool issues_device_work(stage st)
+  {
+    return st == stage::start || st == stage::sampling || st == stage::gathering || st == stage::plan_strips ||
+           st == stage::gathering_strips || st == stage::converting || st == stage::building_partition;
+  }
+  // Adds the device time of the passes whose events completed; never waits.
+  void harvest_passes()
+  {
+    if (!pass_timer || pass_timer->pending() == 0) return;
+    pass_samples.clear();
+    pass_timer->harvest(pass_samples);
+    for (const auto& p : pass_samples) {
+      spent_us += p.us;
+      device_us += p.us;
+    }
+  }
   // The staged analysis kept cuSPARSE CSR, which runs now: the install moves the running layout over
   // instead of building another (a cuSPARSE handle costs milliseconds to create).
   bool keep_running_layout = false;
@@ -1654,7 +1680,9 @@ struct gpu_matrix<Value>::background_job {
   bool advance(cudaStream_t stream, bool block)
   {
     const auto t0 = clock_type::now();
-    // Pacing: the parts' host time stays within opts.stage_duty of the wall time since the step began.
+    harvest_passes();
+    // Pacing: the parts' host time beyond the product they overlap, and their device time, stay within
+    // opts.stage_duty of the wall time since the step began.
     if (!block && over_duty(spent_us, opts.stage_duty, ms_between(started, t0))) {
       ++skipped;
       return false;
@@ -1665,7 +1693,10 @@ struct gpu_matrix<Value>::background_job {
     try {
       bool finished = false;
       do {
+        // An event pair around a part that issues device work (not while waiting for everything: block).
+        const bool timed = !block && opts.stage_duty > 0 && issues_device_work(at) && pass_timer && pass_timer->begin(stream, 0);
         finished = advance_once(stream, block);
+        if (timed) pass_timer->end(stream);
       } while (block && !finished);
       if (finished) at = stage::finished;
     } catch (...) {
@@ -1907,6 +1938,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
                         : cusparse_csr_us_above_launch(job->ctx->device(), params, m.csr.rows, m.csr.cols, m.csr.nnz, sizeof(Value));  // not analysed yet
     job->running_format = m.report.chosen;
     job->running_cusparse_csr = !m.report.partitioned && m.format && m.format->id() == format_id::cusparse_csr;
+    if (opts.stage_duty > 0) job->pass_timer = std::make_unique<detail::spmv_timer>(4);
     job_ = std::move(job);
     m.step_running = true;
     return true;
@@ -1972,6 +2004,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   rep.staged_poll_us = std::move(job->poll_us);  // empty for a thread
   rep.staged_poll_stage = std::move(job->poll_stage);
   rep.staged_skipped = job->skipped;
+  rep.staged_device_us = job->device_us;
   rep.install_ms = ms_since(t0);
   if (changed) *changed = job->changed;
 }
@@ -2193,7 +2226,7 @@ std::string plan_report::to_string() const
   os << "  model: " << model_source << "; device constants: " << params_source << "\n";
   if (!online_source.empty()) os << "  " << online_source << "\n";
   const bool online = online_factor.size() == estimates.size() && !online_factor.empty();
-  char line[256];
+  char line[320];
   std::snprintf(line, sizeof(line), "  %-18s %-9s %14s %14s%s\n", "format", "feasible", "bytes/SpMV", "predicted us",
                 online ? "   online x" : "");
   os << line;
@@ -2223,8 +2256,8 @@ std::string plan_report::to_string() const
     os << reserve;
   }
   if (background_ms > 0 && staged_polls() > 0) {
-    std::snprintf(line, sizeof(line), "  %s ran staged in %d parts over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms from start to end), while they ran the previous plan; installed in %.3f ms\n",
-                  background_what.c_str(), staged_polls(), staged_polls() + staged_skipped, staged_host_ms(), staged_max_poll_ms(), background_ms, install_ms);
+    std::snprintf(line, sizeof(line), "  %s ran staged in %d parts over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms of device time read back; %.3f ms from start to end), while they ran the previous plan; installed in %.3f ms\n",
+                  background_what.c_str(), staged_polls(), staged_polls() + staged_skipped, staged_host_ms(), staged_max_poll_ms(), 1e-3 * staged_device_us, background_ms, install_ms);
     os << line;
   } else if (background_ms > 0) {
     std::snprintf(line, sizeof(line), "  %s ran in the background in %.3f ms, while the products ran the previous plan; installed in %.3f ms\n",

@@ -158,6 +158,9 @@ struct plan_report {
   int staged_polls() const { return static_cast<int>(staged_poll_us.size()); }
   /// Products at which the step's part waited for its host-time share (plan_options::stage_duty).
   int staged_skipped = 0;
+  /// A staged step: the device time of its parts' passes read back by its end (event pairs around each part
+  /// that issues device work; what finished after the last poll is not in it), counted in its pacing.
+  double staged_device_us = 0;
   double staged_host_ms() const;      ///< those polls' host time together
   double staged_max_poll_ms() const;  ///< the longest of them
   double install_ms = 0.0;      ///< host time of its install (poll_background): the swap and freeing the old layout
