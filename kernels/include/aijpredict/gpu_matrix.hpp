@@ -81,7 +81,9 @@ struct plan_options {
   /// product issues the next part only while the parts so far stayed within it; the others skip (a few
   /// nanoseconds). Repeated short solves of a small matrix are host-bound (1.25 ms for 10 GMRES iterations on
   /// the H100 machine), and a part issued at every product put 40-180 us of host time into each of them.
-  /// 0: a part at every product.
+  /// The device time of the parts that issue device passes counts too (an event pair around each, read back
+  /// at later products without waiting): the passes run in the products' stream, where the solver waits
+  /// for them. 0: a part at every product.
   double stage_duty = 0.01;
   /// Staged steps: the share of the running plan's predicted product time (beyond one launch) that a part's
   /// host time is taken to overlap, and so does not count against stage_duty. 1: the product keeps the device
