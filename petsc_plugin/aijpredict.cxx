@@ -589,6 +589,10 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     if (!p->opt.force.empty()) PetscCallCXX(opts.forced = aijp::parse_format(p->opt.force));
     /* Short solves never pay for an analysis: upload and run cuSPARSE CSR until the matrix is reused. */
     opts.analyze = p->opt.defer_mults == 0 || !p->opt.force.empty();
+    /* An analysis at the upload knows no use yet (expected_mults 0): its partition planning gets upload_share
+       of the upload's time, and is planned when the matrix is reused if that buys too few strips; unbounded
+       it took 7.2 ms for a 2003-row matrix, 3-4x its first solve (H100). */
+    opts.planning_upload_share = p->opt.upload_share;
     p->mults            = 0;
     p->next_check       = 0;
     p->analysis_waits   = PETSC_FALSE;
@@ -1110,7 +1114,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCheck(o->reserve >= 0 && o->reserve <= 4, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_reserve must be in [0, 4]");
   PetscCall(PetscOptionsReal("-mat_aijpredict_free_band", "Online refinement: where the running format's products measure at most 20 us, csr_vector or csr_scalar (they run on the CSR copy: no conversion), if never measured on this matrix, is also tried when predicted within this fraction of the measured time, slower predictions included (0: only when predicted faster by the exploration margin)", "MatCreateSeqAIJPredict", o->free_band, &o->free_band, nullptr));
   PetscCheck(o->free_band >= 0 && o->free_band <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_free_band must be in [0, 1]");
-  PetscCall(PetscOptionsReal("-mat_aijpredict_upload_share", "A matrix whose analysis (~2 ms) is at most this share of its upload's time is analysed and converted at the upload, in the first solve, instead of over the products after -mat_aijpredict_defer_mults (0: never)", "MatCreateSeqAIJPredict", o->upload_share, &o->upload_share, nullptr));
+  PetscCall(PetscOptionsReal("-mat_aijpredict_upload_share", "A matrix whose analysis (~2 ms) is at most this share of its upload's time is analysed and converted at the upload, in the first solve, instead of over the products after -mat_aijpredict_defer_mults (0: never); an analysis at the upload plans a row partition within this share of the upload's time, else when the matrix is reused", "MatCreateSeqAIJPredict", o->upload_share, &o->upload_share, nullptr));
   PetscCheck(o->upload_share >= 0 && o->upload_share <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_upload_share must be in [0, 1]");
   PetscCall(PetscOptionsInt("-mat_aijpredict_online_sample_max", "Online refinement: a settled plan times one product in 8, and each observation (8 samples) doubles that interval up to one in this many (a timed product costs ~7 us of host time); 8: no thinning", "MatCreateSeqAIJPredict", o->sample_max, &o->sample_max, nullptr));
   PetscCheck(o->sample_max >= 8 && o->sample_max <= 1000000, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_online_sample_max must be in [8, 1000000]");
@@ -1238,7 +1242,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_model <name>     - performance model: placeholder (default), aijp, guo_wang, wang_gu_li_normal, wang_gu_li_uniform
 .  -mat_aijpredict_warmup           - fit the models on this GPU first if it has no fitted coefficients (quick warm-up)
 .  -mat_aijpredict_defer_mults <k>  - products on cuSPARSE CSR before the analysis (default 10; 0: at once); then the analysis waits until it can pay
-.  -mat_aijpredict_upload_share <f> - analyse and convert at the upload a matrix whose analysis (~2 ms) is at most this share of the upload's time (default 0.1, an upload of 20 ms; 0: never)
+.  -mat_aijpredict_upload_share <f> - analyse and convert at the upload a matrix whose analysis (~2 ms) is at most this share of the upload's time (default 0.1, an upload of 20 ms; 0: never); it also bounds an analysis at the upload's partition planning
 .  -mat_aijpredict_expected_mults <n> - products expected; conversion only when it pays (default: as many as so far)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
 .  -mat_aijpredict_preload <bool>   - load the library's CUDA modules (PetscScalar's kernels) when the per-process context is made, not inside the first product of each format (default true)

@@ -797,11 +797,14 @@ struct planning_strips {
   int strips = 0;
   double budget_us = 0;
 };
-planning_strips strips_for_planning(double single_us, size_type rows, const plan_options& opts)
+planning_strips strips_for_planning(double single_us, size_type rows, const plan_options& opts, double upload_ms)
 {
   const int max_strips = opts.planner.max_strips;
-  if (opts.expected_mults <= 0 || opts.planning_share <= 0) return {max_strips, 0};
-  const double budget = opts.planning_share * split_saving_bound_us(single_us, opts);
+  const bool by_use = opts.expected_mults > 0 && opts.planning_share > 0;
+  const bool by_upload = opts.expected_mults <= 0 && opts.planning_upload_share > 0;
+  if (!by_use && !by_upload) return {max_strips, 0};
+  const double budget = by_use ? opts.planning_share * split_saving_bound_us(single_us, opts)
+                               : std::max(1.0, opts.planning_upload_share * 1e3 * upload_ms);
   const int n = strips_within(budget, planning_us_per_estimate(), static_cast<int>(opts.candidates.size()), max_strips);
   // A matrix of few rows has fewer strips (32 rows at least): its full resolution is enough.
   const size_type groups = (rows + stats_warp_size - 1) / stats_warp_size;
@@ -892,13 +895,18 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
   }
   // Amortization of the planning itself: with a known use, the DP gets the strips that a share of the
   // most a split could save over that use buys, and waits when that is too few.
-  const planning_strips budget = strips_for_planning(rep.estimates[best].predicted_us, csr.rows, opts);
+  const planning_strips budget = strips_for_planning(rep.estimates[best].predicted_us, csr.rows, opts, rep.upload_ms);
   if (budget.strips == 0) {
     char line[240];
-    std::snprintf(line, sizeof(line),
-                  "; no partition planned yet: a split saves at most ~%.0f us over %.0f products, whose planning share (%.0f us) buys fewer than %d strips",
-                  split_saving_bound_us(rep.estimates[best].predicted_us, opts), opts.expected_mults, budget.budget_us,
-                  std::min(opts.planner.min_strips, opts.planner.max_strips));
+    if (opts.expected_mults > 0) {
+      std::snprintf(line, sizeof(line),
+                    "; no partition planned yet: a split saves at most ~%.0f us over %.0f products, whose planning share (%.0f us) buys fewer than %d strips",
+                    split_saving_bound_us(rep.estimates[best].predicted_us, opts), opts.expected_mults, budget.budget_us,
+                    std::min(opts.planner.min_strips, opts.planner.max_strips));
+    } else {
+      std::snprintf(line, sizeof(line), "; no partition planned yet: its planning budget at the upload (%.0f us) buys fewer than %d strips", budget.budget_us,
+                    std::min(opts.planner.min_strips, opts.planner.max_strips));
+    }
     rep.decision += line;
     rep.partition_pending = true;
     plan_input = in;
@@ -1446,7 +1454,7 @@ bool gpu_matrix<Value>::impl::may_plan_when_reused(const plan_options& opts) con
   for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
     if (rep.estimates[i].format == single) best = i;
   }
-  return best >= 0 && strips_for_planning(rep.estimates[best].predicted_us, csr.rows, opts).strips > 0;
+  return best >= 0 && strips_for_planning(rep.estimates[best].predicted_us, csr.rows, opts, report.upload_ms).strips > 0;
 }
 
 template <typename Value>

@@ -455,6 +455,34 @@ TEST_F(GpuPartitionTest, PlanningStripsFollowTheBudget)
   aijp::test::check_products_and_refresh(m, a, "after planning 40 strips", 17);
 }
 
+// An analysis at the upload (no use known: expected_mults 0) plans within planning_upload_share of the
+// upload's time: a millionth of it buys no strips (pending, planned when reused), none (0) plans at
+// planner.max_strips as before.
+TEST_F(GpuPartitionTest, PlanningAtTheUploadFollowsItsShareOfTheUpload)
+{
+  const auto a = aijp::gen::from_spec("stack:circuit:rows=100000,dense=32,len=50000+lap27:64x64x64");
+  aijp::plan_options opts;
+  opts.planning_upload_share = 1e-6;
+  aijp::gpu_matrix<double> m(shared_context(), a.view(), opts, nullptr);
+  const auto& rep = m.report();
+  ASSERT_GT(rep.upload_ms, 0.0);
+  EXPECT_TRUE(rep.partition_pending) << rep.decision;
+  EXPECT_TRUE(rep.proposed.blocks.empty());
+  EXPECT_NE(rep.decision.find("planning budget at the upload"), std::string::npos) << rep.decision;
+  opts.expected_mults = 1e9;  // reused after all: planned then
+  m.plan_when_reused(shared_context(), opts, nullptr);
+  EXPECT_FALSE(rep.partition_pending) << rep.decision;
+  EXPECT_GT(rep.proposed.strips, 1);
+  aijp::test::check_products_and_refresh(m, a, "planned when reused", 5);
+
+  aijp::plan_options unbounded;
+  ASSERT_EQ(unbounded.planning_upload_share, 0.0);
+  aijp::gpu_matrix<double> u(shared_context(), a.view(), unbounded, nullptr);
+  EXPECT_FALSE(u.report().partition_pending) << u.report().decision;
+  EXPECT_GE(u.report().proposed.strips, unbounded.planner.max_strips - 1) << u.report().decision;  // rows per strip rounded up
+  EXPECT_LE(u.report().proposed.strips, unbounded.planner.max_strips) << u.report().decision;
+}
+
 TEST_F(GpuPartitionTest, PlanningSkippedUntilTheUsePaysForIt)
 {
   // Splits under the placeholder model on the H100 and H200; skipped if this device takes no split.

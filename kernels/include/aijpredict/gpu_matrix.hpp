@@ -72,6 +72,13 @@ struct plan_options {
   /// checks at each doubling of the product count it plans 28 strips (~1.1 ms) at the 1024th product.
   /// 0: always plan, at planner.max_strips.
   double planning_share = 0.25;
+  /// With expected_mults 0 (no use known: an analysis at the upload), the partition planning may take this
+  /// share of the upload's measured time (report().upload_ms; at least a microsecond), the strips cut to what
+  /// that buys as with planning_share's budget; too few and the partition is not planned yet
+  /// (plan_when_reused plans it once the matrix is reused). The PETSc plugin passes -mat_aijpredict_upload_share:
+  /// unbounded, a 2003-row matrix analysed at its upload planned 63 strips in 7.2 ms, 3-4x its first solve on
+  /// the H100 (bench/results/2026-11-24_h100_session20_short_solves.txt). 0: no bound (planner.max_strips).
+  double planning_upload_share = 0;
   planner_options planner;  ///< strips and block bounds of the DP
   /// Staged steps (background_mode::staged): each product's share of a conversion is at most this fraction
   /// of the running plan's predicted SpMV time (the parts' GPU work estimated from the bytes they move).
