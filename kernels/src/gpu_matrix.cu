@@ -345,8 +345,8 @@ struct gpu_matrix<Value>::impl {
   void update_measured();
   void harvest(bool wait);
   void observe_window(bool allow_explore);
-  // Appends a timed product's host issue time to `to` (online_state::host_us), keeping the last max_samples.
-  static void record_host_us(std::vector<double>& to, double us)
+  // Appends `us` to `to` (a timed product's measured time or host issue time), keeping the last max_samples.
+  static void keep_last(std::vector<double>& to, double us)
   {
     if (to.size() >= online_state::max_samples) to.erase(to.begin());
     to.push_back(us);
@@ -1094,8 +1094,7 @@ void gpu_matrix<Value>::impl::harvest(bool wait)
       continue;
     }
     if (smp.tag != on.epoch) continue;  // a product of the format before the last change
-    if (on.samples.size() == online_state::max_samples) on.samples.erase(on.samples.begin());
-    on.samples.push_back(smp.us);
+    keep_last(on.samples, smp.us);
     on.window.push_back(smp.us);
     ++on.sample_count;
     fresh = true;
@@ -2100,7 +2099,7 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
     if (k % b != 0 && on.timer->begin(stream, parked ? -on.epoch : on.epoch)) {
       const auto t0 = clock_type::now();
       run.apply(alpha, x, beta, y, stream);
-      impl_->record_host_us(parked ? on.parked_host_us : on.host_us, 1e3 * ms_since(t0));
+      impl_->keep_last(parked ? on.parked_host_us : on.host_us, 1e3 * ms_since(t0));
       on.timer->end(stream);
       if (!parked) ++on.timed;
     } else {
@@ -2114,7 +2113,7 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
   if (sample && on.timer->begin(stream, on.epoch)) {
     const auto t0 = clock_type::now();
     impl_->format->apply(alpha, x, beta, y, stream);
-    impl_->record_host_us(on.host_us, 1e3 * ms_since(t0));
+    impl_->keep_last(on.host_us, 1e3 * ms_since(t0));
     on.timer->end(stream);
     ++on.timed;
   } else {

@@ -13,7 +13,6 @@
 
 #include <aijpredict/planner.hpp>
 
-
 #include <algorithm>
 #include <climits>
 #include <string>
@@ -22,7 +21,6 @@
 namespace aijp {
 
 namespace {
-
 
 struct warp_summary {
   unsigned long long n_iter;
