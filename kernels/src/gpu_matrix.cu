@@ -20,6 +20,8 @@
 #include <sstream>
 #include <thread>
 
+#include <sys/resource.h>
+
 namespace aijp {
 
 namespace {
@@ -30,6 +32,31 @@ double ms_between(clock_type::time_point t0, clock_type::time_point t1)
   return std::chrono::duration<double, std::milli>(t1 - t0).count();
 }
 double ms_since(clock_type::time_point t0) { return ms_between(t0, clock_type::now()); }
+
+// What disturbed the calling thread while a staged part ran: minor page faults (first touch of a code or data
+// page) and involuntary context switches (another thread, e.g. the CUDA driver's, took the core). A part's
+// label names them, so that host time a part's own work does not explain is attributed.
+struct thread_disturbance {
+  long faults = 0;
+  long preempted = 0;
+  static thread_disturbance now()
+  {
+    rusage u{};
+    if (getrusage(RUSAGE_THREAD, &u) != 0) return {};
+    return {u.ru_minflt + u.ru_majflt, u.ru_nivcsw};
+  }
+  /// " [3 page faults, 1 preemption]" since `before`; empty when neither happened.
+  std::string since(const thread_disturbance& before) const
+  {
+    const long f = faults - before.faults;
+    const long p = preempted - before.preempted;
+    if (f <= 0 && p <= 0) return {};
+    std::string s = " [";
+    if (f > 0) s += std::to_string(f) + (f == 1 ? " page fault" : " page faults");
+    if (p > 0) s += (f > 0 ? ", " : "") + std::to_string(p) + (p == 1 ? " preemption" : " preemptions");
+    return s + "]";
+  }
+};
 
 // cuSPARSE loads the kernels of its sliced-ELL SpMV at their first use in a process (lazy loading inside the
 // library, out of reach of the context's preload, module_preload.hpp): its first product cost 5.4, 12.0 and
@@ -1697,6 +1724,7 @@ struct gpu_matrix<Value>::background_job {
     const stage from = at;
     part_label.clear();
     const long allocations = detail::driver_allocations().count.load(std::memory_order_relaxed);
+    const auto disturbed = thread_disturbance::now();
     try {
       bool finished = false;
       do {
@@ -1714,6 +1742,7 @@ struct gpu_matrix<Value>::background_job {
     std::string label = from == at ? std::string(stage_name(from)) : std::string(stage_name(from)) + ">" + stage_name(at);
     if (!part_label.empty()) label += ": " + part_label;
     label += detail::driver_allocations().since(allocations);
+    label += thread_disturbance::now().since(disturbed);
     poll_stage.push_back(std::move(label));
     spent_us += std::max(0.0, poll_us.back() - opts.stage_overlap * slack_us);
     if (at == stage::finished) {
