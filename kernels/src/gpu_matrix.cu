@@ -617,6 +617,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   rep.online_factor.clear();
   rep.exploration.reset();
   rep.timer_us = 0;
+  rep.factors_us = 0;
   rep.online_source = m.on.corr ? ctx.online_source() : std::string();
   if (m.on.corr) {
     if (!m.on.timer) {
@@ -624,6 +625,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
       m.on.timer = std::make_unique<detail::spmv_timer>();
       rep.timer_us = 1e3 * ms_since(t_timer);
     }
+    const auto t_factors = clock_type::now();
     m.on.raw_us.clear();
     m.on.cls.clear();
     m.on.key = online::key_of(rep.stats, sizeof(Value), rep.x_sectors_per_nnz);
@@ -635,6 +637,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
       rep.online_factor.push_back(f);
       e.predicted_us *= f;
     }
+    rep.factors_us = 1e3 * ms_since(t_factors);
   }
   const auto t_choice = clock_type::now();
   rep.online_us = 1e3 * ms_between(t_online, t_choice);
@@ -1725,13 +1728,19 @@ struct gpu_matrix<Value>::background_job {
     part_label.clear();
     const long allocations = detail::driver_allocations().count.load(std::memory_order_relaxed);
     const auto disturbed = thread_disturbance::now();
+    double work_us = 0, events_us = 0;
     try {
       bool finished = false;
       do {
         // An event pair around a part that issues device work (not while waiting for everything: block).
+        const auto e0 = clock_type::now();
         const bool timed = !block && opts.stage_duty > 0 && issues_device_work(at) && pass_timer && pass_timer->begin(stream, 0);
+        const auto w0 = clock_type::now();
         finished = advance_once(stream, block);
+        const auto w1 = clock_type::now();
         if (timed) pass_timer->end(stream);
+        work_us += 1e3 * ms_between(w0, w1);
+        events_us += 1e3 * (ms_between(e0, w0) + ms_since(w1));
       } while (block && !finished);
       if (finished) at = stage::finished;
     } catch (...) {
@@ -1743,6 +1752,13 @@ struct gpu_matrix<Value>::background_job {
     if (!part_label.empty()) label += ": " + part_label;
     label += detail::driver_allocations().since(allocations);
     label += thread_disturbance::now().since(disturbed);
+    if (issues_device_work(from) && poll_us.back() >= 10) {
+      // Where a part's host time went: its own work, the event pair timing its passes, the rest (pacing,
+      // bookkeeping).
+      char split[80];
+      std::snprintf(split, sizeof(split), " {work %.0f, events %.0f}", work_us, events_us);
+      label += split;
+    }
     poll_stage.push_back(std::move(label));
     spent_us += std::max(0.0, poll_us.back() - opts.stage_overlap * slack_us);
     if (at == stage::finished) {
@@ -1800,9 +1816,10 @@ struct gpu_matrix<Value>::background_job {
         gathered = typename impl::gathered_input{stats_job.result(), locality.result(), free_memory};
         const auto t1 = clock_type::now();
         m.analyze(*ctx, opts, stream, &*gathered);
-        char line[160];
-        std::snprintf(line, sizeof(line), "decision (read-backs %.0f us, analysis %.0f us: predictions %.0f, online %.0f (timer %.0f), choice %.0f)",
-                      gathered_us, 1e3 * ms_since(t1), m.report.predict_us, m.report.online_us, m.report.timer_us, m.report.choice_us);
+        char line[200];
+        std::snprintf(line, sizeof(line), "decision (read-backs %.0f us, analysis %.0f us: predictions %.0f, online %.0f (timer %.0f, factors %.0f), choice %.0f)",
+                      gathered_us, 1e3 * ms_since(t1), m.report.predict_us, m.report.online_us, m.report.timer_us, m.report.factors_us,
+                      m.report.choice_us);
         part_label = line;
         changed = true;
         at = after_step();
