@@ -239,7 +239,7 @@ PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
                         opts.cache_dir.empty() ? "default directory" : opts.cache_dir.c_str(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
     if (p->opt.preload) {
       const aijp::kernel_preload_report &pr = aijp_context->preload();
-      PetscCall(PetscInfo(nullptr, "aijpredict: %d CUDA modules with %d functions preloaded (%d not loaded before) in %.3f ms%s%s\n", pr.modules, pr.functions, pr.loaded_now, pr.ms, pr.note.empty() ? "" : "; ", pr.note.c_str()));
+      PetscCall(PetscInfo(nullptr, "aijpredict: %d CUDA modules with %d functions preloaded (%d not loaded before) in %.3f ms, %ld pages of host code mapped in %.3f ms%s%s\n", pr.modules, pr.functions, pr.loaded_now, pr.ms, pr.code_pages, pr.code_ms, pr.note.empty() ? "" : "; ", pr.note.c_str()));
     }
     if (!aijp_bcast_note.empty()) PetscCall(PetscInfo(nullptr, "aijpredict: %s\n", aijp_bcast_note.c_str()));
     /* The ranks that received the bytes would repeat their reader's warnings about the file word for word. */

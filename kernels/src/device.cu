@@ -366,13 +366,17 @@ void params_to_entry(const bandwidth_model_params& p, cache::cache_entry& e)
 
 kernel_preload_report preload_kernels(kernel_preload which)
 {
+  kernel_preload_report r;
   switch (which) {
-    case kernel_preload::none: return {};
-    case kernel_preload::double_values: return detail::preload_modules(sizeof(double));
-    case kernel_preload::float_values: return detail::preload_modules(sizeof(float));
-    case kernel_preload::all: return detail::preload_modules(0);
+    case kernel_preload::none: return r;
+    case kernel_preload::double_values: r = detail::preload_modules(sizeof(double)); break;
+    case kernel_preload::float_values: r = detail::preload_modules(sizeof(float)); break;
+    case kernel_preload::all: r = detail::preload_modules(0); break;
   }
-  return {};
+  const auto t0 = std::chrono::steady_clock::now();
+  r.code_pages = detail::prefault_host_code();
+  r.code_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return r;
 }
 
 context::context(const context_options& opts)

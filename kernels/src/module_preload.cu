@@ -5,7 +5,11 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include <link.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -57,6 +61,39 @@ driver_calls find_driver_calls()
 module_anchor_registrar::module_anchor_registrar(const char* unit, int value_bytes, const void* kernel)
 {
   anchors().push_back({unit, value_bytes, kernel});
+}
+
+long prefault_host_code()
+{
+  struct search {
+    std::uintptr_t self = 0;
+    std::uintptr_t begin = 0, end = 0;
+  } found;
+  found.self = reinterpret_cast<std::uintptr_t>(&prefault_host_code);
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) -> int {
+        auto& f = *static_cast<search*>(data);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+          const std::uintptr_t b = info->dlpi_addr + ph.p_vaddr;
+          const std::uintptr_t e = b + ph.p_memsz;
+          if (f.self >= b && f.self < e) {
+            f.begin = b;
+            f.end = e;
+            return 1;
+          }
+        }
+        return 0;
+      },
+      &found);
+  if (found.begin == found.end) return 0;
+  const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+  long pages = 0;
+  for (std::uintptr_t a = found.begin & ~static_cast<std::uintptr_t>(page - 1); a < found.end; a += page, ++pages) {
+    (void)*reinterpret_cast<const volatile unsigned char*>(a < found.begin ? found.begin : a);  // a volatile read stays
+  }
+  return pages;
 }
 
 kernel_preload_report preload_modules(int value_bytes)

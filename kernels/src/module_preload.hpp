@@ -29,6 +29,14 @@ struct module_anchor_registrar {
 /// CUDA 12.4): it then loads each module through its anchor alone and says so in the report's note.
 kernel_preload_report preload_modules(int value_bytes);
 
+/// Maps every page of the executable segment that holds this library's host code (the shared object, or
+/// the program it is linked into) by reading one byte of each. A code page is otherwise mapped by a page
+/// fault at the first call of a function on it: a staged part whose decision first ran the online
+/// corrections took 18-29 us of host time in 14 trivial calls, with 2-4 page faults, on the H100 machine
+/// (bench/results/2026-11-24_h100_session21_short_solves.txt). Returns the pages touched; 0 when the
+/// segment is not found.
+long prefault_host_code();
+
 }  // namespace aijp::detail
 
 /// Registers the enclosing translation unit's module for preload_modules(): an empty kernel in it and a

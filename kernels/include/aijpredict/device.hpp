@@ -42,6 +42,10 @@ struct kernel_preload_report {
   double ms = 0;            ///< host time it took
   std::string note;         ///< empty, or why part of it was not done (old driver, an error)
   std::vector<std::string> units;  ///< the modules reached, by source and variant ("csr.cu double part 2")
+  /// The library's host code mapped ahead (detail::prefault_host_code): pages of its executable segment
+  /// that were touched, and the host time it took.
+  long code_pages = 0;
+  double code_ms = 0;
 };
 
 /// Which of the library's CUDA modules the context loads at its creation (see kernels/src/module_preload.hpp).
