@@ -392,10 +392,12 @@ PetscErrorCode AIJPStep(Mat A, Mat_SeqAIJPredict *p, aijp::background_step step,
   const bool thread = p->opt.background && cpus >= 2;
   if (thread || p->opt.staged) {
     const auto mode = thread ? aijp::background_mode::thread : aijp::background_mode::staged;
+    const auto t0 = std::chrono::steady_clock::now();
     PetscCallCXX(*started = p->gpu->start_background(aijp_context, step, opts, stream, mode));
     if (*started) {
-      p->step_begun = p->mults;
-      PetscCall(PetscInfo(A, "aijpredict: %s started %s at product %" PetscInt_FMT "\n", aijp::background_step_name(step), thread ? "in the background" : "staged over the next products", p->mults));
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      p->step_begun   = p->mults;
+      PetscCall(PetscInfo(A, "aijpredict: %s started %s at product %" PetscInt_FMT " (%.0f us)\n", aijp::background_step_name(step), thread ? "in the background" : "staged over the next products", p->mults, us));
     }
   } else {
     switch (step) {
@@ -768,7 +770,7 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
   if (trace) {
     const auto   part = [&](int a, int b) { return std::chrono::duration<double, std::milli>(t[b] - t[a]).count(); };
     const double ms   = part(0, 3);
-    if (ms > 0.25) {
+    if (ms > 0.25 || (p->step_begun == p->mults && part(0, 1) > 0.005)) { /* long, or the product that started a step */
       std::string stage = p->gpu->staged_last_part();
       const auto &ex = p->gpu->report().exploration;
       if (ex && !ex->finished) stage += std::string(stage.empty() ? "" : "; ") + "exploring " + aijp::format_name(ex->to);

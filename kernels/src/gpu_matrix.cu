@@ -618,6 +618,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   rep.exploration.reset();
   rep.timer_us = 0;
   rep.factors_us = 0;
+  rep.factors_faults = 0;
   rep.online_source = m.on.corr ? ctx.online_source() : std::string();
   if (m.on.corr) {
     if (!m.on.timer) {
@@ -626,6 +627,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
       rep.timer_us = 1e3 * ms_since(t_timer);
     }
     const auto t_factors = clock_type::now();
+    const auto faults0 = thread_disturbance::now().faults;
     m.on.raw_us.clear();
     m.on.cls.clear();
     m.on.key = online::key_of(rep.stats, sizeof(Value), rep.x_sectors_per_nnz);
@@ -638,6 +640,7 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
       e.predicted_us *= f;
     }
     rep.factors_us = 1e3 * ms_since(t_factors);
+    rep.factors_faults = thread_disturbance::now().faults - faults0;
   }
   const auto t_choice = clock_type::now();
   rep.online_us = 1e3 * ms_between(t_online, t_choice);
@@ -1841,9 +1844,9 @@ struct gpu_matrix<Value>::background_job {
         const auto t1 = clock_type::now();
         m.analyze(*ctx, opts, stream, &*gathered);
         char line[200];
-        std::snprintf(line, sizeof(line), "decision (%.0f us: predictions %.0f, online %.0f (timer %.0f, factors %.0f), choice %.0f)",
+        std::snprintf(line, sizeof(line), "decision (%.0f us: predictions %.0f, online %.0f (timer %.0f, factors %.0f with %ld page faults), choice %.0f)",
                       1e3 * ms_since(t1), m.report.predict_us, m.report.online_us, m.report.timer_us, m.report.factors_us,
-                      m.report.choice_us);
+                      m.report.factors_faults, m.report.choice_us);
         part_label = line;
         changed = true;
         at = after_step();
