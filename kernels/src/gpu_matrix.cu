@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <sstream>
@@ -631,14 +632,21 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
     m.on.raw_us.clear();
     m.on.cls.clear();
     m.on.key = online::key_of(rep.stats, sizeof(Value), rep.x_sectors_per_nnz);
+    char dbg[400];
+    int dn = std::snprintf(dbg, sizeof(dbg), "key %.1f;", 1e3 * ms_since(t_factors));
     for (auto& e : rep.estimates) {
+      const auto ti = clock_type::now();
       const auto cls = online::classify(e.bytes, static_cast<double>(rep.device.l2_bytes));
+      const auto ta = clock_type::now();
       const double f = m.on.corr->factor(e.format, cls, m.on.key);
+      const auto tb = clock_type::now();
       m.on.raw_us.push_back(e.predicted_us);
       m.on.cls.push_back(cls);
       rep.online_factor.push_back(f);
       e.predicted_us *= f;
+      if (dn < 360) dn += std::snprintf(dbg + dn, sizeof(dbg) - dn, " %.1f/%.1f/%.1f", 1e3 * ms_between(ti, ta), 1e3 * ms_between(ta, tb), 1e3 * ms_since(tb));
     }
+    rep.factors_debug = dbg;
     rep.factors_us = 1e3 * ms_since(t_factors);
     rep.factors_faults = thread_disturbance::now().faults - faults0;
   }
@@ -1848,6 +1856,7 @@ struct gpu_matrix<Value>::background_job {
                       1e3 * ms_since(t1), m.report.predict_us, m.report.online_us, m.report.timer_us, m.report.factors_us,
                       m.report.factors_faults, m.report.choice_us);
         part_label = line;
+        part_label += " DEBUG " + m.report.factors_debug;
         changed = true;
         at = after_step();
         return false;
@@ -2003,12 +2012,15 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   if (job_ || m.on.parked || m.on.explore_builder) return false;
   if (step == background_step::convert_deferred && !m.deferred_pays(opts.expected_mults)) return false;
   if (step == background_step::plan_when_reused && !m.may_plan_when_reused(opts)) return false;
+  const auto t_start = clock_type::now();
   auto job = std::make_unique<background_job>();
+  const auto t_job = clock_type::now();
   job->step = step;
   job->mode = mode;
   job->ctx = std::move(ctx);
   job->opts = opts;
   job->plan = m.copy_for_background();
+  const auto t_copy = clock_type::now();
   if (mode == background_mode::staged) {
     job->plan->staged = true;
     job->started = clock_type::now();
@@ -2023,6 +2035,14 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
       job->pass_timer = std::make_unique<detail::spmv_timer>(4);
     } else {
       job->untimed_pass_us = product_us;
+    }
+    // Starting the step is host time in this product too: the first part waits for its share of it.
+    const double start_us = 1e3 * ms_since(t_start);
+    job->spent_us = start_us;
+    job->plan->report.staged_start_us = start_us;
+    if (std::getenv("AIJP_DEBUG_START")) {
+      std::fprintf(stderr, "DEBUG start_background: job %.1f us, copy %.1f us, rest %.1f us\n", 1e3 * ms_between(t_start, t_job),
+                   1e3 * ms_between(t_job, t_copy), 1e3 * ms_since(t_copy));
     }
     job_ = std::move(job);
     m.step_running = true;

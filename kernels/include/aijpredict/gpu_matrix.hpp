@@ -154,10 +154,12 @@ struct plan_report {
   double timer_us = 0.0;  ///< of online_us, taking the timing events (online refinement's ring) from the pool
   double factors_us = 0.0;  ///< of online_us, the matrix key and each estimate's correction factor
   long factors_faults = 0;  ///< page faults the calling thread took meanwhile
+  std::string factors_debug;
   double conversion_ms = 0.0;  ///< building the chosen layout
   /// Wall time of the last step that ran in the background (gpu_matrix::start_background), from its start
   /// to its end on the worker thread; the products ran the previous plan meanwhile. 0: none did.
   double background_ms = 0.0;
+  double staged_start_us = 0.0;  ///< host time of starting the last staged step (in the product that began it)
   std::string background_what;  ///< which step that was (background_step_name)
   /// A staged step (background_mode::staged): the host time of each poll that issued or checked its work,
   /// one per product it was spread over, in order. Empty: it ran on a thread.
