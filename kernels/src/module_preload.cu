@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -65,33 +67,44 @@ module_anchor_registrar::module_anchor_registrar(const char* unit, int value_byt
 
 long prefault_host_code()
 {
-  struct search {
+  // The read-only segments (code, constants) of the object holding this function and of the C and C++
+  // runtime libraries its host code calls into (exp, the mutexes, the allocator).
+  struct ranges {
     std::uintptr_t self = 0;
-    std::uintptr_t begin = 0, end = 0;
+    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> r;
   } found;
   found.self = reinterpret_cast<std::uintptr_t>(&prefault_host_code);
   dl_iterate_phdr(
       [](dl_phdr_info* info, std::size_t, void* data) -> int {
-        auto& f = *static_cast<search*>(data);
+        auto& f = *static_cast<ranges*>(data);
+        bool mine = false;
         for (int i = 0; i < info->dlpi_phnum; ++i) {
           const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-          if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
           const std::uintptr_t b = info->dlpi_addr + ph.p_vaddr;
-          const std::uintptr_t e = b + ph.p_memsz;
-          if (f.self >= b && f.self < e) {
-            f.begin = b;
-            f.end = e;
-            return 1;
-          }
+          if (ph.p_type == PT_LOAD && f.self >= b && f.self < b + ph.p_memsz) mine = true;
+        }
+        const char* name = info->dlpi_name ? info->dlpi_name : "";
+        const char* base = std::strrchr(name, '/') ? std::strrchr(name, '/') + 1 : name;
+        bool runtime = false;
+        for (const char* lib : {"libm.so", "libc.so", "libstdc++.so", "libgcc_s.so"}) {
+          if (std::strncmp(base, lib, std::strlen(lib)) == 0) runtime = true;
+        }
+        if (!mine && !runtime) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W)) continue;
+          const std::uintptr_t b = info->dlpi_addr + ph.p_vaddr;
+          f.r.emplace_back(b, b + ph.p_memsz);
         }
         return 0;
       },
       &found);
-  if (found.begin == found.end) return 0;
   const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
   long pages = 0;
-  for (std::uintptr_t a = found.begin & ~static_cast<std::uintptr_t>(page - 1); a < found.end; a += page, ++pages) {
-    (void)*reinterpret_cast<const volatile unsigned char*>(a < found.begin ? found.begin : a);  // a volatile read stays
+  for (const auto& [begin, end] : found.r) {
+    for (std::uintptr_t a = begin & ~static_cast<std::uintptr_t>(page - 1); a < end; a += page, ++pages) {
+      (void)*reinterpret_cast<const volatile unsigned char*>(a < begin ? begin : a);  // a volatile read stays
+    }
   }
   return pages;
 }
