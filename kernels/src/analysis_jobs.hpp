@@ -27,10 +27,15 @@ class row_stats_job {
   ~row_stats_job();
   row_stats_job(const row_stats_job&) = delete;
   row_stats_job& operator=(const row_stats_job&) = delete;
-  /// `d_row_ptr` (rows + 1 entries) must stay valid and unchanged until done.
-  void start(size_type rows, size_type cols, const index_type* d_row_ptr, cudaStream_t stream);
-  /// Without waiting: true once result() holds the statistics (issues the histogram on `stream` when the
-  /// first pass is found done).
+  /// `d_row_ptr` (rows + 1 entries) must stay valid and unchanged until done. With `pieces`, each pass's
+  /// read-back (a copy and an event) is left to the next issue_pending() or poll() (each CUDA call costs
+  /// ~5 us of host time inside a short solve on the H100 machine: a staged step issues at most two or three
+  /// per part).
+  void start(size_type rows, size_type cols, const index_type* d_row_ptr, cudaStream_t stream, bool pieces = false);
+  /// Issues what start() or poll() left pending (with `pieces`); false when nothing was.
+  bool issue_pending();
+  /// Without waiting: true once result() holds the statistics (issues what is pending first, and the
+  /// histogram on `stream` when the first pass is found done).
   bool poll(cudaStream_t stream);
   /// Waits for what is left.
   const row_stats& wait(cudaStream_t stream);
@@ -50,8 +55,13 @@ class locality_job {
   ~locality_job();
   locality_job(const locality_job&) = delete;
   locality_job& operator=(const locality_job&) = delete;
+  /// With `pieces`, start() issues the first sampler only; the second, then the read-back and its event,
+  /// are issued by the next issue_pending() or poll() calls.
   void start(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx, int value_bytes,
-             cudaStream_t stream, int max_groups = 2048);
+             cudaStream_t stream, int max_groups = 2048, bool pieces = false);
+  /// Issues the next pending piece; false when nothing was pending.
+  bool issue_pending();
+  /// Without waiting: true once result() holds the samples (issues a pending piece first).
   bool poll();
   const locality_sample& wait();
   const locality_sample& result() const;

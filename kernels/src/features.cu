@@ -376,6 +376,13 @@ namespace detail {
 
 struct locality_job::state {
   int phase = 0;  // 0: not started, 1: in flight, 2: done
+  // start(..., pieces): the sorted sampler, then the read-back and its event, issued by the next calls.
+  int pending = 0;
+  size_type rows = 0;
+  int groups = 0, shift = 0;
+  const index_type* row_ptr = nullptr;
+  const index_type* col_idx = nullptr;
+  cudaStream_t stream = nullptr;
   scratch_buffer<locality_both> d;
   pinned_buffer<locality_both> h{1};
   poll_event event;
@@ -388,7 +395,7 @@ locality_job::~locality_job() = default;
 const locality_sample& locality_job::result() const { return s_->result; }
 
 void locality_job::start(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
-                         int value_bytes, cudaStream_t stream, int max_groups)
+                         int value_bytes, cudaStream_t stream, int max_groups, bool pieces)
 {
   state& s = *s_;
   s.result = {};
@@ -403,11 +410,33 @@ void locality_job::start(size_type rows, size_type cols, const index_type* d_row
   AIJP_CUDA_CHECK(cudaMemsetAsync(s.d.data(), 0, sizeof(locality_both), stream));
   sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, &s.d.data()->natural);
   AIJP_CHECK_LAUNCH();
-  sorted_sector_counts<<<groups, sampler_block, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, &s.d.data()->sorted);
-  AIJP_CHECK_LAUNCH();
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h.data(), s.d.data(), sizeof(locality_both), cudaMemcpyDeviceToHost, stream));
-  s.event.record(stream);
+  s.rows = rows;
+  s.groups = groups;
+  s.shift = shift;
+  s.row_ptr = d_row_ptr;
+  s.col_idx = d_col_idx;
+  s.stream = stream;
   s.phase = 1;
+  s.pending = 2;
+  if (!pieces) {
+    while (issue_pending()) {
+    }
+  }
+}
+
+bool locality_job::issue_pending()
+{
+  state& s = *s_;
+  if (s.pending == 0) return false;
+  if (s.pending == 2) {
+    sorted_sector_counts<<<s.groups, sampler_block, 0, s.stream>>>(s.rows, s.groups, s.row_ptr, s.col_idx, s.shift, &s.d.data()->sorted);
+    AIJP_CHECK_LAUNCH();
+  } else {
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h.data(), s.d.data(), sizeof(locality_both), cudaMemcpyDeviceToHost, s.stream));
+    s.event.record(s.stream);
+  }
+  --s.pending;
+  return true;
 }
 
 bool locality_job::poll()
@@ -415,6 +444,7 @@ bool locality_job::poll()
   state& s = *s_;
   AIJP_ENSURE(s.phase > 0, error, "locality_job::poll before start");
   if (s.phase == 2) return true;
+  if (issue_pending()) return false;
   if (!s.event.done()) return false;
   const auto ratio = [](unsigned long long num, unsigned long long den) {
     return den ? static_cast<double>(num) / static_cast<double>(den) : 0.0;

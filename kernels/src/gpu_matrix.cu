@@ -619,7 +619,6 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   rep.exploration.reset();
   rep.timer_us = 0;
   rep.factors_us = 0;
-  rep.factors_faults = 0;
   rep.online_source = m.on.corr ? ctx.online_source() : std::string();
   if (m.on.corr) {
     if (!m.on.timer) {
@@ -628,27 +627,18 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
       rep.timer_us = 1e3 * ms_since(t_timer);
     }
     const auto t_factors = clock_type::now();
-    const auto faults0 = thread_disturbance::now().faults;
     m.on.raw_us.clear();
     m.on.cls.clear();
     m.on.key = online::key_of(rep.stats, sizeof(Value), rep.x_sectors_per_nnz);
-    char dbg[400];
-    int dn = std::snprintf(dbg, sizeof(dbg), "key %.1f;", 1e3 * ms_since(t_factors));
     for (auto& e : rep.estimates) {
-      const auto ti = clock_type::now();
       const auto cls = online::classify(e.bytes, static_cast<double>(rep.device.l2_bytes));
-      const auto ta = clock_type::now();
       const double f = m.on.corr->factor(e.format, cls, m.on.key);
-      const auto tb = clock_type::now();
       m.on.raw_us.push_back(e.predicted_us);
       m.on.cls.push_back(cls);
       rep.online_factor.push_back(f);
       e.predicted_us *= f;
-      if (dn < 360) dn += std::snprintf(dbg + dn, sizeof(dbg) - dn, " %.1f/%.1f/%.1f", 1e3 * ms_between(ti, ta), 1e3 * ms_between(ta, tb), 1e3 * ms_since(tb));
     }
-    rep.factors_debug = dbg;
     rep.factors_us = 1e3 * ms_since(t_factors);
-    rep.factors_faults = thread_disturbance::now().faults - faults0;
   }
   const auto t_choice = clock_type::now();
   rep.online_us = 1e3 * ms_between(t_online, t_choice);
@@ -1760,7 +1750,8 @@ struct gpu_matrix<Value>::background_job {
         if (timed) {
           pass_timer->end(stream);
         } else if (!block && opts.stage_duty > 0 && !pass_timer && issues_device_work(from) &&
-                   (from != stage::gathering || part_label == "histogram") && from != stage::gathering_strips) {
+                   (from != stage::gathering || part_label == "histogram" || part_label == "sorted sampler") &&
+                   from != stage::gathering_strips) {
           // (a poll that found its read-backs pending issued nothing)
           spent_us += untimed_pass_us;
           device_us += untimed_pass_us;
@@ -1813,7 +1804,9 @@ struct gpu_matrix<Value>::background_job {
             }
             // The statistics' first pass here, the locality samples in the next part: each part's launches
             // (~5 us of host time each on the H100 machine) land in one product of what may be a short solve.
-            stats_job.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), stream);
+            // In pieces of two or three CUDA calls per part (~5 us of host time each inside a short solve): the
+            // pass here, its read-back in a gathering part.
+            stats_job.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), stream, true);
             at = stage::sampling;
             return false;
           case background_step::convert_deferred: changed = m.convert_deferred(opts.expected_mults, stream); break;
@@ -1822,14 +1815,29 @@ struct gpu_matrix<Value>::background_job {
         at = after_step();
         return false;
       case stage::sampling:
-        locality.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), stream);
+        locality.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), stream, 2048, true);
         at = stage::gathering;
         return false;
       case stage::gathering: {
+        // One piece per part: what start() left pending first, then the polls (the histogram issued by the
+        // poll that finds the first pass done, its read-back in the next part).
+        if (!block) {
+          if (stats_job.issue_pending()) {
+            part_label = stats_job.phase() == 1 ? "statistics read-back" : "histogram read-back";
+            return false;
+          }
+          if (locality.issue_pending()) {
+            part_label = "sorted sampler";
+            return false;
+          }
+        }
         const auto t0 = clock_type::now();
         const int stats_phase = stats_job.phase();
         const bool stats_done = stats_job.poll(stream);
-        if (stats_job.phase() != stats_phase) part_label = "histogram";
+        if (stats_job.phase() != stats_phase) {
+          part_label = "histogram";
+          if (!block) return false;
+        }
         const bool locality_done = locality.poll();
         const double gathered_us = 1e3 * ms_since(t0);
         if (!stats_done || !locality_done) {
@@ -1852,11 +1860,10 @@ struct gpu_matrix<Value>::background_job {
         const auto t1 = clock_type::now();
         m.analyze(*ctx, opts, stream, &*gathered);
         char line[200];
-        std::snprintf(line, sizeof(line), "decision (%.0f us: predictions %.0f, online %.0f (timer %.0f, factors %.0f with %ld page faults), choice %.0f)",
+        std::snprintf(line, sizeof(line), "decision (%.0f us: predictions %.0f, online %.0f (timer %.0f, factors %.0f), choice %.0f)",
                       1e3 * ms_since(t1), m.report.predict_us, m.report.online_us, m.report.timer_us, m.report.factors_us,
-                      m.report.factors_faults, m.report.choice_us);
+                      m.report.choice_us);
         part_label = line;
-        part_label += " DEBUG " + m.report.factors_debug;
         changed = true;
         at = after_step();
         return false;
@@ -2014,13 +2021,11 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   if (step == background_step::plan_when_reused && !m.may_plan_when_reused(opts)) return false;
   const auto t_start = clock_type::now();
   auto job = std::make_unique<background_job>();
-  const auto t_job = clock_type::now();
   job->step = step;
   job->mode = mode;
   job->ctx = std::move(ctx);
   job->opts = opts;
   job->plan = m.copy_for_background();
-  const auto t_copy = clock_type::now();
   if (mode == background_mode::staged) {
     job->plan->staged = true;
     job->started = clock_type::now();
@@ -2040,10 +2045,6 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
     const double start_us = 1e3 * ms_since(t_start);
     job->spent_us = start_us;
     job->plan->report.staged_start_us = start_us;
-    if (std::getenv("AIJP_DEBUG_START")) {
-      std::fprintf(stderr, "DEBUG start_background: job %.1f us, copy %.1f us, rest %.1f us\n", 1e3 * ms_between(t_start, t_job),
-                   1e3 * ms_between(t_job, t_copy), 1e3 * ms_since(t_copy));
-    }
     job_ = std::move(job);
     m.step_running = true;
     return true;

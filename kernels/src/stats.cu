@@ -323,6 +323,9 @@ struct row_stats_job::state {
   pinned_buffer<int> h_long;
   int bins = 0;       // lengths 0..bins-1 are binned
   int listed = 0;     // rows listed (lengths >= bins), 0 when the bins cover every length
+  bool pieces = false;        // start(..., pieces): each pass's read-back is issued by the next call
+  bool copy_pending = false;  // the running pass's read-back and event are not issued yet
+  cudaStream_t stream = nullptr;
   poll_event event;
   row_stats result;
   ~state() { event.settle(); }  // the pooled blocks go back to the pool: nothing issued may still use them
@@ -333,12 +336,14 @@ row_stats_job::~row_stats_job() = default;
 const row_stats& row_stats_job::result() const { return s_->result; }
 int row_stats_job::phase() const { return s_->phase; }
 
-void row_stats_job::start(size_type rows, size_type cols, const index_type* d_row_ptr, cudaStream_t stream)
+void row_stats_job::start(size_type rows, size_type cols, const index_type* d_row_ptr, cudaStream_t stream, bool pieces)
 {
   state& s = *s_;
   s.rows = rows;
   s.cols = cols;
   s.row_ptr = d_row_ptr;
+  s.pieces = pieces;
+  s.stream = stream;
   if (rows == 0) {
     s.result = stats_from_histogram(0, cols, nullptr, 0, 0);
     s.phase = 3;
@@ -349,9 +354,26 @@ void row_stats_job::start(size_type rows, size_type cols, const index_type* d_ro
   const auto grid = static_cast<unsigned>(std::min<size_type>((rows + warp_max_block - 1) / warp_max_block, warp_max_blocks));
   warp_max_kernel<<<grid, warp_max_block, 0, stream>>>(rows, d_row_ptr, s.d_sum.data());
   AIJP_CHECK_LAUNCH();
-  AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_sum.data(), s.d_sum.data(), sizeof(warp_summary), cudaMemcpyDeviceToHost, stream));
-  s.event.record(stream);
   s.phase = 1;
+  s.copy_pending = true;
+  if (!pieces) issue_pending();
+}
+
+bool row_stats_job::issue_pending()
+{
+  state& s = *s_;
+  if (!s.copy_pending) return false;
+  s.copy_pending = false;
+  if (s.phase == 1) {
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_sum.data(), s.d_sum.data(), sizeof(warp_summary), cudaMemcpyDeviceToHost, s.stream));
+  } else {
+    if (s.listed > 0) {
+      AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_long.data(), s.d_long.data(), (s.listed + 1) * sizeof(int), cudaMemcpyDeviceToHost, s.stream));
+    }
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_hist.data(), s.d_hist.data(), s.bins * sizeof(int), cudaMemcpyDeviceToHost, s.stream));
+  }
+  s.event.record(s.stream);
+  return true;
 }
 
 bool row_stats_job::poll(cudaStream_t stream)
@@ -359,6 +381,7 @@ bool row_stats_job::poll(cudaStream_t stream)
   state& s = *s_;
   AIJP_ENSURE(s.phase > 0, error, "row_stats_job::poll before start");
   if (s.phase == 3) return true;
+  if (issue_pending()) return false;
   if (!s.event.done()) return false;
   if (s.phase == 1) {
     // Bins of width one for lengths 0..max_len; the long rows listed instead when they are few.
@@ -373,7 +396,6 @@ bool row_stats_job::poll(cudaStream_t stream)
       long_rows_kernel<<<grid, warp_max_block, 0, stream>>>(s.rows, s.row_ptr, s.d_long.data());
       AIJP_CHECK_LAUNCH();
       s.h_long.resize(static_cast<std::size_t>(s.listed) + 1);
-      AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_long.data(), s.d_long.data(), (s.listed + 1) * sizeof(int), cudaMemcpyDeviceToHost, stream));
     }
     s.d_hist.resize(s.bins);
     AIJP_CUDA_CHECK(cudaMemsetAsync(s.d_hist.data(), 0, s.bins * sizeof(int), stream));
@@ -382,9 +404,10 @@ bool row_stats_job::poll(cudaStream_t stream)
     length_histogram_kernel<<<blocks, histogram_block, shared, stream>>>(s.rows, s.row_ptr, s.bins, s.d_hist.data());
     AIJP_CHECK_LAUNCH();
     s.h_hist.resize(s.bins);
-    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_hist.data(), s.d_hist.data(), s.bins * sizeof(int), cudaMemcpyDeviceToHost, stream));
-    s.event.record(stream);
     s.phase = 2;
+    s.stream = stream;
+    s.copy_pending = true;
+    if (!s.pieces) issue_pending();
     return false;
   }
   // The occupied lengths: the binned ones, then the listed ones in increasing order.

@@ -153,8 +153,6 @@ struct plan_report {
   double predict_us = 0.0, online_us = 0.0, choice_us = 0.0;
   double timer_us = 0.0;  ///< of online_us, taking the timing events (online refinement's ring) from the pool
   double factors_us = 0.0;  ///< of online_us, the matrix key and each estimate's correction factor
-  long factors_faults = 0;  ///< page faults the calling thread took meanwhile
-  std::string factors_debug;
   double conversion_ms = 0.0;  ///< building the chosen layout
   /// Wall time of the last step that ran in the background (gpu_matrix::start_background), from its start
   /// to its end on the worker thread; the products ran the previous plan meanwhile. 0: none did.
