@@ -62,6 +62,7 @@ struct AIJPOptions {
   PetscReal   reserve        = 1.0;         /* -mat_aijpredict_reserve: layout reserve beside the CSR copy, a fraction of its bytes */
   PetscReal   free_band      = 0.15;        /* -mat_aijpredict_free_band: online::policy::free_band */
   PetscInt    sample_max     = 256;         /* -mat_aijpredict_online_sample_max: online::policy::sample_every_max */
+  PetscReal   trace_ms       = 0.25;        /* -mat_aijpredict_trace_ms: under -info, report each product whose host time exceeds it */
   PetscReal   upload_share   = 0.1;         /* -mat_aijpredict_upload_share: analyse at the upload when the analysis is at most this share of it */
 };
 
@@ -744,8 +745,8 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
     PetscFunctionReturn(PETSC_SUCCESS);
   }
 #if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
-  /* A product normally takes ~10 us of host time; under -info, one that takes more than a quarter of a
-     millisecond is reported with where its time went (short solves are where such a product shows). The
+  /* A product normally takes ~10 us of host time; under -info, one that takes more than -mat_aijpredict_trace_ms
+     (a quarter of a millisecond) is reported with where its time went (short solves are where such a product shows). The
      clock is read only then: four reads are ~1 % of a small product's host time. */
   using clock  = std::chrono::steady_clock;
   PetscBool trace = PETSC_FALSE;
@@ -770,7 +771,7 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
   if (trace) {
     const auto   part = [&](int a, int b) { return std::chrono::duration<double, std::milli>(t[b] - t[a]).count(); };
     const double ms   = part(0, 3);
-    if (ms > 0.25 || (p->step_begun == p->mults && part(0, 1) > 0.005)) { /* long, or the product that started a step */
+    if (ms > p->opt.trace_ms || (p->step_begun == p->mults && part(0, 1) > 0.005)) { /* long, or the product that started a step */
       std::string stage = p->gpu->staged_last_part();
       const auto &ex = p->gpu->report().exploration;
       if (ex && !ex->finished) stage += std::string(stage.empty() ? "" : "; ") + "exploring " + aijp::format_name(ex->to);
@@ -1118,6 +1119,8 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCheck(o->free_band >= 0 && o->free_band <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_free_band must be in [0, 1]");
   PetscCall(PetscOptionsReal("-mat_aijpredict_upload_share", "A matrix whose analysis (~2 ms) is at most this share of its upload's time is analysed and converted at the upload, in the first solve, instead of over the products after -mat_aijpredict_defer_mults (0: never); an analysis at the upload plans a row partition within this share of the upload's time, else when the matrix is reused", "MatCreateSeqAIJPredict", o->upload_share, &o->upload_share, nullptr));
   PetscCheck(o->upload_share >= 0 && o->upload_share <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_upload_share must be in [0, 1]");
+  PetscCall(PetscOptionsReal("-mat_aijpredict_trace_ms", "Under -info, report each product whose host time (reuse check, product, staged part) exceeds this many milliseconds, with where it went", "MatCreateSeqAIJPredict", o->trace_ms, &o->trace_ms, nullptr));
+  PetscCheck(o->trace_ms >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_trace_ms must be >= 0");
   PetscCall(PetscOptionsInt("-mat_aijpredict_online_sample_max", "Online refinement: a settled plan times one product in 8, and each observation (8 samples) doubles that interval up to one in this many (a timed product costs ~7 us of host time); 8: no thinning", "MatCreateSeqAIJPredict", o->sample_max, &o->sample_max, nullptr));
   PetscCheck(o->sample_max >= 8 && o->sample_max <= 1000000, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_online_sample_max must be in [8, 1000000]");
   PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", o->use_gpu, &o->use_gpu, nullptr));
@@ -1250,6 +1253,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_preload <bool>   - load the library's CUDA modules (PetscScalar's kernels) when the per-process context is made, not inside the first product of each format (default true)
 .  -mat_aijpredict_online <bool>    - time sampled products, refine the model, try the runner-up, then cuSPARSE CSR (ALG2 when it runs), once (default true)
 .  -mat_aijpredict_free_band <f>    - online: csr_vector / csr_scalar, never measured on the matrix, are also tried when predicted within this fraction of short products' measured time (default 0.15; 0: off)
+.  -mat_aijpredict_trace_ms <ms>     - under -info, report each product whose host time exceeds ms, with where it went (default 0.25)
 .  -mat_aijpredict_online_sample_max <n> - online: a settled plan times one product in 8, then each observation doubles the interval up to one in n (default 256; 8: no thinning)
 .  -mat_aijpredict_partition <bool> - row-partitioned multi-format plans when they pay (default true)
 .  -mat_aijpredict_staged <bool>    - analyse and convert in parts over the next products, never waiting for the device (default true; false: inside the product that decides it)
