@@ -308,7 +308,10 @@ struct gpu_matrix<Value>::impl {
     row_stats stats;
     locality_sample loc;
     size_type free_memory_bytes = 0;  // cudaMemGetInfo's, queried when the step started
+    std::optional<std::vector<format_estimate>> estimates;  // the model's, where a part of its own made them
   };
+  // The models' input for this matrix from its statistics and locality samples.
+  prediction_input analysis_input(const row_stats& stats, const locality_sample& loc, size_type free_memory) const;
   void analyze(const context& ctx, const plan_options& opts, cudaStream_t stream, const gathered_input* gathered = nullptr);
   bool convert_deferred(double expected_mults, cudaStream_t stream);
   bool plan_when_reused(const context& ctx, const plan_options& opts, cudaStream_t stream);
@@ -573,13 +576,29 @@ void gpu_matrix<Value>::analyze(const context& ctx, const plan_options& opts, cu
 }
 
 template <typename Value>
+prediction_input gpu_matrix<Value>::impl::analysis_input(const row_stats& stats, const locality_sample& loc,
+                                                         size_type free_memory) const
+{
+  prediction_input in;
+  in.x_sectors_per_nnz = loc.x_sectors_per_nnz;
+  in.sorted = loc.sorted;
+  in.stats = stats;
+  in.device = report.device;
+  in.value_bytes = sizeof(Value);
+  in.columns_sorted = columns.unsorted_rows == 0;
+  in.max_column_step = columns.max_step;
+  // What is left of the layout reserve is free for the layout too (cudaMemGetInfo counts it as used).
+  in.free_memory_bytes = free_memory + (csr.reserve ? static_cast<size_type>(csr.reserve->left()) : 0);
+  return in;
+}
+
+template <typename Value>
 void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& opts, cudaStream_t stream,
                                      const gathered_input* gathered)
 {
   auto& m = *this;
   plan_report& rep = m.report;
   const auto& a = m.csr;
-  const column_summary& cs = m.columns;
   rep.model_source = ctx.model_source();
   rep.params_source = ctx.params_source();
   rep.deferred.reset();
@@ -597,18 +616,13 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
   }
   rep.x_sectors_per_nnz = loc.x_sectors_per_nnz;
   rep.sorted = loc.sorted;
-  prediction_input in;
-  in.x_sectors_per_nnz = rep.x_sectors_per_nnz;
-  in.sorted = rep.sorted;
-  in.stats = rep.stats;
-  in.device = rep.device;
-  in.value_bytes = sizeof(Value);
-  in.columns_sorted = cs.unsorted_rows == 0;
-  in.max_column_step = cs.max_step;
-  // What is left of the layout reserve is free for the layout too (cudaMemGetInfo counts it as used).
-  in.free_memory_bytes = free_memory + (a.reserve ? static_cast<size_type>(a.reserve->left()) : 0);
+  const prediction_input in = m.analysis_input(rep.stats, loc, free_memory);
   const auto t_predict = clock_type::now();
-  rep.estimates = estimate_block(ctx, in, rep.stats, opts.candidates);
+  if (gathered && gathered->estimates) {
+    rep.estimates = *gathered->estimates;  // a staged step's earlier part made them
+  } else {
+    rep.estimates = estimate_block(ctx, in, rep.stats, opts.candidates);
+  }
   const auto t_online = clock_type::now();
   rep.predict_us = 1e3 * ms_between(t_predict, t_online);
   m.on.parked.reset();
@@ -1634,6 +1648,12 @@ struct gpu_matrix<Value>::background_job {
   // share opts.stage_overlap of it) overlaps it; what a part takes beyond that (`spent_us`, summed) is what
   // the solver waits for.
   double slack_us = 0;
+  // What of a part's host time is taken to overlap the product: opts.stage_overlap of slack_us where the
+  // product is predicted to take at least timed_passes_min_us, else none. A smaller product leaves the
+  // solver host-bound, where a part's host time adds to the solve whole: credited with the overlap, parts of
+  // 8-25 us (the analysis in pieces) landed three or four to a 1.1 ms solve of bcsstk13 and raised it 3-9 %,
+  // against 0-3 % with one fifth of the duty (bench/results/2026-11-24_h100_session21_short_solves.txt).
+  double overlap_us = 0;
   double spent_us = 0;
   int skipped = 0;              // advances that waited for the host-time share (opts.stage_duty)
   // The device time of the parts that issue device passes (statistics, locality samples, histogram, strips,
@@ -1777,7 +1797,7 @@ struct gpu_matrix<Value>::background_job {
       label += split;
     }
     poll_stage.push_back(std::move(label));
-    spent_us += std::max(0.0, poll_us.back() - opts.stage_overlap * slack_us);
+    spent_us += std::max(0.0, poll_us.back() - overlap_us);
     if (at == stage::finished) {
       wall_ms = ms_since(started);
       return true;
@@ -1857,6 +1877,18 @@ struct gpu_matrix<Value>::background_job {
         return false;
       }
       case stage::deciding: {
+        if (!block && !gathered->estimates) {
+          // The models' predictions in a part of their own (7-20 us on the H100 machine), and the online
+          // refinement's timing events taken from the pool: the decision part was 35-59 us with them.
+          const auto t1 = clock_type::now();
+          gathered->estimates = estimate_block(*ctx, m.analysis_input(gathered->stats, gathered->loc, gathered->free_memory_bytes),
+                                               gathered->stats, opts.candidates);
+          if (opts.online && ctx->online_corrections() && !m.on.timer) m.on.timer = std::make_unique<detail::spmv_timer>();
+          char line[80];
+          std::snprintf(line, sizeof(line), "predictions (%.0f us)", 1e3 * ms_since(t1));
+          part_label = line;
+          return false;
+        }
         const auto t1 = clock_type::now();
         m.analyze(*ctx, opts, stream, &*gathered);
         char line[200];
@@ -2036,8 +2068,9 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
     job->running_format = m.report.chosen;
     job->running_cusparse_csr = !m.report.partitioned && m.format && m.format->id() == format_id::cusparse_csr;
     const double product_us = job->slack_us + params.launch_us;
-    if (opts.stage_duty > 0 && product_us >= background_job::timed_passes_min_us) {
-      job->pass_timer = std::make_unique<detail::spmv_timer>(4);
+    if (product_us >= background_job::timed_passes_min_us) {
+      if (opts.stage_duty > 0) job->pass_timer = std::make_unique<detail::spmv_timer>(4);
+      job->overlap_us = opts.stage_overlap * job->slack_us;
     } else {
       job->untimed_pass_us = product_us;
     }

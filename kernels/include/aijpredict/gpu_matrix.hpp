@@ -95,7 +95,8 @@ struct plan_options {
   /// Staged steps: the share of the running plan's predicted product time (beyond one launch) that a part's
   /// host time is taken to overlap, and so does not count against stage_duty. 1: the product keeps the device
   /// busy while the part runs (a device-bound solver); 0: every microsecond of a part counts (a solver whose
-  /// host work between products is the critical path).
+  /// host work between products is the critical path). Only where the running product is predicted to take
+  /// at least 30 us: a smaller one leaves the solver host-bound, and every part counts whole.
   double stage_overlap = 1.0;
   /// Layout reserve: device memory set aside in the CSR copy's own allocation, this fraction of its bytes
   /// counted twice up to layout_reserve_small_bytes (so 2x the copy for a small matrix, whose reserve must
