@@ -58,7 +58,7 @@ struct AIJPOptions {
   PetscBool   staged         = PETSC_TRUE;  /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
   PetscReal   stage_fraction = 0.03;        /* -mat_aijpredict_stage_fraction: a part's share of a product's predicted time */
   PetscReal   stage_duty     = 0.01;        /* -mat_aijpredict_stage_duty: the parts' share of the wall time (host) */
-  PetscReal   stage_overlap  = 1.0;         /* -mat_aijpredict_stage_overlap: share of a product's predicted time a part overlaps */
+  PetscReal   stage_overlap  = 0.0;         /* -mat_aijpredict_stage_overlap: share of a product's predicted time a part overlaps */
   PetscReal   reserve        = 1.0;         /* -mat_aijpredict_reserve: layout reserve beside the CSR copy, a fraction of its bytes */
   PetscReal   free_band      = 0.15;        /* -mat_aijpredict_free_band: online::policy::free_band */
   PetscInt    sample_max     = 256;         /* -mat_aijpredict_online_sample_max: online::policy::sample_every_max */
@@ -1259,7 +1259,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_staged <bool>    - analyse and convert in parts over the next products, never waiting for the device (default true; false: inside the product that decides it)
 .  -mat_aijpredict_stage_fraction <f> - a product's largest share of a staged conversion, as a fraction of its predicted time (default 0.03)
 .  -mat_aijpredict_stage_duty <f>   - the most host time a staged step's parts take beyond the products they overlap, plus their passes' device time, as a share of the wall time since it began (default 0.01; 0: a part at every product)
-.  -mat_aijpredict_stage_overlap <f> - the share of a product's predicted time a staged part is taken to overlap (default 1; 0: all of its host time counts against the duty)
+.  -mat_aijpredict_stage_overlap <f> - the share of a product's predicted time (if >= 30 us) a staged part is taken to overlap (default 0: all of its host time counts against the duty)
 .  -mat_aijpredict_reserve <f>      - device memory set aside with the CSR copy for later layouts, a fraction of its bytes counted twice up to 64 MiB (default 1; 0: none; only while the GPU keeps half its memory free)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
 .  -mat_aijpredict_host_copy        - without a GPU, multiply with a host copy refreshed like the device copy (testing)

@@ -1669,6 +1669,7 @@ struct gpu_matrix<Value>::background_job {
   // product is predicted to take at least timed_passes_min_us; elsewhere a part that issues device work
   // counts one predicted product (`untimed_pass_us`) instead of a measurement.
   static constexpr double timed_passes_min_us = 30.0;
+  static constexpr double dp_slice_us = 20.0;  // host time of a slice of the partition planner's DP
   std::unique_ptr<detail::spmv_timer> pass_timer;
   std::vector<detail::spmv_timer::sample> pass_samples;
   double untimed_pass_us = 0;
@@ -1923,8 +1924,9 @@ struct gpu_matrix<Value>::background_job {
         return false;
       }
       case stage::plan_dp: {
-        // A slice: the product's device time it overlaps, and a little more (paced by opts.stage_duty).
-        if (!planner->advance(std::max(20.0, slack_us))) return false;
+        // A slice of ~20 us of host time (paced by opts.stage_duty); it was the product's predicted time beyond a
+        // launch, at least 20 us, which gave the circuit stack 54 us slices that raised its solves 6-8 % (session 21).
+        if (!planner->advance(dp_slice_us)) return false;
         partition_plan p = planner->result();
         p.planning_ms += strips_ms;
         m.planning_memo = std::move(p);
@@ -1958,6 +1960,7 @@ struct gpu_matrix<Value>::background_job {
                                                           &partition_built);
           at = stage::building_partition;
           conversion_host_ms += ms_since(t0);
+          if (!block) return false;  // its first pieces in the next part
           return advance_once(stream, block);
         }
         if (!m.staged_choice) return true;  // nothing to convert (no change)
@@ -1972,6 +1975,14 @@ struct gpu_matrix<Value>::background_job {
         if (builder) {  // sell_delta16, sell_sigma, sell: in parts
           at = stage::converting;
           conversion_host_ms += ms_since(t0);
+          // Its first fill in the next part: the builder and its first fill took 93-131 us of host time in
+          // one part for lap7 16^3 (session 21).
+          if (!block) {
+            char line[80];
+            std::snprintf(line, sizeof(line), "%s builder made in %.0f us", format_name(building), 1e3 * ms_since(t0));
+            part_label = line;
+            return false;
+          }
           return advance_once(stream, block);
         }
         // The other formats run on the CSR copy (csr_scalar, csr_vector, cuSPARSE CSR) or convert whole.

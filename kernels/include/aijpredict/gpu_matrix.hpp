@@ -97,7 +97,7 @@ struct plan_options {
   /// busy while the part runs (a device-bound solver); 0: every microsecond of a part counts (a solver whose
   /// host work between products is the critical path). Only where the running product is predicted to take
   /// at least 30 us: a smaller one leaves the solver host-bound, and every part counts whole.
-  double stage_overlap = 1.0;
+  double stage_overlap = 0.0;
   /// Layout reserve: device memory set aside in the CSR copy's own allocation, this fraction of its bytes
   /// counted twice up to layout_reserve_small_bytes (so 2x the copy for a small matrix, whose reserve must
   /// also hold an exploration's layout: a sell layout of delaunay_n15 did not fit 1x and its cudaMalloc took
