@@ -408,11 +408,14 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   // device and read back; two of each, since a step may start while the last one's blocks are held.
   for (const auto kind : {detail::pool_kind::pinned_host, detail::pool_kind::device}) {
     detail::block_pool::instance(kind).reserve(4096, 8);
+    detail::block_pool::instance(kind).reserve(8192, 2);
     detail::block_pool::instance(kind).reserve(16384, 2);
     detail::block_pool::instance(kind).reserve(32768, 2);
     detail::block_pool::instance(kind).reserve(65536, 2);
     detail::block_pool::instance(kind).reserve(131072, 2);
-    detail::block_pool::instance(kind).reserve(262144, 1);
+    // Two: a sell_sigma conversion of a 32768-row matrix sorts 256 KiB keys into 256 KiB (its staged fill part
+    // took 118 us with the second one and an 8 KiB scan buffer allocated in it, session 21).
+    detail::block_pool::instance(kind).reserve(262144, 2);
   }
   // The event pairs of two plans' timers (the running one and one being built) and of a staged step's
   // parts (4 pairs), and the staged jobs' events.
