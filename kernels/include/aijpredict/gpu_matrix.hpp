@@ -218,9 +218,12 @@ enum class background_mode {
   thread,
   /// On the products' thread and stream, in parts: each poll_background does one part and never waits for
   /// the device; read-backs land in pinned memory and are polled through events at later calls; the parts
-  /// are paced by plan_options::stage_duty. The parts of an analysis: the statistics' first pass issued
-  /// (and the free memory queried, unless the upload made a layout reserve); the locality samples issued; the
-  /// histogram issued; the prediction and decision (host). A partition
+  /// are paced by plan_options::stage_duty. Each part issues two or three CUDA calls at most (~5 us of host
+  /// time each inside a short solve). The parts of an analysis: the running plan copied; the statistics'
+  /// first pass issued (and the free memory queried, unless the upload made a layout reserve); the first
+  /// locality sampler issued; the first pass's read-back; the second sampler; the samples' read-back; the
+  /// histogram issued; its read-back; the read-backs found done; the predictions (host); the decision
+  /// (host). A partition
   /// the decision would plan: the strip summaries (one part, waiting for their device passes), the DP in
   /// slices (partition_planner), then the decision again with that plan. A conversion to sell_delta16 is
   /// split into its slice offsets, one allocation per array, and fills of at most
