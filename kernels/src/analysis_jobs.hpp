@@ -61,6 +61,8 @@ class locality_job {
              cudaStream_t stream, int max_groups = 2048, bool pieces = false);
   /// Issues the next pending piece; false when nothing was pending.
   bool issue_pending();
+  /// Pieces start(..., pieces) left to issue: 2 (the second sampler, then the read-back), 1, or 0.
+  int pending_pieces() const;
   /// Without waiting: true once result() holds the samples (issues a pending piece first).
   bool poll();
   const locality_sample& wait();

@@ -424,6 +424,8 @@ void locality_job::start(size_type rows, size_type cols, const index_type* d_row
   }
 }
 
+int locality_job::pending_pieces() const { return s_->pending; }
+
 bool locality_job::issue_pending()
 {
   state& s = *s_;

@@ -1862,8 +1862,9 @@ struct gpu_matrix<Value>::background_job {
             part_label = stats_job.phase() == 1 ? "statistics read-back" : "histogram read-back";
             return false;
           }
+          const bool sampler = locality.pending_pieces() == 2;
           if (locality.issue_pending()) {
-            part_label = "sorted sampler";
+            part_label = sampler ? "sorted sampler" : "samples read-back";
             return false;
           }
         }
