@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <sstream>
@@ -1838,10 +1837,8 @@ struct gpu_matrix<Value>::background_job {
             } else {
               device_memory_info(&free_memory, nullptr);
             }
-            // The statistics' first pass here, the locality samples in the next part: each part's launches
-            // (~5 us of host time each on the H100 machine) land in one product of what may be a short solve.
-            // In pieces of two or three CUDA calls per part (~5 us of host time each inside a short solve): the
-            // pass here, its read-back in a gathering part.
+            // The statistics' first pass here, the locality samples in the next part, the read-backs in parts of
+            // their own: each part issues two or three CUDA calls (~5 us of host time each inside a short solve).
             stats_job.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), stream, true);
             at = stage::sampling;
             return false;
