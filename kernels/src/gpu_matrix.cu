@@ -1602,8 +1602,8 @@ struct gpu_matrix<Value>::background_job {
   double wall_ms = 0;
 
   // Staged mode.
-  enum class stage { start, sampling, gathering, deciding, plan_strips, gathering_strips, plan_dp, replay, convert, converting, building_partition, finished };
-  stage at = stage::start;
+  enum class stage { copy, start, sampling, gathering, deciding, plan_strips, gathering_strips, plan_dp, replay, convert, converting, building_partition, finished };
+  stage at = stage::copy;  // staged mode: the running plan is copied in the first part
   clock_type::time_point started;
   format_id running_format = format_id::cusparse_csr;  // the running plan's: the parts' budget is its product time
   bool running_cusparse_csr = false;                    // the running plan is cuSPARSE CSR, unpartitioned
@@ -1632,6 +1632,7 @@ struct gpu_matrix<Value>::background_job {
   static const char* stage_name(stage st)
   {
     switch (st) {
+      case stage::copy: return "copy";
       case stage::start: return "start";
       case stage::sampling: return "sampling";
       case stage::gathering: return "gathering";
@@ -1678,6 +1679,14 @@ struct gpu_matrix<Value>::background_job {
   std::vector<detail::spmv_timer::sample> pass_samples;
   double untimed_pass_us = 0;
   double device_us = 0;         // summed, for the report (measured, or counted where untimed)
+  // The stages whose every part launches a pass (a poll's part does where it sets polled_pass: the histogram,
+  // the sorted sampler); an untimed one counts untimed_pass_us.
+  static bool issues_pass(stage st)
+  {
+    return st == stage::start || st == stage::sampling || st == stage::plan_strips || st == stage::converting ||
+           st == stage::building_partition;
+  }
+  bool polled_pass = false;
   static bool issues_device_work(stage st)
   {
     return st == stage::start || st == stage::sampling || st == stage::gathering || st == stage::plan_strips ||
@@ -1758,18 +1767,9 @@ struct gpu_matrix<Value>::background_job {
       ++skipped;
       return false;
     }
-    if (!plan) {
-      // The first part: the copy of the running plan this step builds on.
-      plan = source->copy_for_background();
-      plan->staged = true;
-      plan->report.staged_start_us = start_us;
-      poll_us.push_back(1e3 * ms_since(t0));
-      poll_stage.push_back("copy");
-      spent_us += poll_us.back();
-      if (!block) return false;
-    }
     const stage from = at;
     part_label.clear();
+    polled_pass = false;
     const long allocations = detail::driver_allocations().count.load(std::memory_order_relaxed);
     const auto disturbed = thread_disturbance::now();
     double work_us = 0, events_us = 0;
@@ -1784,10 +1784,7 @@ struct gpu_matrix<Value>::background_job {
         const auto w1 = clock_type::now();
         if (timed) {
           pass_timer->end(stream);
-        } else if (!block && opts.stage_duty > 0 && !pass_timer && issues_device_work(from) &&
-                   (from != stage::gathering || part_label == "histogram" || part_label == "sorted sampler") &&
-                   from != stage::gathering_strips) {
-          // (a poll that found its read-backs pending issued nothing)
+        } else if (!block && opts.stage_duty > 0 && !pass_timer && (issues_pass(from) || polled_pass)) {
           spent_us += untimed_pass_us;
           device_us += untimed_pass_us;
         }
@@ -1822,8 +1819,16 @@ struct gpu_matrix<Value>::background_job {
 
   bool advance_once(cudaStream_t stream, bool block)
   {
+    if (at == stage::copy) {  // the first part: the copy of the running plan this step builds on
+      plan = source->copy_for_background();
+      plan->staged = true;
+      plan->report.staged_start_us = start_us;
+      at = stage::start;
+      return false;
+    }
     impl& m = *plan;
     switch (at) {
+      case stage::copy: break;  // above
       case stage::start:
         switch (step) {
           case background_step::analyze:
@@ -1862,6 +1867,7 @@ struct gpu_matrix<Value>::background_job {
           const bool sampler = locality.pending_pieces() == 2;
           if (locality.issue_pending()) {
             part_label = sampler ? "sorted sampler" : "samples read-back";
+            polled_pass = sampler;
             return false;
           }
         }
@@ -1870,6 +1876,7 @@ struct gpu_matrix<Value>::background_job {
         const bool stats_done = stats_job.poll(stream);
         if (stats_job.phase() != stats_phase) {
           part_label = "histogram";
+          polled_pass = true;
           if (!block) return false;
         }
         const bool locality_done = locality.poll();
@@ -2081,7 +2088,6 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   job->mode = mode;
   job->ctx = std::move(ctx);
   job->opts = opts;
-  if (mode != background_mode::staged) job->plan = m.copy_for_background();
   if (mode == background_mode::staged) {
     job->source = &m;  // copied in the first part
     job->started = clock_type::now();
@@ -2105,6 +2111,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
     m.step_running = true;
     return true;
   }
+  job->plan = m.copy_for_background();
   int device = 0;
   AIJP_CUDA_CHECK(cudaGetDevice(&device));
   AIJP_CUDA_CHECK(cudaEventCreateWithFlags(&job->ready, cudaEventDisableTiming));
