@@ -57,6 +57,8 @@ const char* usage =
     "  --baseline-margin F  margin of the runtime's rule (default 0.03, as plan_options::baseline_margin)\n"
     "  --samples FILE    also write every measurement with its matrix features as JSON lines (the warm-up's\n"
     "                    samples format), so models can be refitted and compared offline\n"
+    "  --gated           time each batch queued behind a gate kernel (the products' device time, without the\n"
+    "                    host's issue rate; aijp::timing_options::gated)\n"
     "  --help            this text\n";
 
 }  // namespace
@@ -67,6 +69,7 @@ int main(int argc, char** argv)
   std::string cache_dir, csv, json, samples_path;
   long long min_nnz = 0;
   int rounds = 3;
+  bool gated = false;
   std::vector<std::string> inputs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -87,6 +90,8 @@ int main(int argc, char** argv)
     } else if (a == "--rounds" && i + 1 < argc) {
       rounds = std::atoi(argv[++i]);
       if (rounds < 1) die("--rounds must be at least 1");
+    } else if (a == "--gated") {
+      gated = true;
     } else if (a == "--min-nnz" && i + 1 < argc) {
       min_nnz = std::atoll(argv[++i]);
     } else if (!a.empty() && a[0] == '-') {
@@ -118,7 +123,8 @@ int main(int argc, char** argv)
       m->set_coefficients(it->second);
       models.push_back(std::move(m));
     }
-    std::printf("# device: %s\n# coefficients: %s\n", dev.to_string().c_str(), loaded.path.c_str());
+    std::printf("# device: %s\n# coefficients: %s\n# timing: %s\n", dev.to_string().c_str(), loaded.path.c_str(),
+                gated ? "gated (device time: each batch queued behind a gate kernel)" : "back to back (host issue included)");
 
     std::ofstream samples_out;
     if (!samples_path.empty()) {
@@ -180,7 +186,9 @@ int main(int argc, char** argv)
           std::fprintf(stderr, "aijp_accuracy: %s: %s not measured: %s\n", name.c_str(), aijp::format_name(f), e.what());
         }
       }
-      auto per_round = aijp::bench::interleaved_rounds(built, rounds, x, y, stream);
+      aijp::timing_options to;
+      to.gated = gated;
+      auto per_round = aijp::bench::interleaved_rounds(built, rounds, x, y, stream, to);
       for (std::size_t j = 0; j < built.size(); ++j) {
         const aijp::format_id f = built[j]->format();
         std::sort(per_round[j].begin(), per_round[j].end());

@@ -37,6 +37,9 @@ const char* usage =
     "  --restart         discard the samples of earlier runs of this GPU first\n"
     "  --formats LIST    only these formats (comma-separated; default all)\n"
     "  --no-fit          measure only; do not fit or write coefficients\n"
+    "  --gated           time each batch queued behind a gate kernel, so the samples are the products' device\n"
+    "                    time without the host's issue rate (samples in <device>.gated.samples.jsonl; the\n"
+    "                    coefficients written then predict device time)\n"
     "  --help            this text\n";
 
 void progress(size_t done, size_t total, double elapsed_s, const std::string& what)
@@ -72,6 +75,8 @@ int main(int argc, char** argv)
       o.full = true;
     } else if (a == "--restart") {
       o.restart = true;
+    } else if (a == "--gated") {
+      o.gated = true;
     } else if (a == "--no-fit") {
       o.fit = false;
     } else if (a == "--cache-dir" && i + 1 < argc) {

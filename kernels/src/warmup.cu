@@ -127,7 +127,7 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
   const auto fp = make_fingerprint(dev);
   warmup_result res;
   res.cache_file = store.path_for(fp).string();
-  res.samples_file = (store.directory() / (fp.file_stem() + ".samples.jsonl")).string();
+  res.samples_file = (store.directory() / (fp.file_stem() + (opts.gated ? ".gated" : "") + ".samples.jsonl")).string();
   std::filesystem::create_directories(store.directory());
   if (opts.restart) std::filesystem::remove(res.samples_file);
   auto previous = model::read_samples(res.samples_file);
@@ -146,6 +146,7 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
   // _session14_accuracy.txt): the host-bound floor drifts 10-16 % between phases of one run.
   timing_options topt;
   topt.max_total_ms = 60;
+  topt.gated = opts.gated;
   size_t step = 0;
   for (const auto& gp : grid) {
     const std::string key = gp.key();

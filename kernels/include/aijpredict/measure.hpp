@@ -18,6 +18,17 @@ struct timing_options {
   /// products of one format measured 5-10 % apart from run to run on an H100 (2026-11-22).
   double min_sample_ms = 1.0;
   double max_total_ms = 500;   ///< cap on the whole measurement (shrinks the batch for slow products)
+  /// Queue each batch behind a gate: a one-thread kernel spins until the host has issued the whole batch
+  /// (or `gate_timeout_ms` passes), so the products run back to back on the device whatever the host's
+  /// issue rate, and the sample is the products' device time (as NVBench's blocking kernel does). Without
+  /// it, a product shorter than its host issue time (cuSPARSE's ~5-8 us on 4-10 us products) measures the
+  /// host's issue rate, which drifted 10-20 % between runs of one H100 (docs/models.md). At most
+  /// `gate_max_products` products are queued behind one gate (the driver's launch queue is finite; a full
+  /// queue would block the host until the timeout); a gate that timed out is counted and its sample taken
+  /// again with half the batch.
+  bool gated = false;
+  int gate_max_products = 256;
+  double gate_timeout_ms = 200;
 };
 
 struct timing_result {
@@ -25,6 +36,7 @@ struct timing_result {
   double min_us = 0;
   int samples = 0;
   int batch = 0;
+  int gate_timeouts = 0;  ///< gated samples retaken because the host did not issue the batch in time
 };
 
 /// Times `m.apply(1, x, 0, y)` on `stream` (device pointers). Synchronises the stream. Online timing of `m`

@@ -29,6 +29,10 @@ struct warmup_options {
   bool restart = false;                        ///< discard earlier samples of this GPU first
   bool fit = true;                             ///< fit the models and write the coefficients
   std::vector<format_id> formats = all_formats();
+  /// Time the samples gated (timing_options::gated): the products' device time without the host's issue
+  /// rate. Kept in a samples file of its own (<device>.gated.samples.jsonl) so the two kinds never mix;
+  /// the fitted coefficients then predict device time.
+  bool gated = false;
   /// Called before each matrix and at the end: (done, total, elapsed seconds, what).
   std::function<void(size_t, size_t, double, const std::string&)> progress;
 };
