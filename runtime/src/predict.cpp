@@ -708,9 +708,19 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     }
   }
   fit_fixed();
+  // A format measured here whose floor could not be fitted (too few samples below a quarter launch) gets
+  // none, rather than keeping what `out` held: that floor came from other measurements (a shipped default
+  // copied into a new cache, timed back to back, where the host's issue rate floors every small product at
+  // ~4.5 us), and a floor bounds every prediction from below: a gated warm-up (device time) that kept those
+  // floors predicted sell's small products 4.57 us against 2.8-4.0 us measured (H100, 2026-11-24,
+  // docs/models.md). The fixed costs and chain factors of such a format stay: they add to the terms.
+  std::array<bool, format_count> observed{};
+  for (const auto& o : obs) {
+    if (o.measured_us > 0) observed[static_cast<int>(o.format)] = true;
+  }
   for (int i = 0; i < format_count; ++i) {
     if (used.fixed[i] > 0) out.format_fixed_us[i] = p.format_fixed_us[i];
-    if (used.floor[i] > 0) out.format_floor_us[i] = p.format_floor_us[i];
+    if (used.floor[i] > 0 || observed[i]) out.format_floor_us[i] = p.format_floor_us[i];
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];

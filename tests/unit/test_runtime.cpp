@@ -790,8 +790,12 @@ TEST(PlaceholderModel, FloorsAndFixedCostsFittedFromSmallSamples)
   const auto big = input(8'000'000, 7);
   obs.push_back({alg2, big, 2 * predicted(alg2, big, p)});
   obs.push_back({alg2, big, 2 * predicted(alg2, big, p)});
-  // Too few small samples of COO: its fixed cost stays, and it gets no floor.
+  // Too few small samples of COO: its fixed cost stays, and it gets no floor: the one it had (from other
+  // measurements: timed back to back, where the host's issue rate floors small products) goes. JAD, not
+  // measured here at all, keeps its floor.
   p.format_fixed_us[static_cast<int>(aijp::format_id::coo)] = 0.5;
+  p.format_floor_us[static_cast<int>(aijp::format_id::coo)] = 9.0;
+  p.format_floor_us[static_cast<int>(aijp::format_id::jad)] = 4.5;
   obs.push_back({aijp::format_id::coo, input(2000, 4), 100.0});
   const aijp::bandwidth_model_params before = p;
   const auto used = aijp::fit_format_corrections(obs, p);
@@ -808,6 +812,7 @@ TEST(PlaceholderModel, FloorsAndFixedCostsFittedFromSmallSamples)
   EXPECT_EQ(used.floor[coo], 0);
   EXPECT_EQ(p.format_fixed_us[coo], 0.5);
   EXPECT_EQ(p.format_floor_us[coo], 0.0);
+  EXPECT_EQ(p.format_floor_us[static_cast<int>(aijp::format_id::jad)], 4.5);
   // Tiny matrices are predicted at the floor, the others at the fitted cost above the terms.
   EXPECT_NEAR(predicted(alg2, input(1000, 5), p), 14.0, 1e-9);
   for (const auto& in : mid) EXPECT_NEAR(predicted(alg2, in, p) - predicted(alg2, in, before), 2.0, 1e-9);

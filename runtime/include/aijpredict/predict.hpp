@@ -287,7 +287,8 @@ struct format_fit {
 /// medians instead: its value at one lane is the chain factor and its relative slope (clamped to [0, 4]) is
 /// p.format_chain_lanes; then the fixed costs again.
 /// The fit starts from neutral corrections (refitting gives the same values); formats without enough
-/// observations keep their values.
+/// observations keep their fixed costs and chain factors, but a format with any observation and no fitted
+/// floor loses its floor (one left from other measurements would bound every prediction from below).
 format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& p, int min_samples = 5);
 
 /// The placeholder's terms for one format (microseconds), for diagnostics (aijp_refit --explain): its
