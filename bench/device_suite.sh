@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU-machine measurement suite (run through scripts/device_run.sh): format benchmark on the shared real
 # matrices and the large generated set, cache warm-up (quick and full, timed), model accuracy report with
-# its plot, online refinement from a mis-calibrated cache, and the end-to-end PETSc checks. Every output
+# its plot (back to back, and gated: device time, from a gated warm-up in OUTDIR/cache_gated), online refinement from a mis-calibrated cache, and the end-to-end PETSc checks. Every output
 # file starts with the date, device and command.
 # Usage: bash bench/device_suite.sh OUTDIR [--skip-bench] [--skip-warmup] [--skip-accuracy] [--skip-online] [--skip-e2e]
 set -uo pipefail
@@ -33,12 +33,22 @@ if [[ "$args" != *" --skip-warmup "* ]]; then
   export AIJPREDICT_CACHE_DIR="$out/cache"
   { stamp "aijp_warmup --quick --restart"; timed "$B/aijp_warmup" --quick --restart; } > "$out/warmup_quick.txt" 2>&1 || rc=1
   { stamp "aijp_warmup --full --restart"; timed "$B/aijp_warmup" --full --restart; } > "$out/warmup_full.txt" 2>&1 || rc=1
+  # The gated warm-up (device time) in a cache directory of its own: the runtime's cache stays back to back.
+  { stamp "aijp_warmup --full --restart --gated --cache-dir cache_gated";
+    timed "$B/aijp_warmup" --full --restart --gated --cache-dir "$out/cache_gated"; } > "$out/warmup_gated.txt" 2>&1 || rc=1
 fi
 if [[ "$args" != *" --skip-accuracy "* ]]; then
   export AIJPREDICT_CACHE_DIR="$out/cache"
   { stamp "aijp_accuracy --min-nnz 10000 --csv accuracy.csv --json accuracy.json --samples accuracy_samples.jsonl <real shared matrices> ${large[*]}";
     "$B/aijp_accuracy" --min-nnz 10000 --csv "$out/accuracy.csv" --json "$out/accuracy.json" --samples "$out/accuracy_samples.jsonl" "${real[@]}" "${large[@]}"; } > "$out/accuracy.txt" 2> "$out/accuracy.err" || rc=1
   python3 "$here/bench/plot_accuracy.py" "$out/accuracy.csv" "$out/accuracy.png" --title "aijpredict model accuracy, $dev, $(date -u +%F)" || rc=1
+  if [ -d "$out/cache_gated" ]; then
+    { stamp "aijp_accuracy --gated --cache-dir cache_gated --min-nnz 10000 --csv accuracy_gated.csv --json accuracy_gated.json --samples accuracy_gated_samples.jsonl <same matrices>";
+      "$B/aijp_accuracy" --gated --cache-dir "$out/cache_gated" --min-nnz 10000 --csv "$out/accuracy_gated.csv" --json "$out/accuracy_gated.json" \
+        --samples "$out/accuracy_gated_samples.jsonl" "${real[@]}" "${large[@]}"; } > "$out/accuracy_gated.txt" 2> "$out/accuracy_gated.err" || rc=1
+    python3 "$here/bench/plot_accuracy.py" "$out/accuracy_gated.csv" "$out/accuracy_gated.png" \
+      --title "aijpredict model accuracy (device time, gated), $dev, $(date -u +%F)" || rc=1
+  fi
 fi
 if [[ "$args" != *" --skip-online "* ]]; then
   # Online refinement from a mis-calibrated temporary cache (its own cache directory, never $out/cache).
