@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <string>
 #include <chrono>
 #include <cmath>
+#include <string>
 
 namespace aijp {
 namespace {
@@ -107,6 +107,7 @@ timing_result time_spmv(gpu_matrix<Value>& m, const Value* x, Value* y, cudaStre
   const int by_total = static_cast<int>(o.max_total_ms / (per * std::max(1, o.min_samples)));
   r.batch = std::max(1, std::min({1000, by_sample, std::max(1, by_total)}));
   std::vector<double> t;
+  const int wanted = slow ? 3 : std::max(1, o.min_samples);
   if (o.gated) {
     // Each sample: gate, start event, the batch, stop event, then the gate opens; the events then bracket
     // products the device runs back to back. A timed-out gate means the host did not issue the batch
@@ -116,29 +117,13 @@ timing_result time_spmv(gpu_matrix<Value>& m, const Value* x, Value* y, cudaStre
     g.open();
     AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
     r.batch = std::max(1, std::min(r.batch, o.gate_max_products));
-    cudaEvent_t start = nullptr, stop = nullptr;
-    AIJP_CUDA_CHECK(cudaEventCreate(&start));
-    const cudaError_t ce = cudaEventCreate(&stop);
-    if (ce != cudaSuccess) {
-      cudaEventDestroy(start);
-      detail::throw_cuda(ce, "cudaEventCreate", __FILE__, __LINE__);
-    }
-    struct events {
-      cudaEvent_t a, b;
-      ~events()
-      {
-        cudaEventDestroy(a);
-        cudaEventDestroy(b);
-      }
-    } own{start, stop};
-    const int wanted = slow ? 3 : std::max(1, o.min_samples);
     while (static_cast<int>(t.size()) < wanted) {
       g.close(stream, o.gate_timeout_ms);
-      AIJP_CUDA_CHECK(cudaEventRecord(start, stream));
+      ev.start(stream);
       run(r.batch);
-      AIJP_CUDA_CHECK(cudaEventRecord(stop, stream));
+      ev.record_stop(stream);
       g.open();
-      AIJP_CUDA_CHECK(cudaEventSynchronize(stop));
+      const double ms = ev.elapsed_ms();
       if (g.timed_out()) {
         ++r.gate_timeouts;
         if (r.batch == 1 || r.gate_timeouts > 8 * wanted) {
@@ -149,12 +134,10 @@ timing_result time_spmv(gpu_matrix<Value>& m, const Value* x, Value* y, cudaStre
         r.batch = std::max(1, r.batch / 2);
         continue;
       }
-      float ms = 0;
-      AIJP_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
       t.push_back(ms * 1e3 / r.batch);
     }
   } else {
-    for (int i = 0; i < (slow ? 3 : std::max(1, o.min_samples)); ++i) {
+    for (int i = 0; i < wanted; ++i) {
       t.push_back(ev.time_ms(stream, [&] { run(r.batch); }) * 1e3 / r.batch);
     }
   }

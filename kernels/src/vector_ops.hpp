@@ -32,7 +32,14 @@ class event_timer {
   void start(cudaStream_t s) { AIJP_CUDA_CHECK(cudaEventRecord(start_, s)); }
   double stop_ms(cudaStream_t s)
   {
-    AIJP_CUDA_CHECK(cudaEventRecord(stop_, s));
+    record_stop(s);
+    return elapsed_ms();
+  }
+  /// The stop event alone (work may follow on the host before elapsed_ms waits for it).
+  void record_stop(cudaStream_t s) { AIJP_CUDA_CHECK(cudaEventRecord(stop_, s)); }
+  /// Waits for the stop event; milliseconds since the start event.
+  double elapsed_ms()
+  {
     AIJP_CUDA_CHECK(cudaEventSynchronize(stop_));
     float ms = 0;
     AIJP_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
