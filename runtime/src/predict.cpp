@@ -720,7 +720,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   }
   for (int i = 0; i < format_count; ++i) {
     if (used.fixed[i] > 0) out.format_fixed_us[i] = p.format_fixed_us[i];
-    if (used.floor[i] > 0 || observed[i]) out.format_floor_us[i] = p.format_floor_us[i];
+    if (observed[i]) out.format_floor_us[i] = p.format_floor_us[i];  // fitted (its samples are observed) or none
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];
