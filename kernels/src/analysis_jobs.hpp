@@ -6,6 +6,8 @@
 
 #include <aijpredict/gpu_matrix.hpp>
 
+#include "async_ops.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -27,13 +29,14 @@ class row_stats_job {
   ~row_stats_job();
   row_stats_job(const row_stats_job&) = delete;
   row_stats_job& operator=(const row_stats_job&) = delete;
-  /// `d_row_ptr` (rows + 1 entries) must stay valid and unchanged until done. With `pieces`, each pass's
-  /// read-back (a copy and an event) is left to the next issue_pending() or poll() (each CUDA call costs
-  /// ~5 us of host time inside a short solve on the H100 machine: a staged step issues at most two or three
-  /// per part).
+  /// `d_row_ptr` (rows + 1 entries) must stay valid and unchanged until done. With `pieces`, start() and
+  /// every later issue_pending() or poll() issue one CUDA call of the pass (a memset, a kernel, a read-back,
+  /// its event: piece_queue): inside a short solve each costs ~5-9 us of host time on the H100 machine.
   void start(size_type rows, size_type cols, const index_type* d_row_ptr, cudaStream_t stream, bool pieces = false);
-  /// Issues what start() or poll() left pending (with `pieces`); false when nothing was.
+  /// Issues the next call start() or poll() left pending (with `pieces`); false when none was.
   bool issue_pending();
+  /// The kind of the call issued last (piece_queue::last).
+  piece_kind last_piece() const;
   /// Without waiting: true once result() holds the statistics (issues what is pending first, and the
   /// histogram on `stream` when the first pass is found done).
   bool poll(cudaStream_t stream);
@@ -55,14 +58,16 @@ class locality_job {
   ~locality_job();
   locality_job(const locality_job&) = delete;
   locality_job& operator=(const locality_job&) = delete;
-  /// With `pieces`, start() issues the first sampler only; the second, then the read-back and its event,
-  /// are issued by the next issue_pending() or poll() calls.
+  /// With `pieces`, start() issues the first of its calls only (a memset, the two samplers, the read-back,
+  /// its event); each later issue_pending() or poll() issues the next one.
   void start(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx, int value_bytes,
              cudaStream_t stream, int max_groups = 2048, bool pieces = false);
   /// Issues the next pending piece; false when nothing was pending.
   bool issue_pending();
-  /// Pieces start(..., pieces) left to issue: 2 (the second sampler, then the read-back), 1, or 0.
+  /// Calls start(..., pieces) left to issue.
   int pending_pieces() const;
+  /// The kind of the call issued last (piece_queue::last).
+  piece_kind last_piece() const;
   /// Without waiting: true once result() holds the samples (issues a pending piece first).
   bool poll();
   const locality_sample& wait();

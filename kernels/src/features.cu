@@ -376,8 +376,6 @@ namespace detail {
 
 struct locality_job::state {
   int phase = 0;  // 0: not started, 1: in flight, 2: done
-  // start(..., pieces): the sorted sampler, then the read-back and its event, issued by the next calls.
-  int pending = 0;
   size_type rows = 0;
   int groups = 0, shift = 0;
   const index_type* row_ptr = nullptr;
@@ -385,14 +383,25 @@ struct locality_job::state {
   cudaStream_t stream = nullptr;
   scratch_buffer<locality_both> d;
   pinned_buffer<locality_both> h{1};
+  piece_queue q;           // start(..., pieces): the calls not issued yet, one per issue_pending() or poll()
+  bool unsettled = false;  // calls issued after the last event: the event does not cover them
   poll_event event;
   locality_sample result;
-  ~state() { event.settle(); }  // the pooled blocks go back to the pool: nothing issued may still use them
+  // The pooled blocks go back to the pool: nothing issued may still use them.
+  ~state()
+  {
+    if (unsettled && stream) {
+      (void)cudaStreamSynchronize(stream);
+    } else {
+      event.settle();
+    }
+  }
 };
 
 locality_job::locality_job() : s_(std::make_unique<state>()) {}
 locality_job::~locality_job() = default;
 const locality_sample& locality_job::result() const { return s_->result; }
+piece_kind locality_job::last_piece() const { return s_->q.last(); }
 
 void locality_job::start(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,
                          int value_bytes, cudaStream_t stream, int max_groups, bool pieces)
@@ -404,49 +413,52 @@ void locality_job::start(size_type rows, size_type cols, const index_type* d_row
     return;
   }
   const size_type total_groups = (rows + group_rows - 1) / group_rows;
-  const int groups = static_cast<int>(std::min<size_type>(total_groups, std::max(1, max_groups)));
-  const int shift = value_bytes == 8 ? 2 : 3;  // 32-byte sector = 4 doubles or 8 floats
+  s.groups = static_cast<int>(std::min<size_type>(total_groups, std::max(1, max_groups)));
+  s.shift = value_bytes == 8 ? 2 : 3;  // 32-byte sector = 4 doubles or 8 floats
   s.d.resize(1);
-  AIJP_CUDA_CHECK(cudaMemsetAsync(s.d.data(), 0, sizeof(locality_both), stream));
-  sector_counts<<<groups, 256, 0, stream>>>(rows, groups, d_row_ptr, d_col_idx, shift, &s.d.data()->natural);
-  AIJP_CHECK_LAUNCH();
   s.rows = rows;
-  s.groups = groups;
-  s.shift = shift;
   s.row_ptr = d_row_ptr;
   s.col_idx = d_col_idx;
   s.stream = stream;
-  s.phase = 1;
-  s.pending = 2;
-  if (!pieces) {
-    while (issue_pending()) {
-    }
-  }
-}
-
-int locality_job::pending_pieces() const { return s_->pending; }
-
-bool locality_job::issue_pending()
-{
-  state& s = *s_;
-  if (s.pending == 0) return false;
-  if (s.pending == 2) {
-    sorted_sector_counts<<<s.groups, sampler_block, 0, s.stream>>>(s.rows, s.groups, s.row_ptr, s.col_idx, s.shift, &s.d.data()->sorted);
+  state* sp = &s;
+  s.q.push(piece_kind::memset, [sp] {
+    sp->unsettled = true;
+    AIJP_CUDA_CHECK(cudaMemsetAsync(sp->d.data(), 0, sizeof(locality_both), sp->stream));
+  });
+  s.q.push(piece_kind::launch, [sp] {
+    sector_counts<<<sp->groups, 256, 0, sp->stream>>>(sp->rows, sp->groups, sp->row_ptr, sp->col_idx, sp->shift, &sp->d.data()->natural);
     AIJP_CHECK_LAUNCH();
+  });
+  s.q.push(piece_kind::launch, [sp] {
+    sorted_sector_counts<<<sp->groups, sampler_block, 0, sp->stream>>>(sp->rows, sp->groups, sp->row_ptr, sp->col_idx, sp->shift,
+                                                                      &sp->d.data()->sorted);
+    AIJP_CHECK_LAUNCH();
+  });
+  s.q.push(piece_kind::copy, [sp] {
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(sp->h.data(), sp->d.data(), sizeof(locality_both), cudaMemcpyDeviceToHost, sp->stream));
+  });
+  s.q.push(piece_kind::event, [sp] {
+    sp->event.record(sp->stream);
+    sp->unsettled = false;
+  });
+  s.phase = 1;
+  if (pieces) {
+    s.q.issue_one();
   } else {
-    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h.data(), s.d.data(), sizeof(locality_both), cudaMemcpyDeviceToHost, s.stream));
-    s.event.record(s.stream);
+    s.q.issue_all();
   }
-  --s.pending;
-  return true;
 }
+
+int locality_job::pending_pieces() const { return static_cast<int>(s_->q.pending()); }
+
+bool locality_job::issue_pending() { return s_->q.issue_one(); }
 
 bool locality_job::poll()
 {
   state& s = *s_;
   AIJP_ENSURE(s.phase > 0, error, "locality_job::poll before start");
   if (s.phase == 2) return true;
-  if (issue_pending()) return false;
+  if (s.q.issue_one()) return false;
   if (!s.event.done()) return false;
   const auto ratio = [](unsigned long long num, unsigned long long den) {
     return den ? static_cast<double>(num) / static_cast<double>(den) : 0.0;
@@ -461,6 +473,7 @@ bool locality_job::poll()
 
 const locality_sample& locality_job::wait()
 {
+  s_->q.issue_all();
   while (!poll()) s_->event.wait();
   return s_->result;
 }

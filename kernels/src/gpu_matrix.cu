@@ -93,6 +93,17 @@ size_type rows_per_budget(size_type rows, double work_us, double budget_us)
 // they overlap, `spent_us`, exceeds `duty` of the `elapsed_ms` since the work began (0: never paced).
 bool over_duty(double spent_us, double duty, double elapsed_ms) { return duty > 0 && spent_us > duty * 1e3 * elapsed_ms; }
 
+const char* piece_name(detail::piece_kind k)
+{
+  switch (k) {
+    case detail::piece_kind::memset: return "memset";
+    case detail::piece_kind::launch: return "kernel";
+    case detail::piece_kind::copy: return "read-back";
+    case detail::piece_kind::event: return "event";
+  }
+  return "?";
+}
+
 bool runs_on_csr_copy(format_id f)
 {
   return f == format_id::cusparse_csr || f == format_id::csr_vector || f == format_id::csr_scalar;
@@ -307,7 +318,16 @@ struct gpu_matrix<Value>::impl {
     row_stats stats;
     locality_sample loc;
     size_type free_memory_bytes = 0;  // cudaMemGetInfo's, queried when the step started
-    std::optional<std::vector<format_estimate>> estimates;  // the model's, where a part of its own made them
+    std::optional<std::vector<format_estimate>> estimates;  // the model's, where parts of their own made them
+    // The online corrections' factor of each estimate, where a part of its own took them (online_state's
+    // raw_us, cls and key, and the factors applied).
+    struct online_factors {
+      std::vector<double> raw_us;
+      std::vector<online::size_class> cls;
+      std::vector<double> factor;
+      online::matrix_key key = 0;
+    };
+    std::optional<online_factors> factors;
   };
   // The models' input for this matrix from its statistics and locality samples.
   prediction_input analysis_input(const row_stats& stats, const locality_sample& loc, size_type free_memory) const;
@@ -640,16 +660,26 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
       rep.timer_us = 1e3 * ms_since(t_timer);
     }
     const auto t_factors = clock_type::now();
-    m.on.raw_us.clear();
-    m.on.cls.clear();
-    m.on.key = online::key_of(rep.stats, sizeof(Value), rep.x_sectors_per_nnz);
-    for (auto& e : rep.estimates) {
-      const auto cls = online::classify(e.bytes, static_cast<double>(rep.device.l2_bytes));
-      const double f = m.on.corr->factor(e.format, cls, m.on.key);
-      m.on.raw_us.push_back(e.predicted_us);
-      m.on.cls.push_back(cls);
-      rep.online_factor.push_back(f);
-      e.predicted_us *= f;
+    if (gathered && gathered->factors && gathered->factors->factor.size() == rep.estimates.size()) {
+      // A staged step's earlier part took them, from the same corrections (context::online_corrections).
+      const auto& g = *gathered->factors;
+      m.on.raw_us = g.raw_us;
+      m.on.cls = g.cls;
+      m.on.key = g.key;
+      rep.online_factor = g.factor;
+      for (std::size_t i = 0; i < rep.estimates.size(); ++i) rep.estimates[i].predicted_us *= g.factor[i];
+    } else {
+      m.on.raw_us.clear();
+      m.on.cls.clear();
+      m.on.key = online::key_of(rep.stats, sizeof(Value), rep.x_sectors_per_nnz);
+      for (auto& e : rep.estimates) {
+        const auto cls = online::classify(e.bytes, static_cast<double>(rep.device.l2_bytes));
+        const double f = m.on.corr->factor(e.format, cls, m.on.key);
+        m.on.raw_us.push_back(e.predicted_us);
+        m.on.cls.push_back(cls);
+        rep.online_factor.push_back(f);
+        e.predicted_us *= f;
+      }
     }
     rep.factors_us = 1e3 * ms_since(t_factors);
   }
@@ -1675,6 +1705,10 @@ struct gpu_matrix<Value>::background_job {
   // counts one predicted product (`untimed_pass_us`) instead of a measurement.
   static constexpr double timed_passes_min_us = 30.0;
   static constexpr double dp_slice_us = 20.0;  // host time of a slice of the partition planner's DP
+  static constexpr double prediction_slice_us = 5.0;  // host time of a slice of the candidates' predictions
+  bool free_queried = false;                           // the analysis' cudaMemGetInfo is done
+  std::vector<format_estimate> partial_estimates;      // the predictions made so far (stage::deciding)
+  std::size_t predicted = 0;                           // candidates predicted so far
   std::unique_ptr<detail::spmv_timer> pass_timer;
   std::vector<detail::spmv_timer::sample> pass_samples;
   double untimed_pass_us = 0;
@@ -1687,6 +1721,8 @@ struct gpu_matrix<Value>::background_job {
            st == stage::building_partition;
   }
   bool polled_pass = false;
+  // The part said itself whether it launched a kernel (polled_pass): the analysis' parts of one call each.
+  bool pass_known = false;
   static bool issues_device_work(stage st)
   {
     return st == stage::start || st == stage::sampling || st == stage::gathering || st == stage::plan_strips ||
@@ -1770,6 +1806,7 @@ struct gpu_matrix<Value>::background_job {
     const stage from = at;
     part_label.clear();
     polled_pass = false;
+    pass_known = false;
     const long allocations = detail::driver_allocations().count.load(std::memory_order_relaxed);
     const auto disturbed = thread_disturbance::now();
     double work_us = 0, events_us = 0;
@@ -1784,7 +1821,7 @@ struct gpu_matrix<Value>::background_job {
         const auto w1 = clock_type::now();
         if (timed) {
           pass_timer->end(stream);
-        } else if (!block && opts.stage_duty > 0 && !pass_timer && (issues_pass(from) || polled_pass)) {
+        } else if (!block && opts.stage_duty > 0 && !pass_timer && (pass_known ? polled_pass : issues_pass(from) || polled_pass)) {
           spent_us += untimed_pass_us;
           device_us += untimed_pass_us;
         }
@@ -1839,12 +1876,20 @@ struct gpu_matrix<Value>::background_job {
             // (bench/results/2026-11-24_h100_session15_staged_parts.txt, _session15_short_solves_final.txt).
             if (m.free_after_upload > 0) {  // set where the upload made a reserve
               free_memory = m.free_after_upload;
-            } else {
+            } else if (!free_queried) {
+              // The query in a part of its own: it costs more than any one call of the passes.
               device_memory_info(&free_memory, nullptr);
+              free_queried = true;
+              part_label = "free memory";
+              pass_known = true;
+              if (!block) return false;
             }
-            // The statistics' first pass here, the locality samples in the next part, the read-backs in parts of
-            // their own: each part issues two or three CUDA calls (~5 us of host time each inside a short solve).
+            // The statistics' first call here (a memset), the locality samples' first in the next part, then one
+            // call per part (piece_queue): inside a short solve each costs ~5-9 us of host time.
             stats_job.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), stream, true);
+            part_label = std::string("statistics: ") + piece_name(stats_job.last_piece());
+            pass_known = true;
+            polled_pass = stats_job.last_piece() == detail::piece_kind::launch;
             at = stage::sampling;
             return false;
           case background_step::convert_deferred: changed = m.convert_deferred(opts.expected_mults, stream); break;
@@ -1854,20 +1899,24 @@ struct gpu_matrix<Value>::background_job {
         return false;
       case stage::sampling:
         locality.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), stream, 2048, true);
+        part_label = std::string("samples: ") + piece_name(locality.last_piece());
+        pass_known = true;
+        polled_pass = locality.last_piece() == detail::piece_kind::launch;
         at = stage::gathering;
         return false;
       case stage::gathering: {
-        // One piece per part: what start() left pending first, then the polls (the histogram issued by the
-        // poll that finds the first pass done, its read-back in the next part).
+        // One CUDA call per part: what the passes left pending first, then the polls (the histogram's first
+        // call issued by the poll that finds the first pass done, its other calls by the next parts).
+        pass_known = true;
         if (!block) {
           if (stats_job.issue_pending()) {
-            part_label = stats_job.phase() == 1 ? "statistics read-back" : "histogram read-back";
+            part_label = std::string(stats_job.phase() == 1 ? "statistics: " : "histogram: ") + piece_name(stats_job.last_piece());
+            polled_pass = stats_job.last_piece() == detail::piece_kind::launch;
             return false;
           }
-          const bool sampler = locality.pending_pieces() == 2;
           if (locality.issue_pending()) {
-            part_label = sampler ? "sorted sampler" : "samples read-back";
-            polled_pass = sampler;
+            part_label = std::string("samples: ") + piece_name(locality.last_piece());
+            polled_pass = locality.last_piece() == detail::piece_kind::launch;
             return false;
           }
         }
@@ -1875,8 +1924,8 @@ struct gpu_matrix<Value>::background_job {
         const int stats_phase = stats_job.phase();
         const bool stats_done = stats_job.poll(stream);
         if (stats_job.phase() != stats_phase) {
-          part_label = "histogram";
-          polled_pass = true;
+          part_label = std::string("histogram: ") + piece_name(stats_job.last_piece());
+          polled_pass = stats_job.last_piece() == detail::piece_kind::launch;
           if (!block) return false;
         }
         const bool locality_done = locality.poll();
@@ -1899,16 +1948,53 @@ struct gpu_matrix<Value>::background_job {
       }
       case stage::deciding: {
         if (!block && !gathered->estimates) {
-          // The models' predictions in a part of their own (7-20 us on the H100 machine), and the online
-          // refinement's timing events taken from the pool: the decision part was 35-59 us with them.
+          // The models' predictions in parts of their own, a slice of the candidates each (all of them took
+          // 12-21 us in one part on the H100 machine, session 21): candidates until prediction_slice_us has
+          // passed, at least one.
           const auto t1 = clock_type::now();
-          gathered->estimates = estimate_block(*ctx, m.analysis_input(gathered->stats, gathered->loc, gathered->free_memory_bytes),
-                                               gathered->stats, opts.candidates);
-          if (opts.online && ctx->online_corrections() && !m.on.timer) m.on.timer = std::make_unique<detail::spmv_timer>();
+          const prediction_input in = m.analysis_input(gathered->stats, gathered->loc, gathered->free_memory_bytes);
+          const std::size_t first = predicted;
+          while (predicted < opts.candidates.size()) {
+            auto e = estimate_block(*ctx, in, gathered->stats, {opts.candidates[predicted]});
+            partial_estimates.insert(partial_estimates.end(), e.begin(), e.end());
+            ++predicted;
+            if (1e3 * ms_since(t1) >= prediction_slice_us) break;
+          }
           char line[80];
-          std::snprintf(line, sizeof(line), "predictions (%.0f us)", 1e3 * ms_since(t1));
+          std::snprintf(line, sizeof(line), "predictions %zu-%zu of %zu (%.0f us)", first + 1, predicted, opts.candidates.size(),
+                        1e3 * ms_since(t1));
+          part_label = line;
+          if (predicted == opts.candidates.size()) gathered->estimates = std::move(partial_estimates);
+          return false;
+        }
+        if (!block && opts.online && ctx->online_corrections() && !m.on.timer) {
+          // The online refinement's timing events, taken from the pool, in a part of their own.
+          const auto t1 = clock_type::now();
+          m.on.timer = std::make_unique<detail::spmv_timer>();
+          char line[80];
+          std::snprintf(line, sizeof(line), "online timer (%.0f us)", 1e3 * ms_since(t1));
           part_label = line;
           return false;
+        }
+        if (!block && opts.online && !gathered->factors) {
+          if (const auto corr = ctx->online_corrections()) {
+            // The online corrections' factors in a part of their own (6-12 us of the 26-31 us decision part on
+            // the H100 machine, session 21).
+            const auto t1 = clock_type::now();
+            typename impl::gathered_input::online_factors f;
+            f.key = online::key_of(gathered->stats, sizeof(Value), gathered->loc.x_sectors_per_nnz);
+            for (const auto& e : *gathered->estimates) {
+              const auto cls = online::classify(e.bytes, static_cast<double>(m.report.device.l2_bytes));
+              f.raw_us.push_back(e.predicted_us);
+              f.cls.push_back(cls);
+              f.factor.push_back(corr->factor(e.format, cls, f.key));
+            }
+            gathered->factors = std::move(f);
+            char line[80];
+            std::snprintf(line, sizeof(line), "online factors (%.0f us)", 1e3 * ms_since(t1));
+            part_label = line;
+            return false;
+          }
         }
         const auto t1 = clock_type::now();
         m.analyze(*ctx, opts, stream, &*gathered);
@@ -2158,9 +2244,15 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
       built.handle.swap(running.handle);
       built.transpose = std::move(running.transpose);
     }
-    // The running plan's layout is freed now: cudaFree waits for the products already queued on it.
+    // The running plan's layout is freed now (cudaFree waits for the products already queued on it), or
+    // kept aside where it holds at most retire_max_bytes (a staged step on a short solve: cuSPARSE CSR, whose
+    // layout is the CSR copy itself) and freed at the next install or with the matrix.
     std::unique_ptr<impl> old = std::move(impl_);
     impl_ = std::move(job->plan);
+    constexpr size_type retire_max_bytes = size_type(16) << 20;
+    if (job->mode == background_mode::staged && (!old->format || old->format->device_bytes() <= retire_max_bytes)) {
+      std::swap(old, retired_);  // the plan retired before, if any, goes now
+    }
   }
   plan_report& rep = impl_->report;  // the plan now running, new or not
   if (job->mode == background_mode::staged) {  // its explorations convert in parts too

@@ -323,18 +323,36 @@ struct row_stats_job::state {
   pinned_buffer<int> h_long;
   int bins = 0;       // lengths 0..bins-1 are binned
   int listed = 0;     // rows listed (lengths >= bins), 0 when the bins cover every length
-  bool pieces = false;        // start(..., pieces): each pass's read-back is issued by the next call
-  bool copy_pending = false;  // the running pass's read-back and event are not issued yet
+  bool pieces = false;  // start(..., pieces): one CUDA call per issue_pending() or poll()
+  piece_queue q;        // the pass's calls not issued yet
+  bool unsettled = false;  // calls issued after the last event: the event does not cover them
   cudaStream_t stream = nullptr;
   poll_event event;
   row_stats result;
-  ~state() { event.settle(); }  // the pooled blocks go back to the pool: nothing issued may still use them
+  void issue(bool all)
+  {
+    if (all) {
+      q.issue_all();
+    } else {
+      q.issue_one();
+    }
+  }
+  // The pooled blocks go back to the pool: nothing issued may still use them.
+  ~state()
+  {
+    if (unsettled && stream) {
+      (void)cudaStreamSynchronize(stream);
+    } else {
+      event.settle();
+    }
+  }
 };
 
 row_stats_job::row_stats_job() : s_(std::make_unique<state>()) {}
 row_stats_job::~row_stats_job() = default;
 const row_stats& row_stats_job::result() const { return s_->result; }
 int row_stats_job::phase() const { return s_->phase; }
+piece_kind row_stats_job::last_piece() const { return s_->q.last(); }
 
 void row_stats_job::start(size_type rows, size_type cols, const index_type* d_row_ptr, cudaStream_t stream, bool pieces)
 {
@@ -350,38 +368,35 @@ void row_stats_job::start(size_type rows, size_type cols, const index_type* d_ro
     return;
   }
   s.d_sum.resize(1);
-  AIJP_CUDA_CHECK(cudaMemsetAsync(s.d_sum.data(), 0, sizeof(warp_summary), stream));
   const auto grid = static_cast<unsigned>(std::min<size_type>((rows + warp_max_block - 1) / warp_max_block, warp_max_blocks));
-  warp_max_kernel<<<grid, warp_max_block, 0, stream>>>(rows, d_row_ptr, s.d_sum.data());
-  AIJP_CHECK_LAUNCH();
+  state* sp = &s;
+  s.q.push(piece_kind::memset, [sp] {
+    sp->unsettled = true;
+    AIJP_CUDA_CHECK(cudaMemsetAsync(sp->d_sum.data(), 0, sizeof(warp_summary), sp->stream));
+  });
+  s.q.push(piece_kind::launch, [sp, grid] {
+    warp_max_kernel<<<grid, warp_max_block, 0, sp->stream>>>(sp->rows, sp->row_ptr, sp->d_sum.data());
+    AIJP_CHECK_LAUNCH();
+  });
+  s.q.push(piece_kind::copy, [sp] {
+    AIJP_CUDA_CHECK(cudaMemcpyAsync(sp->h_sum.data(), sp->d_sum.data(), sizeof(warp_summary), cudaMemcpyDeviceToHost, sp->stream));
+  });
+  s.q.push(piece_kind::event, [sp] {
+    sp->event.record(sp->stream);
+    sp->unsettled = false;
+  });
   s.phase = 1;
-  s.copy_pending = true;
-  if (!pieces) issue_pending();
+  s.issue(!pieces);
 }
 
-bool row_stats_job::issue_pending()
-{
-  state& s = *s_;
-  if (!s.copy_pending) return false;
-  s.copy_pending = false;
-  if (s.phase == 1) {
-    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_sum.data(), s.d_sum.data(), sizeof(warp_summary), cudaMemcpyDeviceToHost, s.stream));
-  } else {
-    if (s.listed > 0) {
-      AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_long.data(), s.d_long.data(), (s.listed + 1) * sizeof(int), cudaMemcpyDeviceToHost, s.stream));
-    }
-    AIJP_CUDA_CHECK(cudaMemcpyAsync(s.h_hist.data(), s.d_hist.data(), s.bins * sizeof(int), cudaMemcpyDeviceToHost, s.stream));
-  }
-  s.event.record(s.stream);
-  return true;
-}
+bool row_stats_job::issue_pending() { return s_->q.issue_one(); }
 
 bool row_stats_job::poll(cudaStream_t stream)
 {
   state& s = *s_;
   AIJP_ENSURE(s.phase > 0, error, "row_stats_job::poll before start");
   if (s.phase == 3) return true;
-  if (issue_pending()) return false;
+  if (s.q.issue_one()) return false;
   if (!s.event.done()) return false;
   if (s.phase == 1) {
     // Bins of width one for lengths 0..max_len; the long rows listed instead when they are few.
@@ -389,25 +404,47 @@ bool row_stats_job::poll(cudaStream_t stream)
     const bool list = sum.max_len >= long_row_length && sum.long_rows <= max_listed_rows;
     s.bins = list ? long_row_length : sum.max_len + 1;
     s.listed = list ? static_cast<int>(sum.long_rows) : 0;
+    s.stream = stream;
+    state* sp = &s;
     if (list) {
       s.d_long.resize(static_cast<std::size_t>(s.listed) + 1);
-      AIJP_CUDA_CHECK(cudaMemsetAsync(s.d_long.data(), 0, sizeof(int), stream));
-      const auto grid = static_cast<unsigned>((s.rows + warp_max_block - 1) / warp_max_block);
-      long_rows_kernel<<<grid, warp_max_block, 0, stream>>>(s.rows, s.row_ptr, s.d_long.data());
-      AIJP_CHECK_LAUNCH();
       s.h_long.resize(static_cast<std::size_t>(s.listed) + 1);
+      s.q.push(piece_kind::memset, [sp] {
+        sp->unsettled = true;
+        AIJP_CUDA_CHECK(cudaMemsetAsync(sp->d_long.data(), 0, sizeof(int), sp->stream));
+      });
+      s.q.push(piece_kind::launch, [sp] {
+        const auto grid = static_cast<unsigned>((sp->rows + warp_max_block - 1) / warp_max_block);
+        long_rows_kernel<<<grid, warp_max_block, 0, sp->stream>>>(sp->rows, sp->row_ptr, sp->d_long.data());
+        AIJP_CHECK_LAUNCH();
+      });
     }
     s.d_hist.resize(s.bins);
-    AIJP_CUDA_CHECK(cudaMemsetAsync(s.d_hist.data(), 0, s.bins * sizeof(int), stream));
-    const auto blocks = static_cast<unsigned>(std::min<size_type>((s.rows + histogram_block - 1) / histogram_block, histogram_max_blocks));
-    const std::size_t shared = static_cast<std::size_t>(std::min(s.bins, histogram_shared_bins)) * sizeof(int);
-    length_histogram_kernel<<<blocks, histogram_block, shared, stream>>>(s.rows, s.row_ptr, s.bins, s.d_hist.data());
-    AIJP_CHECK_LAUNCH();
     s.h_hist.resize(s.bins);
+    s.q.push(piece_kind::memset, [sp] {
+      sp->unsettled = true;
+      AIJP_CUDA_CHECK(cudaMemsetAsync(sp->d_hist.data(), 0, sp->bins * sizeof(int), sp->stream));
+    });
+    s.q.push(piece_kind::launch, [sp] {
+      const auto blocks = static_cast<unsigned>(std::min<size_type>((sp->rows + histogram_block - 1) / histogram_block, histogram_max_blocks));
+      const std::size_t shared = static_cast<std::size_t>(std::min(sp->bins, histogram_shared_bins)) * sizeof(int);
+      length_histogram_kernel<<<blocks, histogram_block, shared, sp->stream>>>(sp->rows, sp->row_ptr, sp->bins, sp->d_hist.data());
+      AIJP_CHECK_LAUNCH();
+    });
+    if (list) {
+      s.q.push(piece_kind::copy, [sp] {
+        AIJP_CUDA_CHECK(cudaMemcpyAsync(sp->h_long.data(), sp->d_long.data(), (sp->listed + 1) * sizeof(int), cudaMemcpyDeviceToHost, sp->stream));
+      });
+    }
+    s.q.push(piece_kind::copy, [sp] {
+      AIJP_CUDA_CHECK(cudaMemcpyAsync(sp->h_hist.data(), sp->d_hist.data(), sp->bins * sizeof(int), cudaMemcpyDeviceToHost, sp->stream));
+    });
+    s.q.push(piece_kind::event, [sp] {
+      sp->event.record(sp->stream);
+      sp->unsettled = false;
+    });
     s.phase = 2;
-    s.stream = stream;
-    s.copy_pending = true;
-    if (!s.pieces) issue_pending();
+    s.issue(!s.pieces);
     return false;
   }
   // The occupied lengths: the binned ones, then the listed ones in increasing order.
@@ -435,7 +472,11 @@ bool row_stats_job::poll(cudaStream_t stream)
 
 const row_stats& row_stats_job::wait(cudaStream_t stream)
 {
-  while (!poll(stream)) s_->event.wait();
+  s_->q.issue_all();
+  while (!poll(stream)) {
+    s_->q.issue_all();
+    s_->event.wait();
+  }
   return s_->result;
 }
 

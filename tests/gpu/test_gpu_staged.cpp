@@ -63,6 +63,25 @@ TEST_F(GpuStaged, AnalysisMakesTheSynchronousChoiceOverSeveralProducts)
   EXPECT_EQ(m.report().stats.mode_len, sync.report().stats.mode_len);
   EXPECT_EQ(m.report().stats.n_iter_natural, sync.report().stats.n_iter_natural);
   EXPECT_DOUBLE_EQ(m.report().x_sectors_per_nnz, sync.report().x_sectors_per_nnz);
+  // One CUDA call per part of the passes (piece_queue), in stream order: each pass's memset, kernel(s),
+  // read-back and event appear as parts of their own, and the predictions take parts of their own.
+  const auto& stages = m.report().staged_poll_stage;
+  std::string all;
+  for (const auto& st : stages) all += st + " | ";
+  const auto part_index = [&](const std::string& what) {
+    for (std::size_t k = 0; k < stages.size(); ++k) {
+      if (stages[k].find(what) != std::string::npos) return static_cast<int>(k);
+    }
+    return -1;
+  };
+  for (const char* pass : {"statistics: ", "samples: ", "histogram: "}) {
+    const int memset = part_index(std::string(pass) + "memset");
+    const int kernel = part_index(std::string(pass) + "kernel");
+    const int copy = part_index(std::string(pass) + "read-back");
+    const int event = part_index(std::string(pass) + "event");
+    EXPECT_TRUE(memset >= 0 && memset < kernel && kernel < copy && copy < event) << pass << "in parts: " << all;
+  }
+  EXPECT_GE(part_index("predictions 1-"), 0) << all;
   aijp::test::check_products_and_refresh(m, a, "after the staged analysis", 7);
 }
 

@@ -323,6 +323,9 @@ class gpu_matrix {
   struct impl;
   struct background_job;
   std::unique_ptr<impl> impl_;
+  // The plan a staged step's install replaced, when its layout is small: freeing it then would synchronise
+  // the device inside a product (cudaFree); it goes at the next install or with the matrix.
+  std::unique_ptr<impl> retired_;
   std::unique_ptr<background_job> job_;  // destroyed first: joins the worker before the plan it shares goes
   void install_background(cudaStream_t stream, bool* changed);
 };

@@ -10,6 +10,8 @@
 
 #include <aijpredict/layout_ref_csr.hpp>
 
+#include <atomic>
+
 namespace aijp::detail {
 
 namespace {
@@ -172,11 +174,7 @@ class csr_vector final : public format_impl<Value> {
     // variant compiles to 32 registers and no shared memory (ptxas -v, CUDA 13.0), so one query serves all;
     // at 32 registers the resident threads per SM are the limit, which is what the models assume
     // (predict.cpp: max_threads_per_sm / block_size blocks per SM).
-    int device = 0, sm_count = 0, blocks_per_sm = 0;
-    AIJP_CUDA_CHECK(cudaGetDevice(&device));
-    AIJP_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-    AIJP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel_for<32, 1, true>(), block_size, 0));
-    slots_ = layout_ref::csr_vector_slots(a_.rows, lanes_, static_cast<size_type>(sm_count) * blocks_per_sm);
+    slots_ = layout_ref::csr_vector_slots(a_.rows, lanes_, resident_blocks());
   }
   format_id id() const override { return format_id::csr_vector; }
   void refresh_values(const device_csr<Value>&, cudaStream_t) override {}  // runs on the CSR copy itself
@@ -201,6 +199,26 @@ class csr_vector final : public format_impl<Value> {
   static kernel_type kernel_for()
   {
     return csr_vector_spmv<Value, lanes, slots, beta_zero>;
+  }
+  // Resident blocks of the current device (SMs x blocks per SM), queried once per device and value type: the
+  // occupancy query made most of the 17-23 us of host time a staged conversion to csr_vector took in one
+  // part of a short solve on the H100 machine (session 21).
+  static size_type resident_blocks()
+  {
+    constexpr int cached_devices = 64;
+    static std::atomic<long long> cache[cached_devices] = {};
+    int device = 0;
+    AIJP_CUDA_CHECK(cudaGetDevice(&device));
+    if (device >= 0 && device < cached_devices) {
+      const long long known = cache[device].load(std::memory_order_relaxed);
+      if (known > 0) return static_cast<size_type>(known);
+    }
+    int sm_count = 0, blocks_per_sm = 0;
+    AIJP_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+    AIJP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel_for<32, 1, true>(), block_size, 0));
+    const long long blocks = static_cast<long long>(sm_count) * blocks_per_sm;
+    if (device >= 0 && device < cached_devices && blocks > 0) cache[device].store(blocks, std::memory_order_relaxed);
+    return static_cast<size_type>(blocks);
   }
   template <int lanes>
   void launch(Value alpha, const Value* x, Value beta, Value* y, cudaStream_t stream)
