@@ -203,4 +203,21 @@ void event_pool::reserve(int count)
   for (cudaEvent_t e : events) release(device, e);
 }
 
+cudaStream_t analysis_stream()
+{
+  int device = 0;
+  AIJP_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mu;
+  static std::map<int, cudaStream_t> streams;  // never destroyed: the runtime may be gone at exit
+  std::lock_guard<std::mutex> lock(mu);
+  const auto it = streams.find(device);
+  if (it != streams.end()) return it->second;
+  int least = 0, greatest = 0;
+  AIJP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  cudaStream_t s = nullptr;
+  AIJP_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
+  streams.emplace(device, s);
+  return s;
+}
+
 }  // namespace aijp::detail

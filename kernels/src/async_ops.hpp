@@ -160,6 +160,15 @@ class piece_queue {
   piece_kind last_ = piece_kind::memset;
 };
 
+/// The stream a staged analysis issues its passes on (statistics, locality samples, histogram, strips):
+/// per device and process, non-blocking, at the device's lowest priority, created at the first call (the
+/// context makes it). On the products' own stream each pass's calls (a memset, a kernel, a few-byte
+/// read-back, its event) queued device latency that the solver's next synchronising read-back waited for: a
+/// part of 10-15 us of host time raised a 1.1 ms GMRES solve by ~3x that on the H100 (session 23). The passes
+/// only read the CSR copy's row pointers and column indices and write pooled temporaries and pinned
+/// read-backs, which later parts poll; the step makes this stream wait for the products' stream first.
+cudaStream_t analysis_stream();
+
 /// An event marking where a stream's read-back ends: done() polls it, wait() blocks.
 class poll_event {
  public:
@@ -194,6 +203,8 @@ class poll_event {
   {
     if (event_) AIJP_CUDA_CHECK(cudaEventSynchronize(event_));
   }
+  /// The recorded event (nullptr before the first record()).
+  cudaEvent_t get() const { return event_; }
   /// wait() for destructors: before pooled blocks that the recorded work uses go back to their pool. An
   /// error (which the stream's next checked call reports) is ignored here.
   void settle() const noexcept

@@ -1707,6 +1707,18 @@ struct gpu_matrix<Value>::background_job {
   static constexpr double dp_slice_us = 20.0;  // host time of a slice of the partition planner's DP
   static constexpr double prediction_slice_us = 5.0;  // host time of a slice of the candidates' predictions
   bool free_queried = false;                           // the analysis' cudaMemGetInfo is done
+  // The analysis' passes run on detail::analysis_stream() (`side`), once it waits for the products' stream
+  // (an event recorded there, then the wait: a part each); what the passes read back, later parts poll.
+  cudaStream_t side = nullptr;
+  detail::poll_event products_ready;
+  bool ready_recorded = false;
+  bool side_waits = false;
+  cudaStream_t pass_stream(stage st, cudaStream_t products) const
+  {
+    const bool analysis = st == stage::start || st == stage::sampling || st == stage::gathering || st == stage::plan_strips ||
+                          st == stage::gathering_strips;
+    return side_waits && analysis ? side : products;
+  }
   std::vector<format_estimate> partial_estimates;      // the predictions made so far (stage::deciding)
   std::size_t predicted = 0;                           // candidates predicted so far
   std::unique_ptr<detail::spmv_timer> pass_timer;
@@ -1815,13 +1827,17 @@ struct gpu_matrix<Value>::background_job {
       do {
         // An event pair around a part that issues device work (not while waiting for everything: block).
         const auto e0 = clock_type::now();
-        const bool timed = !block && opts.stage_duty > 0 && issues_device_work(at) && pass_timer && pass_timer->begin(stream, 0);
+        const cudaStream_t timed_stream = pass_stream(at, stream);
+        const bool timed = !block && opts.stage_duty > 0 && issues_device_work(at) && pass_timer && pass_timer->begin(timed_stream, 0);
         const auto w0 = clock_type::now();
         finished = advance_once(stream, block);
         const auto w1 = clock_type::now();
         if (timed) {
-          pass_timer->end(stream);
-        } else if (!block && opts.stage_duty > 0 && !pass_timer && (pass_known ? polled_pass : issues_pass(from) || polled_pass)) {
+          pass_timer->end(timed_stream);
+        } else if (!block && opts.stage_duty > 0 && !pass_timer && (pass_known ? polled_pass : issues_pass(from) || polled_pass) &&
+                   !(side_waits && pass_stream(from, stream) == side)) {
+          // A kernel in the products' stream: it delays the next product by about one product. (On the passes'
+          // stream it runs beside them on a device the short products leave mostly idle, and counts nothing.)
           spent_us += untimed_pass_us;
           device_us += untimed_pass_us;
         }
@@ -1869,6 +1885,20 @@ struct gpu_matrix<Value>::background_job {
       case stage::start:
         switch (step) {
           case background_step::analyze:
+            if (side && !ready_recorded) {  // where the passes' stream starts: after the products queued so far
+              products_ready.record(stream);
+              ready_recorded = true;
+              part_label = "passes' stream: event";
+              pass_known = true;
+              if (!block) return false;
+            }
+            if (side && !side_waits) {
+              AIJP_CUDA_CHECK(cudaStreamWaitEvent(side, products_ready.get(), 0));
+              side_waits = true;
+              part_label = "passes' stream: wait";
+              pass_known = true;
+              if (!block) return false;
+            }
             // Free memory (cudaMemGetInfo, tens of us) in this first part rather than in a poll of its own;
             // not queried again where the upload made a layout reserve (free_after_upload).
             // On the circuit stack (rows of 50000 entries) the poll after the histogram costs 0.3-0.66 ms on
@@ -1886,7 +1916,7 @@ struct gpu_matrix<Value>::background_job {
             }
             // The statistics' first call here (a memset), the locality samples' first in the next part, then one
             // call per part (piece_queue): inside a short solve each costs ~5-9 us of host time.
-            stats_job.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), stream, true);
+            stats_job.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), pass_stream(stage::start, stream), true);
             part_label = std::string("statistics: ") + piece_name(stats_job.last_piece());
             pass_known = true;
             polled_pass = stats_job.last_piece() == detail::piece_kind::launch;
@@ -1898,7 +1928,8 @@ struct gpu_matrix<Value>::background_job {
         at = after_step();
         return false;
       case stage::sampling:
-        locality.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), stream, 2048, true);
+        locality.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), pass_stream(stage::sampling, stream),
+                       2048, true);
         part_label = std::string("samples: ") + piece_name(locality.last_piece());
         pass_known = true;
         polled_pass = locality.last_piece() == detail::piece_kind::launch;
@@ -1922,7 +1953,8 @@ struct gpu_matrix<Value>::background_job {
         }
         const auto t0 = clock_type::now();
         const int stats_phase = stats_job.phase();
-        const bool stats_done = stats_job.poll(stream);
+        const cudaStream_t passes = pass_stream(stage::gathering, stream);
+        const bool stats_done = stats_job.poll(passes);
         if (stats_job.phase() != stats_phase) {
           part_label = std::string("histogram: ") + piece_name(stats_job.last_piece());
           polled_pass = stats_job.last_piece() == detail::piece_kind::launch;
@@ -1932,7 +1964,7 @@ struct gpu_matrix<Value>::background_job {
         const double gathered_us = 1e3 * ms_since(t0);
         if (!stats_done || !locality_done) {
           if (block) {
-            if (!stats_done) stats_job.wait(stream);
+            if (!stats_done) stats_job.wait(passes);
             if (!locality_done) locality.wait();
           }
           return false;
@@ -2012,14 +2044,15 @@ struct gpu_matrix<Value>::background_job {
         const auto t0 = clock_type::now();
         const auto& req = *m.planning_request;
         strips_job.start(m.csr.rows, m.csr.row_ptr.data(), m.csr.col_idx.data(), req.strip_rows, sizeof(Value),
-                         m.strips_need_columns(req.in, opts.candidates), stream);
+                         m.strips_need_columns(req.in, opts.candidates), pass_stream(stage::plan_strips, stream));
         strips_ms = ms_since(t0);
         at = stage::gathering_strips;
         return false;
       }
       case stage::gathering_strips: {
         const auto t0 = clock_type::now();
-        const bool done = block ? (strips_job.wait(stream), true) : strips_job.poll(stream);
+        const cudaStream_t passes = pass_stream(stage::gathering_strips, stream);
+        const bool done = block ? (strips_job.wait(passes), true) : strips_job.poll(passes);
         strips_ms += ms_since(t0);
         if (!done) return false;
         const auto& req = *m.planning_request;
@@ -2177,6 +2210,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   if (mode == background_mode::staged) {
     job->source = &m;  // copied in the first part
     job->started = clock_type::now();
+    if (step == background_step::analyze) job->side = detail::analysis_stream();
     const auto& params = job->ctx->model_params();
     job->slack_us = m.report.analyzed && m.report.predicted_us > 0
                         ? std::max(0.0, m.report.predicted_us - params.launch_us)
