@@ -246,6 +246,26 @@ int csr_vector_slots(const row_stats& s, const device_properties* device)
   return layout_ref::csr_vector_slots(s.rows, csr_vector_lanes(s), resident_blocks);
 }
 
+namespace {
+// Longest dependent chain, in entries, of a thread-per-row loop over its own row length under `#pragma unroll 4`
+// (kernels/src/formats/ell_common.cuh): nvcc emits an unrolled loop whose round issues the loads of 4 entries
+// together, then a remainder loop of n % 4 iterations, each a dependent index -> x chain of its own (PTX of the
+// loop, CUDA 13.0, sm_90; sell_common.cuh measured the same remainder cost and replaced it by chunks). In a warp
+// whose rows differ in length the two loops diverge and run one after the other, so the warp holding the longest
+// row (max_len) takes the most rounds of any length it may hold: floor(n / 4) + n % 4 over n in
+// [max(min_len, max_len - 3), max_len]. In entries at the unrolled rate (4 per round), so that the chain factors
+// keep their meaning on long rows (rows of 8 to 1600 entries: 1608).
+double unroll4_chain_entries(double longest, double shortest)
+{
+  if (longest < 1.0) return 0.0;
+  double rounds = 0;
+  for (double n = longest; n >= std::max({shortest, longest - 3.0, 1.0}); n -= 1.0) {
+    rounds = std::max(rounds, std::floor(n / 4.0) + std::fmod(n, 4.0));
+  }
+  return 4.0 * rounds;
+}
+}  // namespace
+
 layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const device_properties* device)
 {
   const double entry = vb + sizeof(index_type);
@@ -331,7 +351,8 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       c.padded_entries = rows * s.max_len;
       c.device_bytes = c.padded_entries * entry + rows * idx;
       c.moved_bytes = natural * entry + rows * idx;
-      c.serial_entries = s.max_len;
+      // Rows of natural order walk their own lengths: the unrolled loop and its remainder diverge in a warp.
+      c.serial_entries = unroll4_chain_entries(s.max_len, s.min_len);
       c.slot_work = natural;
       break;
     case format_id::pellr:

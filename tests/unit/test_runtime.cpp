@@ -412,6 +412,37 @@ TEST(PlaceholderModel, CsrVectorIdleLanesFollowTheTypicalRow)
   EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::csr_vector, few, 8, &dev).serial_entries, apart);
 }
 
+TEST(PlaceholderModel, EllrChainCountsTheUnrolledLoopsRemainder)
+{
+  // ELLPACK-R's loop over a row's own length is unrolled by 4: n / 4 rounds of 4 loads, then n % 4 dependent
+  // iterations one at a time; rows of one warp that differ in length run both loops one after the other. The
+  // chain is counted in entries at the unrolled rate (4 per round).
+  aijp::row_stats s;
+  s.rows = 4096;
+  s.cols = 4096;
+  const auto chain = [&](aijp::index_type min_len, aijp::index_type max_len) {
+    s.min_len = min_len;
+    s.max_len = max_len;
+    s.mean = 0.5 * (min_len + max_len);
+    s.nnz = static_cast<aijp::size_type>(s.mean * s.rows);
+    s.n_iter_natural = s.n_iter_sorted = (s.rows / 32) * max_len;
+    return aijp::layout_traffic_of(aijp::format_id::ellr, s, 8).serial_entries;
+  };
+  EXPECT_DOUBLE_EQ(chain(8, 8), 8.0);     // two unrolled rounds
+  EXPECT_DOUBLE_EQ(chain(3, 3), 12.0);    // three remainder iterations
+  EXPECT_DOUBLE_EQ(chain(9, 9), 12.0);    // two rounds and one iteration
+  EXPECT_DOUBLE_EQ(chain(1, 8), 16.0);    // a warp may hold rows of 7: one round and three iterations
+  EXPECT_DOUBLE_EQ(chain(8, 10), 16.0);   // rows of 8 to 10: at most 2 + 2 rounds
+  EXPECT_DOUBLE_EQ(chain(1600, 1600), 1600.0);
+  EXPECT_DOUBLE_EQ(chain(8, 1600), 1608.0);  // long rows keep the factor's meaning within 0.5 %
+  EXPECT_DOUBLE_EQ(chain(0, 0), 0.0);
+  // The other layouts still count entries.
+  s.min_len = 1;
+  s.max_len = 8;
+  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::ell, s, 8).serial_entries, 8.0);
+  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::pellr, s, 8).serial_entries, 8.0);
+}
+
 TEST(PlaceholderModel, HybCooPartStreamsAtCooRate)
 {
   // The dense top block of circuit:rows=4000000,dense=64,len=400000 (64 rows hold 25.6M of its 25.8M
