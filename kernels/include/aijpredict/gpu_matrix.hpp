@@ -216,13 +216,14 @@ enum class background_mode {
   /// On a worker thread with its own low-priority stream: neither the step's read-backs nor its host work
   /// hold up the thread issuing the products; its GPU work runs beside theirs.
   thread,
-  /// On the products' thread and stream, in parts: each poll_background does one part and never waits for
-  /// the device; read-backs land in pinned memory and are polled through events at later calls; the parts
-  /// are paced by plan_options::stage_duty. Each part issues two or three CUDA calls at most (~5 us of host
-  /// time each inside a short solve). The parts of an analysis: the running plan copied; the statistics'
-  /// first pass issued (and the free memory queried, unless the upload made a layout reserve); the first
-  /// locality sampler issued; the first pass's read-back; the second sampler; the samples' read-back; the
-  /// histogram issued; its read-back; the read-backs found done; the predictions (host); the decision
+  /// On the products' thread, in parts: each poll_background does one part and never waits for the device;
+  /// read-backs land in pinned memory and are polled through events at later calls; the parts are paced by
+  /// plan_options::stage_duty. An analysis part issues one CUDA call (~5-9 us of host time inside a short
+  /// solve), its passes on the analysis stream (detail::analysis_stream, after an event of the products'
+  /// stream). The parts of an analysis: the running plan copied; the event and the wait that order the
+  /// passes' stream; the free memory queried (unless the upload made a layout reserve); each pass's memset,
+  /// kernel(s), read-back and event (statistics, locality samples, then the histogram); the read-backs found
+  /// done; the predictions in slices of ~5 us, the online timer, the online factors (host); the decision
   /// (host). A partition
   /// the decision would plan: the strip summaries (one part, waiting for their device passes), the DP in
   /// slices (partition_planner), then the decision again with that plan. A conversion to sell_delta16 is
