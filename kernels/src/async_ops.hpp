@@ -116,50 +116,6 @@ class event_pool {
   impl& get();
 };
 
-/// The CUDA calls of a staged pass, queued and issued one at a time. Inside a short solve each call costs
-/// ~5-9 us of host time on the H100 machine, so a part that issues two or three of them (a memset, a kernel
-/// and a read-back) took 11-28 us and was 1-2.5 % of a 1.1 ms solve on its own (session 22): a staged step
-/// issues one per part. `kind` tells the pacing which calls put a kernel in the products' stream.
-enum class piece_kind { memset, launch, copy, event };
-class piece_queue {
- public:
-  void push(piece_kind kind, std::function<void()> call) { q_.push_back({kind, std::move(call)}); }
-  std::size_t pending() const { return q_.size() - next_; }
-  bool empty() const { return pending() == 0; }
-  /// Issues the next call; false when none was pending.
-  bool issue_one()
-  {
-    if (empty()) return false;
-    piece& p = q_[next_++];
-    last_ = p.kind;
-    if (empty()) {
-      auto call = std::move(p.call);
-      q_.clear();
-      next_ = 0;
-      call();
-    } else {
-      p.call();
-    }
-    return true;
-  }
-  void issue_all()
-  {
-    while (issue_one()) {
-    }
-  }
-  /// The kind of the call issue_one issued last.
-  piece_kind last() const { return last_; }
-
- private:
-  struct piece {
-    piece_kind kind;
-    std::function<void()> call;
-  };
-  std::vector<piece> q_;
-  std::size_t next_ = 0;
-  piece_kind last_ = piece_kind::memset;
-};
-
 /// The stream a staged analysis issues its passes on (statistics, locality samples, histogram, strips):
 /// per device and process, non-blocking, at the device's lowest priority, created at the first call (the
 /// context makes it). On the products' own stream each pass's calls (a memset, a kernel, a few-byte
@@ -215,6 +171,71 @@ class poll_event {
  private:
   cudaEvent_t event_ = nullptr;
   int device_ = 0;
+};
+
+/// The CUDA calls of a staged pass, queued and issued one at a time. Inside a short solve each call costs
+/// ~5-9 us of host time on the H100 machine, so a part that issues two or three of them (a memset, a kernel
+/// and a read-back) took 11-28 us and was 1-2.5 % of a 1.1 ms solve on its own (session 22): a staged step
+/// issues one per part. `kind` tells the pacing which calls put a kernel in the products' stream.
+enum class piece_kind { memset, launch, copy, event };
+class piece_queue {
+ public:
+  void push(piece_kind kind, std::function<void()> call) { q_.push_back({kind, std::move(call)}); }
+  std::size_t pending() const { return q_.size() - next_; }
+  bool empty() const { return pending() == 0; }
+  /// Issues the next call; false when none was pending.
+  bool issue_one()
+  {
+    if (empty()) return false;
+    piece& p = q_[next_++];
+    last_ = p.kind;
+    past_event_ = p.kind != piece_kind::event;
+    if (empty()) {
+      auto call = std::move(p.call);
+      q_.clear();
+      next_ = 0;
+      call();
+    } else {
+      p.call();
+    }
+    return true;
+  }
+  void issue_all()
+  {
+    while (issue_one()) {
+    }
+  }
+  /// issue_one() with `one`, else issue_all().
+  void issue(bool one)
+  {
+    if (one) {
+      issue_one();
+    } else {
+      issue_all();
+    }
+  }
+  /// For destructors, before the pooled blocks the calls use go back to their pool: waits for `event` (the
+  /// pass's, recorded by its event call) or, where calls were issued after it, for all of `stream`.
+  void settle(const poll_event& event, cudaStream_t stream) const noexcept
+  {
+    if (past_event_) {
+      (void)cudaStreamSynchronize(stream);
+    } else {
+      event.settle();
+    }
+  }
+  /// The kind of the call issue_one issued last.
+  piece_kind last() const { return last_; }
+
+ private:
+  struct piece {
+    piece_kind kind;
+    std::function<void()> call;
+  };
+  std::vector<piece> q_;
+  std::size_t next_ = 0;
+  piece_kind last_ = piece_kind::memset;
+  bool past_event_ = false;  // calls issued after the last event call
 };
 
 }  // namespace aijp::detail

@@ -383,19 +383,10 @@ struct locality_job::state {
   cudaStream_t stream = nullptr;
   scratch_buffer<locality_both> d;
   pinned_buffer<locality_both> h{1};
-  piece_queue q;           // start(..., pieces): the calls not issued yet, one per issue_pending() or poll()
-  bool unsettled = false;  // calls issued after the last event: the event does not cover them
+  piece_queue q;  // start(..., pieces): the calls not issued yet, one per issue_pending() or poll()
   poll_event event;
   locality_sample result;
-  // The pooled blocks go back to the pool: nothing issued may still use them.
-  ~state()
-  {
-    if (unsettled && stream) {
-      (void)cudaStreamSynchronize(stream);
-    } else {
-      event.settle();
-    }
-  }
+  ~state() { q.settle(event, stream); }  // the pooled blocks go back to the pool: nothing issued may still use them
 };
 
 locality_job::locality_job() : s_(std::make_unique<state>()) {}
@@ -421,10 +412,7 @@ void locality_job::start(size_type rows, size_type cols, const index_type* d_row
   s.col_idx = d_col_idx;
   s.stream = stream;
   state* sp = &s;
-  s.q.push(piece_kind::memset, [sp] {
-    sp->unsettled = true;
-    AIJP_CUDA_CHECK(cudaMemsetAsync(sp->d.data(), 0, sizeof(locality_both), sp->stream));
-  });
+  s.q.push(piece_kind::memset, [sp] { AIJP_CUDA_CHECK(cudaMemsetAsync(sp->d.data(), 0, sizeof(locality_both), sp->stream)); });
   s.q.push(piece_kind::launch, [sp] {
     sector_counts<<<sp->groups, 256, 0, sp->stream>>>(sp->rows, sp->groups, sp->row_ptr, sp->col_idx, sp->shift, &sp->d.data()->natural);
     AIJP_CHECK_LAUNCH();
@@ -437,16 +425,9 @@ void locality_job::start(size_type rows, size_type cols, const index_type* d_row
   s.q.push(piece_kind::copy, [sp] {
     AIJP_CUDA_CHECK(cudaMemcpyAsync(sp->h.data(), sp->d.data(), sizeof(locality_both), cudaMemcpyDeviceToHost, sp->stream));
   });
-  s.q.push(piece_kind::event, [sp] {
-    sp->event.record(sp->stream);
-    sp->unsettled = false;
-  });
+  s.q.push(piece_kind::event, [sp] { sp->event.record(sp->stream); });
   s.phase = 1;
-  if (pieces) {
-    s.q.issue_one();
-  } else {
-    s.q.issue_all();
-  }
+  s.q.issue(pieces);
 }
 
 int locality_job::pending_pieces() const { return static_cast<int>(s_->q.pending()); }

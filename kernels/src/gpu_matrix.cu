@@ -11,6 +11,7 @@
 #include "module_preload.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -329,6 +330,21 @@ struct gpu_matrix<Value>::impl {
     };
     std::optional<online_factors> factors;
   };
+  // Each estimate's online correction factor for this matrix (`xs`: its x_sectors_per_nnz), the decision
+  // applies them (analyze) and a staged step takes them in a part of their own.
+  typename gathered_input::online_factors online_factors_of(const online::corrections& corr, const std::vector<format_estimate>& estimates,
+                                                            const row_stats& stats, double xs) const
+  {
+    typename gathered_input::online_factors f;
+    f.key = online::key_of(stats, sizeof(Value), xs);
+    for (const auto& e : estimates) {
+      const auto cls = online::classify(e.bytes, static_cast<double>(report.device.l2_bytes));
+      f.raw_us.push_back(e.predicted_us);
+      f.cls.push_back(cls);
+      f.factor.push_back(corr.factor(e.format, cls, f.key));
+    }
+    return f;
+  }
   // The models' input for this matrix from its statistics and locality samples.
   prediction_input analysis_input(const row_stats& stats, const locality_sample& loc, size_type free_memory) const;
   void analyze(const context& ctx, const plan_options& opts, cudaStream_t stream, const gathered_input* gathered = nullptr);
@@ -660,27 +676,15 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
       rep.timer_us = 1e3 * ms_since(t_timer);
     }
     const auto t_factors = clock_type::now();
-    if (gathered && gathered->factors && gathered->factors->factor.size() == rep.estimates.size()) {
-      // A staged step's earlier part took them, from the same corrections (context::online_corrections).
-      const auto& g = *gathered->factors;
-      m.on.raw_us = g.raw_us;
-      m.on.cls = g.cls;
-      m.on.key = g.key;
-      rep.online_factor = g.factor;
-      for (std::size_t i = 0; i < rep.estimates.size(); ++i) rep.estimates[i].predicted_us *= g.factor[i];
-    } else {
-      m.on.raw_us.clear();
-      m.on.cls.clear();
-      m.on.key = online::key_of(rep.stats, sizeof(Value), rep.x_sectors_per_nnz);
-      for (auto& e : rep.estimates) {
-        const auto cls = online::classify(e.bytes, static_cast<double>(rep.device.l2_bytes));
-        const double f = m.on.corr->factor(e.format, cls, m.on.key);
-        m.on.raw_us.push_back(e.predicted_us);
-        m.on.cls.push_back(cls);
-        rep.online_factor.push_back(f);
-        e.predicted_us *= f;
-      }
-    }
+    // A staged step's earlier part took them, from the same corrections (context::online_corrections).
+    auto g = gathered && gathered->factors && gathered->factors->factor.size() == rep.estimates.size()
+                 ? *gathered->factors
+                 : m.online_factors_of(*m.on.corr, rep.estimates, rep.stats, rep.x_sectors_per_nnz);
+    m.on.raw_us = std::move(g.raw_us);
+    m.on.cls = std::move(g.cls);
+    m.on.key = g.key;
+    rep.online_factor = std::move(g.factor);
+    for (std::size_t i = 0; i < rep.estimates.size(); ++i) rep.estimates[i].predicted_us *= rep.online_factor[i];
     rep.factors_us = 1e3 * ms_since(t_factors);
   }
   const auto t_choice = clock_type::now();
@@ -1735,6 +1739,14 @@ struct gpu_matrix<Value>::background_job {
   bool polled_pass = false;
   // The part said itself whether it launched a kernel (polled_pass): the analysis' parts of one call each.
   bool pass_known = false;
+  // A part that issued one call of a pass (`pass`: "statistics", "samples", "histogram"): its label and
+  // whether it launched a kernel.
+  void piece_part(const char* pass, detail::piece_kind k)
+  {
+    part_label = std::string(pass) + ": " + piece_name(k);
+    pass_known = true;
+    polled_pass = k == detail::piece_kind::launch;
+  }
   static bool issues_device_work(stage st)
   {
     return st == stage::start || st == stage::sampling || st == stage::gathering || st == stage::plan_strips ||
@@ -1747,21 +1759,22 @@ struct gpu_matrix<Value>::background_job {
   // parts instead of the duty's 1 % (H100, session 23).
   static constexpr double gap_cap = 3.0;
   clock_type::time_point last_poll{};
-  double active = 0;            // ms
-  std::vector<double> gaps;     // the last recent_gaps gaps (ms), oldest first
+  double active = 0;  // ms
   static constexpr std::size_t recent_gaps = 15;
-  double active_ms(clock_type::time_point now)
+  std::array<double, recent_gaps> gaps{};  // the last min(polls, recent_gaps) gaps (ms), a ring
+  std::size_t polls = 0;
+  double active_ms(clock_type::time_point now)  // every product while the step runs: no allocation
   {
     const double gap = ms_between(last_poll == clock_type::time_point{} ? started : last_poll, now);
     last_poll = now;
     double counted = gap;
-    if (gaps.size() >= 3) {
-      std::vector<double> sorted = gaps;
-      std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
-      counted = std::min(gap, gap_cap * sorted[sorted.size() / 2]);
+    const std::size_t known = std::min(polls, recent_gaps);
+    if (known >= 3) {
+      std::array<double, recent_gaps> sorted = gaps;
+      std::nth_element(sorted.begin(), sorted.begin() + known / 2, sorted.begin() + known);
+      counted = std::min(gap, gap_cap * sorted[known / 2]);
     }
-    if (gaps.size() >= recent_gaps) gaps.erase(gaps.begin());
-    gaps.push_back(gap);
+    gaps[polls++ % recent_gaps] = gap;
     active += counted;
     return active;
   }
@@ -1942,9 +1955,7 @@ struct gpu_matrix<Value>::background_job {
             // The statistics' first call here (a memset), the locality samples' first in the next part, then one
             // call per part (piece_queue): inside a short solve each costs ~5-9 us of host time.
             stats_job.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), pass_stream(stage::start, stream), true);
-            part_label = std::string("statistics: ") + piece_name(stats_job.last_piece());
-            pass_known = true;
-            polled_pass = stats_job.last_piece() == detail::piece_kind::launch;
+            piece_part("statistics", stats_job.last_piece());
             at = stage::sampling;
             return false;
           case background_step::convert_deferred: changed = m.convert_deferred(opts.expected_mults, stream); break;
@@ -1955,9 +1966,7 @@ struct gpu_matrix<Value>::background_job {
       case stage::sampling:
         locality.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), pass_stream(stage::sampling, stream),
                        2048, true);
-        part_label = std::string("samples: ") + piece_name(locality.last_piece());
-        pass_known = true;
-        polled_pass = locality.last_piece() == detail::piece_kind::launch;
+        piece_part("samples", locality.last_piece());
         at = stage::gathering;
         return false;
       case stage::gathering: {
@@ -1966,13 +1975,11 @@ struct gpu_matrix<Value>::background_job {
         pass_known = true;
         if (!block) {
           if (stats_job.issue_pending()) {
-            part_label = std::string(stats_job.phase() == 1 ? "statistics: " : "histogram: ") + piece_name(stats_job.last_piece());
-            polled_pass = stats_job.last_piece() == detail::piece_kind::launch;
+            piece_part(stats_job.phase() == 1 ? "statistics" : "histogram", stats_job.last_piece());
             return false;
           }
           if (locality.issue_pending()) {
-            part_label = std::string("samples: ") + piece_name(locality.last_piece());
-            polled_pass = locality.last_piece() == detail::piece_kind::launch;
+            piece_part("samples", locality.last_piece());
             return false;
           }
         }
@@ -1981,8 +1988,7 @@ struct gpu_matrix<Value>::background_job {
         const cudaStream_t passes = pass_stream(stage::gathering, stream);
         const bool stats_done = stats_job.poll(passes);
         if (stats_job.phase() != stats_phase) {
-          part_label = std::string("histogram: ") + piece_name(stats_job.last_piece());
-          polled_pass = stats_job.last_piece() == detail::piece_kind::launch;
+          piece_part("histogram", stats_job.last_piece());
           if (!block) return false;
         }
         const bool locality_done = locality.poll();
@@ -2038,15 +2044,7 @@ struct gpu_matrix<Value>::background_job {
             // The online corrections' factors in a part of their own (6-12 us of the 26-31 us decision part on
             // the H100 machine, session 21).
             const auto t1 = clock_type::now();
-            typename impl::gathered_input::online_factors f;
-            f.key = online::key_of(gathered->stats, sizeof(Value), gathered->loc.x_sectors_per_nnz);
-            for (const auto& e : *gathered->estimates) {
-              const auto cls = online::classify(e.bytes, static_cast<double>(m.report.device.l2_bytes));
-              f.raw_us.push_back(e.predicted_us);
-              f.cls.push_back(cls);
-              f.factor.push_back(corr->factor(e.format, cls, f.key));
-            }
-            gathered->factors = std::move(f);
+            gathered->factors = m.online_factors_of(*corr, *gathered->estimates, gathered->stats, gathered->loc.x_sectors_per_nnz);
             char line[80];
             std::snprintf(line, sizeof(line), "online factors (%.0f us)", 1e3 * ms_since(t1));
             part_label = line;

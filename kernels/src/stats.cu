@@ -325,27 +325,10 @@ struct row_stats_job::state {
   int listed = 0;     // rows listed (lengths >= bins), 0 when the bins cover every length
   bool pieces = false;  // start(..., pieces): one CUDA call per issue_pending() or poll()
   piece_queue q;        // the pass's calls not issued yet
-  bool unsettled = false;  // calls issued after the last event: the event does not cover them
   cudaStream_t stream = nullptr;
   poll_event event;
   row_stats result;
-  void issue(bool all)
-  {
-    if (all) {
-      q.issue_all();
-    } else {
-      q.issue_one();
-    }
-  }
-  // The pooled blocks go back to the pool: nothing issued may still use them.
-  ~state()
-  {
-    if (unsettled && stream) {
-      (void)cudaStreamSynchronize(stream);
-    } else {
-      event.settle();
-    }
-  }
+  ~state() { q.settle(event, stream); }  // the pooled blocks go back to the pool: nothing issued may still use them
 };
 
 row_stats_job::row_stats_job() : s_(std::make_unique<state>()) {}
@@ -370,10 +353,7 @@ void row_stats_job::start(size_type rows, size_type cols, const index_type* d_ro
   s.d_sum.resize(1);
   const auto grid = static_cast<unsigned>(std::min<size_type>((rows + warp_max_block - 1) / warp_max_block, warp_max_blocks));
   state* sp = &s;
-  s.q.push(piece_kind::memset, [sp] {
-    sp->unsettled = true;
-    AIJP_CUDA_CHECK(cudaMemsetAsync(sp->d_sum.data(), 0, sizeof(warp_summary), sp->stream));
-  });
+  s.q.push(piece_kind::memset, [sp] { AIJP_CUDA_CHECK(cudaMemsetAsync(sp->d_sum.data(), 0, sizeof(warp_summary), sp->stream)); });
   s.q.push(piece_kind::launch, [sp, grid] {
     warp_max_kernel<<<grid, warp_max_block, 0, sp->stream>>>(sp->rows, sp->row_ptr, sp->d_sum.data());
     AIJP_CHECK_LAUNCH();
@@ -381,12 +361,9 @@ void row_stats_job::start(size_type rows, size_type cols, const index_type* d_ro
   s.q.push(piece_kind::copy, [sp] {
     AIJP_CUDA_CHECK(cudaMemcpyAsync(sp->h_sum.data(), sp->d_sum.data(), sizeof(warp_summary), cudaMemcpyDeviceToHost, sp->stream));
   });
-  s.q.push(piece_kind::event, [sp] {
-    sp->event.record(sp->stream);
-    sp->unsettled = false;
-  });
+  s.q.push(piece_kind::event, [sp] { sp->event.record(sp->stream); });
   s.phase = 1;
-  s.issue(!pieces);
+  s.q.issue(pieces);
 }
 
 bool row_stats_job::issue_pending() { return s_->q.issue_one(); }
@@ -409,10 +386,7 @@ bool row_stats_job::poll(cudaStream_t stream)
     if (list) {
       s.d_long.resize(static_cast<std::size_t>(s.listed) + 1);
       s.h_long.resize(static_cast<std::size_t>(s.listed) + 1);
-      s.q.push(piece_kind::memset, [sp] {
-        sp->unsettled = true;
-        AIJP_CUDA_CHECK(cudaMemsetAsync(sp->d_long.data(), 0, sizeof(int), sp->stream));
-      });
+      s.q.push(piece_kind::memset, [sp] { AIJP_CUDA_CHECK(cudaMemsetAsync(sp->d_long.data(), 0, sizeof(int), sp->stream)); });
       s.q.push(piece_kind::launch, [sp] {
         const auto grid = static_cast<unsigned>((sp->rows + warp_max_block - 1) / warp_max_block);
         long_rows_kernel<<<grid, warp_max_block, 0, sp->stream>>>(sp->rows, sp->row_ptr, sp->d_long.data());
@@ -421,10 +395,7 @@ bool row_stats_job::poll(cudaStream_t stream)
     }
     s.d_hist.resize(s.bins);
     s.h_hist.resize(s.bins);
-    s.q.push(piece_kind::memset, [sp] {
-      sp->unsettled = true;
-      AIJP_CUDA_CHECK(cudaMemsetAsync(sp->d_hist.data(), 0, sp->bins * sizeof(int), sp->stream));
-    });
+    s.q.push(piece_kind::memset, [sp] { AIJP_CUDA_CHECK(cudaMemsetAsync(sp->d_hist.data(), 0, sp->bins * sizeof(int), sp->stream)); });
     s.q.push(piece_kind::launch, [sp] {
       const auto blocks = static_cast<unsigned>(std::min<size_type>((sp->rows + histogram_block - 1) / histogram_block, histogram_max_blocks));
       const std::size_t shared = static_cast<std::size_t>(std::min(sp->bins, histogram_shared_bins)) * sizeof(int);
@@ -439,12 +410,9 @@ bool row_stats_job::poll(cudaStream_t stream)
     s.q.push(piece_kind::copy, [sp] {
       AIJP_CUDA_CHECK(cudaMemcpyAsync(sp->h_hist.data(), sp->d_hist.data(), sp->bins * sizeof(int), cudaMemcpyDeviceToHost, sp->stream));
     });
-    s.q.push(piece_kind::event, [sp] {
-      sp->event.record(sp->stream);
-      sp->unsettled = false;
-    });
+    s.q.push(piece_kind::event, [sp] { sp->event.record(sp->stream); });
     s.phase = 2;
-    s.issue(!s.pieces);
+    s.q.issue(s.pieces);
     return false;
   }
   // The occupied lengths: the binned ones, then the listed ones in increasing order.
