@@ -35,6 +35,10 @@ Options:\n\
                      the paired ratio of a solve index compares solves a few milliseconds apart rather than\n\
                      a whole type's solves apart: the host's and the GPU's clocks drift by several percent\n\
                      over a second on the H100 machine (default: false, each type's solves in a row)\n\
+  -inject_us <us>    a calibration of what host time costs a solve: the solves of the type at -inject_type\n\
+                     (index in -types, default 1) busy-wait this long on the host at KSP iteration\n\
+                     -inject_at (default 5), touching -inject_touch_kb KiB of memory while they wait\n\
+                     (default 0), every -inject_every-th solve (default 1) (default 0: none)\n\
 KSP and PC options (-ksp_type, -pc_type, -ksp_rtol, -ksp_max_it, ...) apply to every solve.\n";
 
 #include <petscksp.h>
@@ -167,8 +171,33 @@ struct Solver {
   std::vector<double> later;
 };
 
+/* -inject_us: host time spent inside the solve at one iteration, to calibrate what it costs the solve. */
+struct Injection {
+  double            us = 0;
+  PetscInt          at = 5, every = 1, touch_kb = 0;
+  PetscInt          solves = 0; /* KSPSolve calls so far (counted at iteration 0) */
+  std::vector<char> buffer;
+};
+
+static PetscErrorCode InjectMonitor(KSP, PetscInt it, PetscReal, void *ctx)
+{
+  Injection *inj = (Injection *)ctx;
+
+  PetscFunctionBeginUser;
+  if (it == 0) ++inj->solves;
+  if (it != inj->at || (inj->solves - 1) % inj->every != 0) PetscFunctionReturn(PETSC_SUCCESS);
+  PetscLogDouble t0, t;
+  PetscCall(PetscTime(&t0));
+  size_t k = 0;
+  do {
+    for (int i = 0; i < 64 && !inj->buffer.empty(); ++i, k += 64) inj->buffer[k % inj->buffer.size()] += 1;
+    PetscCall(PetscTime(&t));
+  } while (1e6 * (t - t0) < inj->us);
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* Converts A0 to `type` (nothing uploaded yet: the first solve does it) and makes its KSP. */
-static PetscErrorCode SolverSetUp(Mat A0, const char *type, Vec b_host, Solver *s)
+static PetscErrorCode SolverSetUp(Mat A0, const char *type, Vec b_host, Solver *s, Injection *inj)
 {
   PetscFunctionBeginUser;
   PetscCall(ConvertTo(A0, type, &s->B));
@@ -177,6 +206,7 @@ static PetscErrorCode SolverSetUp(Mat A0, const char *type, Vec b_host, Solver *
   PetscCall(KSPCreate(PETSC_COMM_SELF, &s->ksp));
   PetscCall(KSPSetOperators(s->ksp, s->B, s->B));
   PetscCall(KSPSetFromOptions(s->ksp));
+  if (inj) PetscCall(KSPMonitorSet(s->ksp, InjectMonitor, inj, nullptr));
   /* The later solves of each type in a log stage of their own ('Solves <type>'), so that -log_view splits
      their events (MatMult, the vector operations, PCApply) by matrix type. */
   char name[64];
@@ -241,6 +271,15 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-solves", &solves, nullptr));
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-mults", &mults, nullptr));
   PetscCall(PetscOptionsGetBool(nullptr, nullptr, "-interleave", &interleave, nullptr));
+  Injection inj;
+  PetscInt  inject_type = 1;
+  PetscCall(PetscOptionsGetReal(nullptr, nullptr, "-inject_us", &inj.us, nullptr));
+  PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-inject_type", &inject_type, nullptr));
+  PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-inject_at", &inj.at, nullptr));
+  PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-inject_every", &inj.every, nullptr));
+  PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-inject_touch_kb", &inj.touch_kb, nullptr));
+  PetscCheck(inj.us >= 0 && inj.at >= 0 && inj.every >= 1 && inj.touch_kb >= 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-inject_us, -inject_at, -inject_touch_kb must be >= 0 and -inject_every >= 1");
+  inj.buffer.assign((size_t)inj.touch_kb * 1024, 0);
   PetscCheck(rounds > 0 && solves > 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-rounds and -solves must be positive");
   PetscCheck(mults >= 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-mults must be >= 0");
   if (mults > 0) {
@@ -285,6 +324,8 @@ int main(int argc, char **argv)
   PetscCall(MatMult(A0, u, b));
 
   const size_t                     nt = types.size();
+  PetscCheck(inj.us == 0 || (inject_type >= 0 && (size_t)inject_type < nt), PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-inject_type %" PetscInt_FMT " is not an index into -types", inject_type);
+  const auto inject_at = [&](size_t k) -> Injection * { return inj.us > 0 && (PetscInt)k == inject_type ? &inj : nullptr; };
   std::vector<std::vector<double>> first(nt), later(nt);
   std::vector<std::vector<std::vector<double>>> each(nt); /* [type][round][solve index - 1]: the later solves */
   std::vector<std::vector<ProductTimes>> products(nt);
@@ -312,14 +353,14 @@ int main(int argc, char **argv)
       PetscFunctionReturn(PETSC_SUCCESS);
     };
     if (interleave) {
-      for (size_t i = 0; i < nt; ++i) PetscCall(SolverSetUp(A0, types[order(i, 0)].c_str(), b, &solver[order(i, 0)]));
+      for (size_t i = 0; i < nt; ++i) PetscCall(SolverSetUp(A0, types[order(i, 0)].c_str(), b, &solver[order(i, 0)], inject_at(order(i, 0))));
       for (PetscInt j = 0; j < solves; ++j)
         for (size_t i = 0; i < nt; ++i) PetscCall(SolverSolve(&solver[order(i, j)]));
       for (size_t i = 0; i < nt; ++i) PetscCall(finish(order(i, 0)));
     } else {
       for (size_t i = 0; i < nt; ++i) {
         const size_t k = order(i, 0);
-        PetscCall(SolverSetUp(A0, types[k].c_str(), b, &solver[k]));
+        PetscCall(SolverSetUp(A0, types[k].c_str(), b, &solver[k], inject_at(k)));
         for (PetscInt j = 0; j < solves; ++j) PetscCall(SolverSolve(&solver[k]));
         PetscCall(finish(k));
       }

@@ -1661,6 +1661,8 @@ struct gpu_matrix<Value>::background_job {
   format_id building = format_id::cusparse_csr;
   double conversion_host_ms = 0;
   std::vector<double> poll_us;  // host time of each advance that did work
+  std::vector<int> poll_product;  // the product each of them ran after (1: the first after the start)
+  int advances = 0;               // advance calls so far (one per product)
   std::vector<std::string> poll_stage;  // the stage each of them began in (">next" when it moved on)
   std::string part_label;               // what the part did, where the stage does several things
   static const char* stage_name(stage st)
@@ -1846,6 +1848,7 @@ struct gpu_matrix<Value>::background_job {
   bool advance(cudaStream_t stream, bool block)
   {
     const auto t0 = clock_type::now();
+    ++advances;
     harvest_passes();
     // Pacing: the parts' host time beyond the product they overlap, and their device time, stay within
     // opts.stage_duty of the wall time since the step began.
@@ -1888,6 +1891,7 @@ struct gpu_matrix<Value>::background_job {
       at = stage::finished;
     }
     poll_us.push_back(1e3 * ms_since(t0));
+    poll_product.push_back(advances);
     std::string label = from == at ? std::string(stage_name(from)) : std::string(stage_name(from)) + ">" + stage_name(at);
     if (!part_label.empty()) label += ": " + part_label;
     label += detail::driver_allocations().since(allocations);
@@ -2321,6 +2325,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   rep.background_what = background_step_name(job->step);
   rep.staged_poll_us = std::move(job->poll_us);  // empty for a thread
   rep.staged_poll_stage = std::move(job->poll_stage);
+  rep.staged_poll_product = std::move(job->poll_product);
   rep.staged_skipped = job->skipped;
   rep.staged_device_us = job->device_us;
   rep.install_ms = ms_since(t0);

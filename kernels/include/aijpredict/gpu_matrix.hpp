@@ -167,6 +167,8 @@ struct plan_report {
   /// "convert", "converting", "building partition"; "a>b" when the poll moved on to b), and what the part did
   /// where a stage does several things (": histogram", ": decision").
   std::vector<std::string> staged_poll_stage;
+  /// The product each of those polls ran after, counted from the one that started the step (0).
+  std::vector<int> staged_poll_product;
   int staged_polls() const { return static_cast<int>(staged_poll_us.size()); }
   /// Products at which the step's part waited for its host-time share (plan_options::stage_duty).
   int staged_skipped = 0;
