@@ -474,6 +474,54 @@ TEST(PlaceholderModel, HybCooPartStreamsAtCooRate)
   EXPECT_NEAR(regular[0].predicted_us, regular[1].predicted_us, 1e-9);
 }
 
+TEST(PlaceholderModel, HybCooPartRunsAfterTheEllChain)
+{
+  // HYB launches its COO kernel after the ELL kernel: when the ELL part's chain of K entries bounds the product,
+  // the COO part's time adds to it instead of hiding under it. 5000 rows of 60 in the ELL part, 40 rows with
+  // 2000 more entries in the COO part, all in the L2.
+  aijp::prediction_input in;
+  in.device = h100_like();
+  in.device.l2_bytes = 50 << 20;
+  aijp::row_stats& s = in.stats;
+  s.rows = s.cols = 5000;
+  s.min_len = s.mode_len = 60;
+  s.mode_count = 4960;
+  s.max_len = 2060;
+  s.hyb_ell_width = 60;
+  s.hyb_coo_nnz = 40 * 2000;
+  s.nnz = s.rows * 60 + s.hyb_coo_nnz;
+  s.mean = static_cast<double>(s.nnz) / s.rows;
+  s.n_iter_natural = s.n_iter_sorted = (s.rows / 32) * 60 + 2 * 2060;
+  in.x_sectors_per_nnz = 0.1;
+  aijp::bandwidth_model_params p;
+  p.l2_gather_gbs = 4600.0;
+  const auto with_coo = aijp::explain_bandwidth_model(aijp::format_id::hyb, in, p);
+  ASSERT_GT(with_coo.raw_chain_us, 2 * std::max(with_coo.stream_us, with_coo.l2_us));  // chain-bound
+  // The COO part at COO's rate: its entries with row indices and y read and written by the atomics, or its L2
+  // traffic with the x gathers, whichever is longer.
+  const double coo_bytes = 80000.0 * (8 + 8) + 2.0 * 5000 * 8;
+  const double coo_us = std::max(coo_bytes / (p.stream_read_gbs * 1e3 * 0.7), (coo_bytes + 0.1 * 80000 * 32) / (4600.0 * 1e3));
+  EXPECT_NEAR(with_coo.chain_us, with_coo.raw_chain_us + coo_us, 1e-9);
+  EXPECT_NEAR(with_coo.predicted_us, with_coo.fixed_us + with_coo.raw_chain_us + coo_us, 1e-9);
+  // The chain factor fitted on such samples is net of the COO part: samples measured at fixed + 1.5 x chain +
+  // the COO part give 1.5 (ELL parts of 120-190 entries: chains of two launches and more).
+  std::vector<aijp::fixed_cost_observation> obs;
+  for (int k = 0; k < 8; ++k) {
+    aijp::prediction_input v = in;
+    v.stats.hyb_ell_width = v.stats.min_len = v.stats.mode_len = 120 + 10 * k;
+    ASSERT_GT(aijp::explain_bandwidth_model(aijp::format_id::hyb, v, p).raw_chain_us, 2 * p.launch_us);
+    const auto b = aijp::explain_bandwidth_model(aijp::format_id::hyb, v, p);
+    obs.push_back({aijp::format_id::hyb, v, b.fixed_us + 1.5 * b.raw_chain_us + (b.chain_us - b.raw_chain_us)});
+  }
+  aijp::bandwidth_model_params fitted = p;
+  aijp::fit_format_corrections(obs, fitted, 5);
+  EXPECT_NEAR(aijp::chain_factor(fitted, aijp::format_id::hyb, 1.0, true), 1.5, 1e-6);
+  // Without a chain (a HYB of short rows) the COO part stays inside the stream and L2 terms.
+  s.hyb_ell_width = s.min_len = s.mode_len = s.max_len = 0;
+  const auto no_chain = aijp::explain_bandwidth_model(aijp::format_id::hyb, in, p);
+  EXPECT_DOUBLE_EQ(no_chain.chain_us, 0.0);
+}
+
 TEST(PlaceholderModel, EveryFormatHasAnEstimateAndPaddingBlowUpIsInfeasible)
 {
   aijp::prediction_input in;
