@@ -355,7 +355,7 @@ struct gpu_matrix<Value>::impl {
   {
     return report.deferred && report.saving_us * expected_mults >= report.conversion_estimate_us;
   }
-  bool may_plan_when_reused(const plan_options& opts) const;
+  bool may_plan_when_reused(const plan_options& opts, double launch_us) const;
   // A plan for a background step: the same device CSR, the report, the decision state and the online
   // settings; no layout, timer or parked plan (the step builds what it needs).
   std::unique_ptr<impl> copy_for_background() const;
@@ -867,21 +867,28 @@ void gpu_matrix<Value>::impl::converted(format_id choice, double ms)
 }
 
 // Amortization of the planning itself (plan_options::planning_share): the most a split could save over
-// the expected products, taken as half the best single format's predicted time per product.
-double split_saving_bound_us(double single_us, const plan_options& opts) { return 0.5 * single_us * opts.expected_mults; }
+// the expected products, taken as half the best single format's predicted time per product, and never more
+// than that time beyond two launches: a split runs at least two blocks, and every block's prediction is at
+// least one launch (at_least_launches). On a launch-bound matrix (bcsstk13: ~8 us per product against a
+// 3.7 us launch) half the product time bought a 63-strip DP of 1-2 ms of host time, spread over 100-170
+// repeated short solves at +2-3 % each, that never found a split (H100, session 24).
+double split_saving_bound_us(double single_us, double launch_us, const plan_options& opts)
+{
+  return std::max(0.0, std::min(0.5 * single_us, single_us - 2.0 * launch_us)) * opts.expected_mults;
+}
 
 // Strips the planning of a matrix of `rows` rows may use now (0: not yet), and the budget it was given.
 struct planning_strips {
   int strips = 0;
   double budget_us = 0;
 };
-planning_strips strips_for_planning(double single_us, size_type rows, const plan_options& opts, double upload_ms)
+planning_strips strips_for_planning(double single_us, double launch_us, size_type rows, const plan_options& opts, double upload_ms)
 {
   const int max_strips = opts.planner.max_strips;
   const bool by_use = opts.expected_mults > 0 && opts.planning_share > 0;
   const bool by_upload = opts.expected_mults <= 0 && opts.planning_upload_share > 0;
   if (!by_use && !by_upload) return {max_strips, 0};
-  const double budget = by_use ? opts.planning_share * split_saving_bound_us(single_us, opts)
+  const double budget = by_use ? opts.planning_share * split_saving_bound_us(single_us, launch_us, opts)
                                : std::max(1.0, opts.planning_upload_share * 1e3 * upload_ms);
   const int n = strips_within(budget, planning_us_per_estimate(), static_cast<int>(opts.candidates.size()), max_strips);
   // A matrix of few rows has fewer strips (32 rows at least): its full resolution is enough.
@@ -973,13 +980,13 @@ bool gpu_matrix<Value>::impl::try_partition(const context& ctx, const plan_optio
   }
   // Amortization of the planning itself: with a known use, the DP gets the strips that a share of the
   // most a split could save over that use buys, and waits when that is too few.
-  const planning_strips budget = strips_for_planning(rep.estimates[best].predicted_us, csr.rows, opts, rep.upload_ms);
+  const planning_strips budget = strips_for_planning(rep.estimates[best].predicted_us, ctx.model_params().launch_us, csr.rows, opts, rep.upload_ms);
   if (budget.strips == 0) {
     char line[240];
     if (opts.expected_mults > 0) {
       std::snprintf(line, sizeof(line),
                     "; no partition planned yet: a split saves at most ~%.0f us over %.0f products, whose planning share (%.0f us) buys fewer than %d strips",
-                    split_saving_bound_us(rep.estimates[best].predicted_us, opts), opts.expected_mults, budget.budget_us,
+                    split_saving_bound_us(rep.estimates[best].predicted_us, ctx.model_params().launch_us, opts), opts.expected_mults, budget.budget_us,
                     std::min(opts.planner.min_strips, opts.planner.max_strips));
     } else {
       std::snprintf(line, sizeof(line), "; no partition planned yet: its planning budget at the upload (%.0f us) buys fewer than %d strips", budget.budget_us,
@@ -1479,7 +1486,7 @@ bool gpu_matrix<Value>::impl::plan_when_reused(const context& ctx, const plan_op
 {
   auto& m = *this;
   plan_report& rep = m.report;
-  if (!may_plan_when_reused(opts)) return false;
+  if (!may_plan_when_reused(opts, ctx.model_params().launch_us)) return false;
   const prediction_input in = *m.plan_input;
   const auto t0 = clock_type::now();
   const std::string decision_before = rep.decision;
@@ -1521,7 +1528,7 @@ bool gpu_matrix<Value>::impl::plan_when_reused(const context& ctx, const plan_op
 }
 
 template <typename Value>
-bool gpu_matrix<Value>::impl::may_plan_when_reused(const plan_options& opts) const
+bool gpu_matrix<Value>::impl::may_plan_when_reused(const plan_options& opts, double launch_us) const
 {
   const plan_report& rep = report;
   if (!rep.partition_pending || !plan_input || on.parked) return false;
@@ -1531,7 +1538,7 @@ bool gpu_matrix<Value>::impl::may_plan_when_reused(const plan_options& opts) con
   for (int i = 0; i < static_cast<int>(rep.estimates.size()); ++i) {
     if (rep.estimates[i].format == single) best = i;
   }
-  return best >= 0 && strips_for_planning(rep.estimates[best].predicted_us, csr.rows, opts, report.upload_ms).strips > 0;
+  return best >= 0 && strips_for_planning(rep.estimates[best].predicted_us, launch_us, csr.rows, opts, report.upload_ms).strips > 0;
 }
 
 template <typename Value>
@@ -2227,7 +2234,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   auto& m = *impl_;
   if (job_ || m.on.parked || m.on.explore_builder) return false;
   if (step == background_step::convert_deferred && !m.deferred_pays(opts.expected_mults)) return false;
-  if (step == background_step::plan_when_reused && !m.may_plan_when_reused(opts)) return false;
+  if (step == background_step::plan_when_reused && !m.may_plan_when_reused(opts, ctx->model_params().launch_us)) return false;
   const auto t_start = clock_type::now();
   auto job = std::make_unique<background_job>();
   job->step = step;
@@ -2237,7 +2244,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   if (mode == background_mode::staged) {
     job->source = &m;  // copied in the first part
     job->started = clock_type::now();
-    if (step == background_step::analyze) job->side = detail::analysis_stream();
+    if (step == background_step::analyze && opts.analysis_stream) job->side = detail::analysis_stream();
     const auto& params = job->ctx->model_params();
     job->slack_us = m.report.analyzed && m.report.predicted_us > 0
                         ? std::max(0.0, m.report.predicted_us - params.launch_us)

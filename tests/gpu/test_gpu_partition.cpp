@@ -523,3 +523,40 @@ TEST_F(GpuPartitionTest, PlanningSkippedUntilTheUsePaysForIt)
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(GpuPartitionTest, LaunchBoundMatrixGetsNoPlanningBudgetBeyondTwoLaunches)
+{
+  // A split runs at least two blocks of at least one launch each, so it saves at most the best single
+  // format's time beyond two launches: a small matrix whose product is a few launches long gets a planning
+  // budget from that margin, not from half its product time (which bought bcsstk13, 2003 rows, a 63-strip DP
+  // of 1-2 ms of host time over ~100 short solves on the H100 that never found a split).
+  const auto a = aijp::gen::from_spec("banded:rows=2000,bw=20");
+  const auto& ctx = shared_context();
+  const double launch = ctx.model_params().launch_us;
+  aijp::plan_options opts;
+  opts.expected_mults = 1500;
+  aijp::gpu_matrix<double> m(ctx, a.view(), opts, nullptr);
+  const auto& rep = m.report();
+  double best = 0;
+  for (const auto& e : rep.estimates) {
+    if (e.format == rep.chosen) best = e.predicted_us;
+  }
+  std::cout << "best single " << best << " us, launch " << launch << " us: " << rep.decision << "\n";
+  ASSERT_GT(best, 0.0);
+  const double bound_us = std::max(0.0, std::min(0.5 * best, best - 2 * launch)) * opts.expected_mults;
+  const int strips = aijp::strips_within(opts.planning_share * bound_us, aijp::planning_us_per_estimate(),
+                                         static_cast<int>(opts.candidates.size()), opts.planner.max_strips);
+  if (strips >= std::min(opts.planner.min_strips, opts.planner.max_strips)) {
+    GTEST_SKIP() << "this device predicts the product far enough above two launches for " << strips << " strips";
+  }
+  EXPECT_TRUE(rep.proposed.blocks.empty()) << rep.decision;
+  EXPECT_DOUBLE_EQ(rep.proposed.planning_ms, 0.0) << "no DP ran";
+  // Half the product time would have bought the DP its strips.
+  const int half = aijp::strips_within(opts.planning_share * 0.5 * best * opts.expected_mults, aijp::planning_us_per_estimate(),
+                                       static_cast<int>(opts.candidates.size()), opts.planner.max_strips);
+  std::cout << "strips the budget buys: " << strips << " (half the product time would buy " << half << ")\n";
+}
+
+}  // namespace

@@ -44,45 +44,57 @@ TEST_F(GpuStaged, AnalysisMakesTheSynchronousChoiceOverSeveralProducts)
   aijp::plan_options opts;
   aijp::gpu_matrix<double> sync(*ctx, a.view(), opts, nullptr);
 
-  aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
-  ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
-  EXPECT_TRUE(m.background_running());
-  EXPECT_FALSE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged)) << "one step at a time";
-  bool changed = false;
-  const int before = poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
-  std::cout << before << " products ran on cuSPARSE CSR while the staged analysis ran; " << m.report().to_string();
-  EXPECT_TRUE(changed);
-  EXPECT_TRUE(m.report().analyzed);
-  // The statistics' first pass, the histogram, the decision: at least three polls before the install.
-  EXPECT_GE(m.report().staged_polls(), 3);
-  EXPECT_GE(before, 2);
-  EXPECT_GT(m.report().staged_host_ms(), 0.0);
-  EXPECT_EQ(m.format(), sync.format()) << "staged: " << m.report().decision << "\nsynchronous: " << sync.report().decision;
-  EXPECT_EQ(m.report().plan, sync.report().plan);
-  EXPECT_EQ(m.report().stats.max_len, sync.report().stats.max_len);
-  EXPECT_EQ(m.report().stats.mode_len, sync.report().stats.mode_len);
-  EXPECT_EQ(m.report().stats.n_iter_natural, sync.report().stats.n_iter_natural);
-  EXPECT_DOUBLE_EQ(m.report().x_sectors_per_nnz, sync.report().x_sectors_per_nnz);
-  // One CUDA call per part of the passes (piece_queue), in stream order: each pass's memset, kernel(s),
-  // read-back and event appear as parts of their own, and the predictions take parts of their own.
-  const auto& stages = m.report().staged_poll_stage;
-  std::string all;
-  for (const auto& st : stages) all += st + " | ";
-  const auto part_index = [&](const std::string& what) {
-    for (std::size_t k = 0; k < stages.size(); ++k) {
-      if (stages[k].find(what) != std::string::npos) return static_cast<int>(k);
+  // The passes on the products' stream (the default) and on the analysis' own stream.
+  for (const bool own_stream : {false, true}) {
+    SCOPED_TRACE(own_stream ? "passes on the analysis stream" : "passes on the products' stream");
+    opts.analysis_stream = own_stream;
+    aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+    EXPECT_TRUE(m.background_running());
+    EXPECT_FALSE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged)) << "one step at a time";
+    bool changed = false;
+    const int before = poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
+    std::cout << before << " products ran on cuSPARSE CSR while the staged analysis ran; " << m.report().to_string();
+    EXPECT_TRUE(changed);
+    EXPECT_TRUE(m.report().analyzed);
+    // The statistics' first pass, the histogram, the decision: at least three polls before the install.
+    EXPECT_GE(m.report().staged_polls(), 3);
+    EXPECT_GE(before, 2);
+    EXPECT_GT(m.report().staged_host_ms(), 0.0);
+    EXPECT_EQ(m.format(), sync.format()) << "staged: " << m.report().decision << "\nsynchronous: " << sync.report().decision;
+    EXPECT_EQ(m.report().plan, sync.report().plan);
+    EXPECT_EQ(m.report().stats.max_len, sync.report().stats.max_len);
+    EXPECT_EQ(m.report().stats.mode_len, sync.report().stats.mode_len);
+    EXPECT_EQ(m.report().stats.n_iter_natural, sync.report().stats.n_iter_natural);
+    EXPECT_DOUBLE_EQ(m.report().x_sectors_per_nnz, sync.report().x_sectors_per_nnz);
+    // One CUDA call per part of the passes (piece_queue), in stream order: each pass's memset, kernel(s),
+    // read-back and event appear as parts of their own, and the predictions take parts of their own.
+    const auto& stages = m.report().staged_poll_stage;
+    std::string all;
+    for (const auto& st : stages) all += st + " | ";
+    const auto part_index = [&](const std::string& what) {
+      for (std::size_t k = 0; k < stages.size(); ++k) {
+        if (stages[k].find(what) != std::string::npos) return static_cast<int>(k);
+      }
+      return -1;
+    };
+    for (const char* pass : {"statistics: ", "samples: ", "histogram: "}) {
+      const int memset = part_index(std::string(pass) + "memset");
+      const int kernel = part_index(std::string(pass) + "kernel");
+      const int copy = part_index(std::string(pass) + "read-back");
+      const int event = part_index(std::string(pass) + "event");
+      EXPECT_TRUE(memset >= 0 && memset < kernel && kernel < copy && copy < event) << pass << "in parts: " << all;
     }
-    return -1;
-  };
-  for (const char* pass : {"statistics: ", "samples: ", "histogram: "}) {
-    const int memset = part_index(std::string(pass) + "memset");
-    const int kernel = part_index(std::string(pass) + "kernel");
-    const int copy = part_index(std::string(pass) + "read-back");
-    const int event = part_index(std::string(pass) + "event");
-    EXPECT_TRUE(memset >= 0 && memset < kernel && kernel < copy && copy < event) << pass << "in parts: " << all;
+    EXPECT_GE(part_index("predictions 1-"), 0) << all;
+    // The analysis stream's event and wait: parts of their own, before the first pass, only with that stream.
+    const int event = part_index("passes' stream: event"), wait = part_index("passes' stream: wait");
+    if (own_stream) {
+      EXPECT_TRUE(event >= 0 && event < wait && wait < part_index("statistics: memset")) << all;
+    } else {
+      EXPECT_TRUE(event < 0 && wait < 0) << all;
+    }
+    aijp::test::check_products_and_refresh(m, a, "after the staged analysis", 7);
   }
-  EXPECT_GE(part_index("predictions 1-"), 0) << all;
-  aijp::test::check_products_and_refresh(m, a, "after the staged analysis", 7);
 }
 
 // The formats with a builder (make_format_builder): sell_delta16, sell_sigma (its window sort a part of its

@@ -98,6 +98,11 @@ struct plan_options {
   /// host work between products is the critical path). Only where the running product is predicted to take
   /// at least 30 us: a smaller one leaves the solver host-bound, and every part counts whole.
   double stage_overlap = 0.0;
+  /// Staged analyses: issue their device passes on a stream of their own (detail::analysis_stream(): lowest
+  /// priority, after an event of the products' stream), which costs two parts more (the event, the wait).
+  /// Off: on the H100 the solves paid the same for the passes on either stream (session 23), and each of
+  /// those two parts cost a short solve ~25 us (session 24's attribution of solve time to parts).
+  bool analysis_stream = false;
   /// Layout reserve: device memory set aside in the CSR copy's own allocation, this fraction of its bytes
   /// counted twice up to layout_reserve_small_bytes (so 2x the copy for a small matrix, whose reserve must
   /// also hold an exploration's layout: a sell layout of delaunay_n15 did not fit 1x and its cudaMalloc took
