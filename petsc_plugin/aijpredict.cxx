@@ -355,6 +355,9 @@ PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp
   opts->layout_reserve = p->opt.reserve;
   opts->online_policy.free_band = p->opt.free_band;
   opts->online_policy.sample_every_max = (int)p->opt.sample_max;
+  PetscBool info = PETSC_FALSE;
+  PetscCall(PetscInfoEnabled(MAT_CLASSID, &info));
+  opts->stage_diagnostics = info; /* the parts' page faults and preemptions, in the -info lines */
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 

@@ -9,6 +9,7 @@
 // Build: nvcc -O2 -std=c++17 -arch=sm_90 call_cost.cu -o call_cost
 // Usage: call_cost [pairs=1500] [every=2]
 #include <cuda_runtime.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -94,6 +95,8 @@ int main(int argc, char** argv)
       {"copy 8 B D2H pinned, side stream", [&] { CHECK(cudaMemcpyAsync(pinned + 1, d_out, 8, cudaMemcpyDeviceToHost, side_low)); }},
       {"event record, side stream", [&] { CHECK(cudaEventRecord(ev, side_low)); }},
       {"event query", [&] { (void)cudaEventQuery(ev); }},
+      {"getrusage(RUSAGE_THREAD) twice", [] { rusage u{}; getrusage(RUSAGE_THREAD, &u); getrusage(RUSAGE_THREAD, &u); }},
+      {"steady_clock::now() 8 times", [] { for (int i = 0; i < 8; ++i) (void)clk::now(); }},
       {"read a mapped flag", [&] { volatile unsigned long long v = *static_cast<volatile unsigned long long*>(mapped); (void)v; }},
   };
 

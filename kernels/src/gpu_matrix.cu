@@ -1868,7 +1868,8 @@ struct gpu_matrix<Value>::background_job {
     polled_pass = false;
     pass_known = false;
     const long allocations = detail::driver_allocations().count.load(std::memory_order_relaxed);
-    const auto disturbed = thread_disturbance::now();
+    // getrusage twice per part: two system calls inside a short solve, only where someone reads the labels.
+    const auto disturbed = opts.stage_diagnostics ? thread_disturbance::now() : thread_disturbance{};
     double work_us = 0, events_us = 0;
     try {
       bool finished = false;
@@ -1902,7 +1903,7 @@ struct gpu_matrix<Value>::background_job {
     std::string label = from == at ? std::string(stage_name(from)) : std::string(stage_name(from)) + ">" + stage_name(at);
     if (!part_label.empty()) label += ": " + part_label;
     label += detail::driver_allocations().since(allocations);
-    label += thread_disturbance::now().since(disturbed);
+    if (opts.stage_diagnostics) label += thread_disturbance::now().since(disturbed);
     if (issues_device_work(from) && poll_us.back() >= 10) {
       // Where a part's host time went: its own work, the event pair timing its passes, the rest (pacing,
       // bookkeeping).

@@ -103,6 +103,10 @@ struct plan_options {
   /// Off: on the H100 the solves paid the same for the passes on either stream (session 23), and each of
   /// those two parts cost a short solve ~25 us (session 24's attribution of solve time to parts).
   bool analysis_stream = false;
+  /// Staged steps: name in each part's label (plan_report::staged_poll_stage) the page faults and preemptions
+  /// it met (getrusage before and after: two system calls per part inside a short solve). The PETSc plugin
+  /// turns it on under -info, where the labels are printed.
+  bool stage_diagnostics = false;
   /// Layout reserve: device memory set aside in the CSR copy's own allocation, this fraction of its bytes
   /// counted twice up to layout_reserve_small_bytes (so 2x the copy for a small matrix, whose reserve must
   /// also hold an exploration's layout: a sell layout of delaunay_n15 did not fit 1x and its cudaMalloc took
