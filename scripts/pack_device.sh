@@ -47,7 +47,7 @@ skip='^(linux-vdso|ld-linux|libc\.|libm\.|libpthread|libdl\.|librt\.|libresolv|l
 strip --strip-debug "$out"/lib/*.so* 2>/dev/null || true
 
 # Compress the large parts (libmpich alone is 41 MB): device_run.sh unpacks them there.
-( cd "$out" && XZ_OPT="-T0 -6" tar -cJf bundle.tar.xz build lib petsc && rm -rf build lib petsc )
+( cd "$out" && XZ_OPT="-T0 -9e" tar -cJf bundle.tar.xz build lib petsc && rm -rf build lib petsc )
 cp -a "$AIJP_SHARED/matrices" "$out/matrices"
 # The tests read the matrix directory compiled into the build (AIJP_MATRIX_DIR); link that one there.
 matrix_dir=$(sed -n 's/^AIJP_MATRIX_DIR:PATH=//p' "$AIJP_BUILD/CMakeCache.txt")
