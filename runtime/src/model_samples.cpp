@@ -42,7 +42,7 @@ std::string to_json_line(const sample& s)
               {"min_len", t.min_len}, {"max_len", t.max_len}, {"mode_len", t.mode_len}, {"mode_count", t.mode_count},
               {"empty_rows", t.empty_rows}, {"n_iter_natural", t.n_iter_natural}, {"n_iter_sorted", t.n_iter_sorted},
               {"n_p", t.n_p}, {"hyb_ell_width", t.hyb_ell_width}, {"hyb_coo_nnz", t.hyb_coo_nnz},
-              {"chain_warp_nnz", t.chain_warp_nnz}}}};
+              {"chain_warp_nnz", t.chain_warp_nnz}, {"sorted_chain_lanes", t.sorted_chain_lanes}}}};
   return j.dump();
 }
 
@@ -78,6 +78,7 @@ sample from_json_line(const std::string& line)
     r.hyb_ell_width = t.at("hyb_ell_width").get<index_type>();
     r.hyb_coo_nnz = t.at("hyb_coo_nnz").get<size_type>();
     r.chain_warp_nnz = t.value("chain_warp_nnz", size_type{0});  // optional: older samples lack it (unknown)
+    r.sorted_chain_lanes = t.value("sorted_chain_lanes", 0.0);    // likewise
     AIJP_ENSURE(s.measured_us > 0, bad_input, "non-positive measured time");
     return s;
   } catch (const json::exception& e) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <sstream>
 #include <vector>
 
@@ -56,6 +57,19 @@ row_stats stats_from_bins(size_type rows, size_type cols, const std::vector<leng
     s.n_iter_sorted += b->len * (warps_before(c) - warps_before(c_next));
     if (c >= threshold && s.hyb_ell_width == 0) s.hyb_ell_width = b->len;
     c_next = c;
+  }
+  // The 32 longest rows, walked from the longest bin down: over the steps [next length, this length) the rows
+  // still running are those of length >= this length.
+  if (s.max_len > 0) {
+    double inverse_sum = 0;
+    size_type running = 0;
+    for (auto b = bins.rbegin(); b != bins.rend() && b->len >= 1 && running < stats_warp_size; ++b) {
+      running = std::min<size_type>(stats_warp_size, running + b->rows);
+      const auto next = std::next(b);
+      const index_type below = next == bins.rend() || running == stats_warp_size ? 0 : next->len;
+      inverse_sum += static_cast<double>(b->len - below) / static_cast<double>(running);
+    }
+    s.sorted_chain_lanes = static_cast<double>(s.max_len) / inverse_sum;
   }
   for (const length_bin& b : bins) {
     if (b.len > s.hyb_ell_width) s.hyb_coo_nnz += b.rows * (b.len - s.hyb_ell_width);
@@ -115,6 +129,12 @@ double chain_lanes(const row_stats& s)
                     static_cast<double>(stats_warp_size));
 }
 
+double sorted_chain_lanes(const row_stats& s)
+{
+  if (!(s.sorted_chain_lanes > 0)) return chain_lanes(s);
+  return std::clamp(s.sorted_chain_lanes, 1.0, static_cast<double>(stats_warp_size));
+}
+
 std::string row_stats::to_string() const
 {
   std::ostringstream os;
@@ -122,7 +142,7 @@ std::string row_stats::to_string() const
      << ", min " << min_len << ", max " << max_len << ", max-min " << spread() << ", mode " << mode_len << " ("
      << mode_count << " rows), empty rows " << empty_rows << ", N_iter natural " << n_iter_natural
      << ", N_iter sorted " << n_iter_sorted << ", N_p " << n_p << ", HYB K " << hyb_ell_width << " (COO nnz "
-     << hyb_coo_nnz << "), longest row's group " << chain_warp_nnz << " nnz";
+     << hyb_coo_nnz << "), longest row's group " << chain_warp_nnz << " nnz, sorted lanes " << sorted_chain_lanes;
   return os.str();
 }
 

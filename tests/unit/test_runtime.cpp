@@ -92,6 +92,56 @@ TEST(RowStats, ChainLanesOfOneLongRowAndOfABlockOfThem)
   EXPECT_EQ(aijp::chain_lanes(aijp::row_stats{}), 1.0);
 }
 
+TEST(RowStats, SortedChainLanesAreTheHarmonicMeanOfTheLongestRowsStillRunning)
+{
+  // One row of 1000, apart from its natural group, and 31 rows of 10 next: the sorted first group runs 32 lanes
+  // for 10 steps, then one lane for 990; harmonic mean 1000 / (10 / 32 + 990 / 1).
+  std::vector<int> len(256, 4);
+  len[100] = 1000;
+  for (int r = 200; r < 231; ++r) len[r] = 10;
+  auto s = aijp::compute_row_stats(with_lengths(len, 2048).view());
+  EXPECT_NEAR(s.sorted_chain_lanes, 1000.0 / (10.0 / 32 + 990.0), 1e-9);
+  EXPECT_NEAR(aijp::sorted_chain_lanes(s), s.sorted_chain_lanes, 1e-12);
+  EXPECT_NEAR(aijp::chain_lanes(s), 1.124, 1e-12);  // the natural group is unchanged
+  // Two rows of 100 and 50 among rows of 1: 2 lanes for 50 steps, 1 for 50, 32 for the first step.
+  std::vector<int> few(40, 1);
+  few[3] = 100;
+  few[30] = 50;
+  s = aijp::compute_row_stats(with_lengths(few, 64).view());
+  EXPECT_NEAR(s.sorted_chain_lanes, 100.0 / (1.0 / 32 + 49.0 / 2 + 50.0), 1e-9);
+  // Fewer than 32 rows: every row runs (3 rows of 5, 3 lanes throughout).
+  s = aijp::compute_row_stats(with_lengths(std::vector<int>{5, 5, 5}, 8).view());
+  EXPECT_NEAR(s.sorted_chain_lanes, 3.0, 1e-12);
+  // Unknown (older samples): the natural group's lanes.
+  s = aijp::compute_row_stats(with_lengths(len, 2048).view());
+  s.sorted_chain_lanes = 0;
+  EXPECT_EQ(aijp::sorted_chain_lanes(s), aijp::chain_lanes(s));
+}
+
+TEST(PlaceholderModel, JadChainTakesTheLanesOfTheSortedOrder)
+{
+  // The same natural statistics, one long row alone in its natural group; in the sorted order either alone
+  // (the next rows short) or walked by 32 rows almost as long. JAD's chain grows with the sorted lanes.
+  aijp::prediction_input in;
+  in.device = h100_like();
+  in.device.l2_bytes = 50u << 20;
+  std::vector<int> len(4096, 4);
+  len[100] = 1000;
+  in.stats = aijp::compute_row_stats(with_lengths(len, 4096).view());
+  aijp::bandwidth_model_params p;
+  p.format_chain_lanes[static_cast<int>(aijp::format_id::jad)] = 1.0;
+  p.format_chain_lanes[static_cast<int>(aijp::format_id::csr_scalar)] = 1.0;
+  const auto alone = aijp::explain_bandwidth_model(aijp::format_id::jad, in, p);
+  EXPECT_NEAR(alone.lanes, in.stats.sorted_chain_lanes, 1e-12);
+  auto tail = in;
+  tail.stats.sorted_chain_lanes = 30.0;
+  const auto walked = aijp::explain_bandwidth_model(aijp::format_id::jad, tail, p);
+  EXPECT_EQ(walked.lanes, 30.0);
+  EXPECT_GT(walked.chain_us, 1.5 * alone.chain_us);
+  // The natural-order layouts keep the natural group's lanes.
+  EXPECT_EQ(aijp::explain_bandwidth_model(aijp::format_id::csr_scalar, tail, p).lanes, aijp::chain_lanes(in.stats));
+}
+
 TEST(RowStats, BellGarlandHybWidth)
 {
   std::vector<int> len(10000, 2);

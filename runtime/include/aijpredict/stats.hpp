@@ -43,6 +43,12 @@ struct row_stats {
   /// walk the thread-per-row layouts' longest chain together (chain_lanes): one long row alone, or a
   /// block of them. 0 = unknown (samples written before it was computed).
   size_type chain_warp_nnz = 0;
+  /// Lanes that walk the longest row together in the length-sorted order (jad): the first sorted group holds
+  /// the 32 longest rows, of which fewer remain as its steps pass their lengths. The harmonic mean over the
+  /// longest row's max_len steps of the rows still running, max_len / sum_k 1 / running(k), in [1, 32]: a chain
+  /// whose per-step cost is linear in 1 / lanes (predict.cpp, the saturating lanes) costs that mean's value on
+  /// average. 0 = unknown (samples written before it was computed, strip-merged statistics).
+  double sorted_chain_lanes = 0.0;
 
   index_type spread() const { return max_len - min_len; } ///< max - min
   std::string to_string() const;
@@ -81,6 +87,9 @@ row_stats stats_from_histogram(size_type rows, size_type cols, const size_type* 
 /// Average number of rows of the longest row's group of 32 that are still running over its max_len steps:
 /// chain_warp_nnz / max_len, in [1, 32]; 1 when unknown or empty.
 double chain_lanes(const row_stats& s);
+
+/// chain_lanes in the length-sorted order: sorted_chain_lanes where known, else chain_lanes.
+double sorted_chain_lanes(const row_stats& s);
 
 /// Ordering key of a 32-row group for row_stats::chain_warp_nnz: the longest row first, then the group's
 /// nonzeros (saturated at 2^32 - 1). The device reduces it with one 64-bit atomicMax.
