@@ -266,7 +266,8 @@ double unroll4_chain_entries(double longest, double shortest)
 }
 }  // namespace
 
-layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const device_properties* device)
+layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const device_properties* device,
+                                 double x_sectors_per_nnz)
 {
   const double entry = vb + sizeof(index_type);
   const double idx = sizeof(index_type);
@@ -294,8 +295,13 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       // share of the resident rows' bytes beyond L1. H100: the 3D 7-point Laplacian (172 KB of resident
       // rows in 256 KB) measured 306 us where one sector per entry said 660 us, and the 27-point stencil (663
       // KB) 1046 us where it said 652 us (bench/results/2026-11-23_h100_session5_chain_accuracy.csv).
+      // The x gathers (__ldg) are cached in the same L1: every distinct x sector an entry brings in (the sampled
+      // x_sectors_per_nnz, 32 bytes each) takes room the rows' sectors would need. With random columns (one
+      // sector per entry) the rows of 24 on 2M rows measured 1200-1209 us on an H100 where the rows alone said
+      // 761 (the same matrix in every other format within -5..+6 % of its prediction), and the 27-point stencil
+      // 1040 us where they said 866 (bench/results/2026-11-24_h100_session24_*_gated_samples.jsonl.xz).
       const double resident = device != nullptr && device->max_threads_per_sm > 0 ? device->max_threads_per_sm : 2048.0;
-      const double footprint = resident * s.mean * entry;
+      const double footprint = resident * s.mean * (entry + std::max(0.0, x_sectors_per_nnz) * 32.0);
       const double l1 = l1_bytes_per_sm(device);
       const double miss = footprint > l1 ? (footprint - l1) / footprint : 0.0;
       c.moved_bytes = nnz * (entry + miss * (64.0 - entry)) + row_ptr;
@@ -430,7 +436,7 @@ double l2_bytes_of(const layout_traffic& c, const row_stats& s, int vb, double x
 double l2_traffic_bytes(format_id f, const row_stats& s, int vb, double x_sectors_per_nnz, const sorted_locality& sorted,
                         const device_properties* device)
 {
-  return l2_bytes_of(layout_traffic_of(f, s, vb, device), s, vb, x_sectors_per_nnz,
+  return l2_bytes_of(layout_traffic_of(f, s, vb, device, x_sectors_per_nnz), s, vb, x_sectors_per_nnz,
                      sorted_scatter_bytes(f, s, vb, x_sectors_per_nnz, sorted));
 }
 
@@ -474,7 +480,7 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   // x is read at least once (at best), y written once: common to every layout.
   const double vectors = static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + static_cast<double>(s.rows) * vb;
   placeholder_parts r;
-  const layout_traffic& c = r.traffic = layout_traffic_of(f, s, vb, &in.device);
+  const layout_traffic& c = r.traffic = layout_traffic_of(f, s, vb, &in.device, in.x_sectors_per_nnz);
   const placeholder_terms pt = placeholder_terms_of(f, s, p, vb, c.moved_bytes + vectors);
   const double scatter = sorted_scatter_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted);
   r.bytes = c.moved_bytes + vectors + scatter;

@@ -390,6 +390,52 @@ TEST(PlaceholderModel, L2TrafficBoundsScatteredGathers)
               aijp::layout_traffic_of(aijp::format_id::cusparse_csr, s, 8).moved_bytes + 2e6 * 8 + 2e6 * 8, 1.0);
 }
 
+TEST(PlaceholderModel, CsrScalarGathersShareTheL1WithTheRows)
+{
+  // csr_scalar's rows fit in L1 when the resident threads' rows do (2048 threads x 24 entries x 12 bytes = 576
+  // KB of 256 KB: 5/9 of the entries miss and fetch their two sectors); the x gathers are cached in the same L1,
+  // so one random sector per entry (32 bytes more per entry: 2112 KB) leaves room for 1/8.25 of them, and a
+  // stencil-like locality (0.1 sectors per entry) adds 3.2 bytes per entry.
+  aijp::device_properties d = h100_like();
+  d.max_threads_per_sm = 2048;
+  d.cc_major = 9;
+  aijp::row_stats s;
+  s.rows = s.cols = 2000000;
+  s.nnz = 48000000;
+  s.mean = 24;
+  s.min_len = s.max_len = s.mode_len = 24;
+  s.mode_count = s.rows;
+  s.n_iter_natural = s.n_iter_sorted = s.rows / 32 * 24;
+  const double row_ptr = (2e6 + 1) * 4;
+  const auto moved = [&](double x_sectors) {
+    return aijp::layout_traffic_of(aijp::format_id::csr_scalar, s, 8, &d, x_sectors).moved_bytes;
+  };
+  const auto expected = [&](double per_entry) {
+    const double footprint = 2048.0 * 24 * per_entry, l1 = 256.0 * 1024;
+    return 48e6 * (12 + (footprint - l1) / footprint * 52) + row_ptr;
+  };
+  EXPECT_NEAR(moved(0.0), expected(12), 1.0);  // unknown locality: the rows alone
+  EXPECT_NEAR(moved(1.0), expected(44), 1.0);
+  EXPECT_NEAR(moved(0.1), expected(15.2), 1.0);
+  EXPECT_GT(moved(1.0), 1.4 * moved(0.0));
+  // The other layouts read their rows coalesced: the gathers do not change their bytes.
+  EXPECT_EQ(aijp::layout_traffic_of(aijp::format_id::csr_vector, s, 8, &d, 1.0).moved_bytes,
+            aijp::layout_traffic_of(aijp::format_id::csr_vector, s, 8, &d).moved_bytes);
+  // The placeholder's streaming and L2 terms see them.
+  aijp::prediction_input in;
+  in.device = d;
+  in.device.l2_bytes = 50 << 20;
+  in.stats = s;
+  in.value_bytes = 8;
+  aijp::bandwidth_model_params p;
+  p.l2_gather_gbs = 4700;
+  in.x_sectors_per_nnz = 1.0;
+  const auto random = aijp::explain_bandwidth_model(aijp::format_id::csr_scalar, in, p);
+  EXPECT_NEAR(random.moved_bytes, moved(1.0), 1.0);
+  EXPECT_NEAR(aijp::l2_traffic_bytes(aijp::format_id::csr_scalar, s, 8, 1.0, {}, &in.device),
+              moved(1.0) + 2e6 * 8 + 48e6 * 32, 1.0);
+}
+
 TEST(PlaceholderModel, CsrVectorIdleLanesFollowTheTypicalRow)
 {
   // 4096 rows of 2000 above 2M rows of 7 (mean 10.8: 16 lanes per row). The stencil rows leave 9 of their 16

@@ -184,8 +184,10 @@ struct layout_traffic {
 };
 /// `device` (optional) gives the geometry some kernels adapt to (csr_vector stacks rows per lane group once
 /// the matrix needs more than a wave); nullptr = unknown: the kernels' one-wave variant is assumed.
+/// `x_sectors_per_nnz` (optional, 0 = unknown) is the sampled x-gather locality: csr_scalar's gathers share
+/// the L1 with its rows' sectors, so they raise the share of the rows' entries that miss it.
 layout_traffic layout_traffic_of(format_id f, const row_stats& s, int value_bytes,
-                                 const device_properties* device = nullptr);
+                                 const device_properties* device = nullptr, double x_sectors_per_nnz = 0.0);
 
 /// Unified L1 / shared memory per SM of `device` in bytes, from its compute capability (nullptr: 128 KB).
 double l1_bytes_per_sm(const device_properties* device);
