@@ -173,7 +173,7 @@ struct Solver {
 
 /* -inject_us: host time spent inside the solve at one iteration, to calibrate what it costs the solve. */
 struct Injection {
-  double            us = 0;
+  PetscReal         us = 0;
   PetscInt          at = 5, every = 1, touch_kb = 0;
   PetscInt          solves = 0; /* KSPSolve calls so far (counted at iteration 0) */
   std::vector<char> buffer;

@@ -116,13 +116,13 @@ class event_pool {
   impl& get();
 };
 
-/// The stream a staged analysis issues its passes on (statistics, locality samples, histogram, strips):
-/// per device and process, non-blocking, at the device's lowest priority, created at the first call (the
-/// context makes it). On the products' own stream each pass's calls (a memset, a kernel, a few-byte
-/// read-back, its event) queued device latency that the solver's next synchronising read-back waited for: a
-/// part of 10-15 us of host time raised a 1.1 ms GMRES solve by ~3x that on the H100 (session 23). The passes
-/// only read the CSR copy's row pointers and column indices and write pooled temporaries and pinned
-/// read-backs, which later parts poll; the step makes this stream wait for the products' stream first.
+/// The stream a staged analysis issues its passes on (statistics, locality samples, histogram, strips) with
+/// plan_options::analysis_stream: per device and process, non-blocking, at the device's lowest priority,
+/// created at the first call (the context makes it). It was meant to keep the passes' device latency out of
+/// the solver's next synchronising read-back, but short solves paid the same for the passes on either stream
+/// (H100, sessions 23 and 24), so it is off by default. The passes only read the CSR copy's row pointers and
+/// column indices and write pooled temporaries and pinned read-backs, which later parts poll; the step makes
+/// this stream wait for the products' stream first.
 cudaStream_t analysis_stream();
 
 /// An event marking where a stream's read-back ends: done() polls it, wait() blocks.

@@ -1668,8 +1668,7 @@ struct gpu_matrix<Value>::background_job {
   format_id building = format_id::cusparse_csr;
   double conversion_host_ms = 0;
   std::vector<double> poll_us;  // host time of each advance that did work
-  std::vector<int> poll_product;  // the product each of them ran after (1: the first after the start)
-  int advances = 0;               // advance calls so far (one per product)
+  std::vector<int> poll_product;  // the product each of them ran after (1: the first after the start; `polls`)
   std::vector<std::string> poll_stage;  // the stage each of them began in (">next" when it moved on)
   std::string part_label;               // what the part did, where the stage does several things
   static const char* stage_name(stage st)
@@ -1733,6 +1732,7 @@ struct gpu_matrix<Value>::background_job {
     return side_waits && analysis ? side : products;
   }
   std::vector<format_estimate> partial_estimates;      // the predictions made so far (stage::deciding)
+  std::optional<prediction_input> prediction_in;       // what they are made from, built by the first slice
   std::size_t predicted = 0;                           // candidates predicted so far
   std::unique_ptr<detail::spmv_timer> pass_timer;
   std::vector<detail::spmv_timer::sample> pass_samples;
@@ -1855,7 +1855,6 @@ struct gpu_matrix<Value>::background_job {
   bool advance(cudaStream_t stream, bool block)
   {
     const auto t0 = clock_type::now();
-    ++advances;
     harvest_passes();
     // Pacing: the parts' host time beyond the product they overlap, and their device time, stay within
     // opts.stage_duty of the wall time since the step began.
@@ -1899,7 +1898,7 @@ struct gpu_matrix<Value>::background_job {
       at = stage::finished;
     }
     poll_us.push_back(1e3 * ms_since(t0));
-    poll_product.push_back(advances);
+    poll_product.push_back(static_cast<int>(polls));
     std::string label = from == at ? std::string(stage_name(from)) : std::string(stage_name(from)) + ">" + stage_name(at);
     if (!part_label.empty()) label += ": " + part_label;
     label += detail::driver_allocations().since(allocations);
@@ -2027,10 +2026,10 @@ struct gpu_matrix<Value>::background_job {
           // 12-21 us in one part on the H100 machine, session 21): candidates until prediction_slice_us has
           // passed, at least one.
           const auto t1 = clock_type::now();
-          const prediction_input in = m.analysis_input(gathered->stats, gathered->loc, gathered->free_memory_bytes);
+          if (!prediction_in) prediction_in = m.analysis_input(gathered->stats, gathered->loc, gathered->free_memory_bytes);
           const std::size_t first = predicted;
           while (predicted < opts.candidates.size()) {
-            auto e = estimate_block(*ctx, in, gathered->stats, {opts.candidates[predicted]});
+            auto e = estimate_block(*ctx, *prediction_in, gathered->stats, {opts.candidates[predicted]});
             partial_estimates.insert(partial_estimates.end(), e.begin(), e.end());
             ++predicted;
             if (1e3 * ms_since(t1) >= prediction_slice_us) break;

@@ -505,10 +505,16 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   return r;
 }
 
-// The terms that grow with the matrix: streaming, the chain (with its fitted factor) and the L2 traffic.
+// The chain with its fitted factor, and what runs after it (HYB's COO part).
+double chain_us_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
+{
+  return t.serial_us * chain_factor(p, f, t.lanes, t.in_l2) + t.after_chain_us;
+}
+
+// The terms that grow with the matrix: streaming, the chain and the L2 traffic.
 double variable_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
 {
-  return std::max({t.stream_us, t.serial_us * chain_factor(p, f, t.lanes, t.in_l2) + t.after_chain_us, t.l2_us});
+  return std::max({t.stream_us, chain_us_of(f, t, p), t.l2_us});
 }
 
 // The prediction from the terms and the per-format corrections. The fitted fixed cost may be negative (the
@@ -529,7 +535,7 @@ placeholder_breakdown explain_bandwidth_model(format_id f, const prediction_inpu
   b.fixed_us = t.fixed_us + p.format_fixed_us[i];
   b.floor_us = p.format_floor_us[i];
   b.stream_us = t.stream_us;
-  b.chain_us = t.serial_us * chain_factor(p, f, t.lanes, t.in_l2) + t.after_chain_us;
+  b.chain_us = chain_us_of(f, t, p);
   b.l2_us = t.l2_us;
   b.predicted_us = predicted_of(f, t, p);
   b.raw_chain_us = t.serial_us;

@@ -230,9 +230,9 @@ enum class background_mode {
   /// On the products' thread, in parts: each poll_background does one part and never waits for the device;
   /// read-backs land in pinned memory and are polled through events at later calls; the parts are paced by
   /// plan_options::stage_duty. An analysis part issues one CUDA call (~5-9 us of host time inside a short
-  /// solve), its passes on the analysis stream (detail::analysis_stream, after an event of the products'
-  /// stream). The parts of an analysis: the running plan copied; the event and the wait that order the
-  /// passes' stream; the free memory queried (unless the upload made a layout reserve); each pass's memset,
+  /// solve), its passes on the products' stream (or, with plan_options::analysis_stream, on
+  /// detail::analysis_stream after an event of the products' stream). The parts of an analysis: the running
+  /// plan copied; with the analysis stream, the event and the wait that order it; the free memory queried (unless the upload made a layout reserve); each pass's memset,
   /// kernel(s), read-back and event (statistics, locality samples, then the histogram); the read-backs found
   /// done; the predictions in slices of ~5 us, the online timer, the online factors (host); the decision
   /// (host). A partition
