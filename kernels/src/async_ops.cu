@@ -2,9 +2,17 @@
 #include "async_ops.hpp"
 #include "device_buffer.hpp"
 
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 namespace aijp::detail {
 
@@ -218,6 +226,114 @@ cudaStream_t analysis_stream()
   AIJP_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
   streams.emplace(device, s);
   return s;
+}
+
+}  // namespace aijp::detail
+
+namespace aijp::detail {
+
+struct step_worker::impl {
+  std::mutex mu;
+  std::condition_variable cv;
+  struct item {
+    std::function<void(cudaStream_t)> task;
+    int device = 0;
+    int avoid_cpu = -1;
+  };
+  std::deque<item> queue;
+  std::map<int, cudaStream_t> streams;  // per device; never destroyed (the runtime may be gone at exit)
+  std::thread thread;
+#if defined(__linux__)
+  cpu_set_t inherited{};  // the mask the thread started with (the process's, from the context's thread)
+  bool have_inherited = false;  // false also with AIJPREDICT_STEP_WORKER_PIN=0: the scheduler places it
+#endif
+
+  cudaStream_t stream_for(int device)
+  {
+    const auto it = streams.find(device);
+    if (it != streams.end()) return it->second;
+    int least = 0, greatest = 0;
+    AIJP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaStream_t s = nullptr;
+    AIJP_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
+    streams.emplace(device, s);
+    return s;
+  }
+
+  // Every CPU the thread started with but `avoid` (where that leaves one); else the inherited mask.
+  void place(int avoid)
+  {
+#if defined(__linux__)
+    if (!have_inherited) return;
+    cpu_set_t set = inherited;
+    if (avoid >= 0 && avoid < CPU_SETSIZE && CPU_ISSET(avoid, &set) && CPU_COUNT(&set) >= 2) CPU_CLR(avoid, &set);
+    (void)sched_setaffinity(0, sizeof(set), &set);  // best effort: a refusal leaves the scheduler's choice
+#else
+    (void)avoid;
+#endif
+  }
+
+  void loop()
+  {
+    for (;;) {
+      item it;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [this] { return !queue.empty(); });
+        it = std::move(queue.front());
+        queue.pop_front();
+      }
+      place(it.avoid_cpu);
+      cudaStream_t s = nullptr;
+      try {
+        AIJP_CUDA_CHECK(cudaSetDevice(it.device));
+        std::lock_guard<std::mutex> lock(mu);
+        s = stream_for(it.device);
+      } catch (...) {
+        s = nullptr;  // the task sees no stream and reports the error itself
+      }
+      it.task(s);  // tasks catch their own errors
+    }
+  }
+};
+
+step_worker& step_worker::instance()
+{
+  static step_worker* w = new step_worker();  // never destroyed: its thread may still wait at exit
+  return *w;
+}
+
+void step_worker::start()
+{
+  int device = 0;
+  AIJP_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(start_mu_);
+  if (!impl_.load()) {
+    auto* m = new impl();
+#if defined(__linux__)
+    const char* pin = std::getenv("AIJPREDICT_STEP_WORKER_PIN");
+    m->have_inherited = !(pin && pin[0] == '0') && sched_getaffinity(0, sizeof(m->inherited), &m->inherited) == 0;
+#endif
+    m->thread = std::thread([m] { m->loop(); });
+    m->thread.detach();
+    impl_.store(m);
+  }
+  impl* m = impl_.load();
+  std::lock_guard<std::mutex> lk(m->mu);
+  (void)m->stream_for(device);
+}
+
+void step_worker::submit(std::function<void(cudaStream_t)> task, int avoid_cpu)
+{
+  int device = 0;
+  AIJP_CUDA_CHECK(cudaGetDevice(&device));
+  if (!impl_.load(std::memory_order_acquire)) start();
+  impl* m = impl_.load(std::memory_order_acquire);
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    m->queue.push_back({std::move(task), device, avoid_cpu});
+  }
+  m->cv.notify_one();
 }
 
 }  // namespace aijp::detail

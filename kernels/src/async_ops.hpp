@@ -10,8 +10,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -124,6 +126,31 @@ class event_pool {
 /// column indices and write pooled temporaries and pinned read-backs, which later parts poll; the step makes
 /// this stream wait for the products' stream first.
 cudaStream_t analysis_stream();
+
+/// The thread that runs background_mode::thread steps: one per process, started once (the context starts
+/// it, outside the products: creating a thread inside a short solve costs tens of microseconds there), each
+/// step run on its own stream (per device, non-blocking, the device's lowest priority). Before a step it
+/// takes every CPU of the process's affinity mask except the one the step was submitted from, when the mask
+/// has another: a worker the scheduler placed on the products' CPU took that CPU for the whole step (a
+/// 1.1 ms short solve of bcsstk13 ran 1.63-1.71x on two CPUs, H100, session 24). Never destroyed: the
+/// process may end with it waiting.
+class step_worker {
+ public:
+  static step_worker& instance();
+  /// Starts the thread (idempotent) and makes the current device's stream.
+  void start();
+  /// Runs `task` on the worker with the current device's stream; `avoid_cpu` (sched_getcpu() of the caller,
+  /// or -1) is left to the caller. Starts the thread if start() was not called.
+  void submit(std::function<void(cudaStream_t)> task, int avoid_cpu);
+  step_worker(const step_worker&) = delete;
+  step_worker& operator=(const step_worker&) = delete;
+
+ private:
+  step_worker() = default;
+  struct impl;
+  std::atomic<impl*> impl_{nullptr};
+  std::mutex start_mu_;
+};
 
 /// An event marking where a stream's read-back ends: done() polls it, wait() blocks.
 class poll_event {

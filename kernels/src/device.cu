@@ -424,6 +424,7 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
   preload_ = preload_kernels(opts.preload);
   detail::preload_analysis_kernels();
   (void)detail::analysis_stream();  // made here, not inside the product of the first staged analysis
+  detail::step_worker::instance().start();  // the background steps' thread and stream, likewise
   if (opts.model != "placeholder") (void)model::make_model(opts.model);  // an unknown name is an error
   if (!opts.use_cache) {
     calibrate_();

@@ -17,11 +17,15 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <future>
 #include <limits>
 #include <sstream>
 #include <thread>
 
 #include <sys/resource.h>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 namespace aijp {
 
@@ -1635,7 +1639,7 @@ struct gpu_matrix<Value>::background_job {
   std::shared_ptr<const context> ctx;
   plan_options opts;
   cudaEvent_t ready = nullptr;
-  std::thread worker;
+  std::future<void> finished;  // thread mode: set by detail::step_worker once run() returned
   std::atomic<bool> done{false};
   // Written by the worker before `done` is set, read after it is seen set.
   bool changed = false;
@@ -1804,19 +1808,17 @@ struct gpu_matrix<Value>::background_job {
 
   ~background_job()
   {
-    if (worker.joinable()) worker.join();
+    if (finished.valid()) finished.wait();
     if (ready) (void)cudaEventDestroy(ready);
   }
 
-  void run(int device)
+  // Thread mode, on detail::step_worker: `s` is the worker's stream for the device (null if it could not be
+  // made).
+  void run(cudaStream_t s)
   {
     const auto t0 = clock_type::now();
-    cudaStream_t s = nullptr;
     try {
-      AIJP_CUDA_CHECK(cudaSetDevice(device));
-      int least = 0, greatest = 0;
-      AIJP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-      AIJP_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
+      AIJP_ENSURE(s != nullptr, device_error, "the background worker has no CUDA stream for this device");
       AIJP_CUDA_CHECK(cudaStreamWaitEvent(s, ready, 0));
       switch (step) {
         case background_step::analyze:
@@ -1830,7 +1832,6 @@ struct gpu_matrix<Value>::background_job {
     } catch (...) {
       error = std::current_exception();
     }
-    if (s) (void)cudaStreamDestroy(s);
     wall_ms = ms_since(t0);
     done.store(true, std::memory_order_release);
   }
@@ -2266,12 +2267,22 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
     return true;
   }
   job->plan = m.copy_for_background();
-  int device = 0;
-  AIJP_CUDA_CHECK(cudaGetDevice(&device));
   AIJP_CUDA_CHECK(cudaEventCreateWithFlags(&job->ready, cudaEventDisableTiming));
   AIJP_CUDA_CHECK(cudaEventRecord(job->ready, stream));
   background_job* j = job.get();
-  job->worker = std::thread([j, device] { j->run(device); });
+  auto finished = std::make_shared<std::promise<void>>();
+  job->finished = finished->get_future();
+  // The process's worker thread (started by the context), kept off this thread's CPU where it may.
+  int cpu = -1;
+#if defined(__linux__)
+  cpu = sched_getcpu();
+#endif
+  detail::step_worker::instance().submit(
+      [j, finished](cudaStream_t s) {
+        j->run(s);  // the job may be gone once run() set `done`; the promise is the worker's own
+        finished->set_value();
+      },
+      cpu);
   job_ = std::move(job);
   m.step_running = true;
   return true;
@@ -2282,7 +2293,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
 {
   const auto t0 = clock_type::now();
   std::unique_ptr<background_job> job = std::move(job_);
-  if (job->worker.joinable()) job->worker.join();
+  if (job->finished.valid()) job->finished.wait();
   impl& running = *impl_;
   running.step_running = false;
   if (changed) *changed = false;
@@ -2313,12 +2324,13 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
       built.transpose = std::move(running.transpose);
     }
     // The running plan's layout is freed now (cudaFree waits for the products already queued on it), or
-    // kept aside where it holds at most retire_max_bytes (a staged step on a short solve: cuSPARSE CSR, whose
-    // layout is the CSR copy itself) and freed at the next install or with the matrix.
+    // kept aside where it holds at most retire_max_bytes (a step on a short solve: cuSPARSE CSR, whose layout
+    // is the CSR copy itself) and freed at the next install or with the matrix: a free inside the product
+    // waits for the device.
     std::unique_ptr<impl> old = std::move(impl_);
     impl_ = std::move(job->plan);
     constexpr size_type retire_max_bytes = size_type(16) << 20;
-    if (job->mode == background_mode::staged && (!old->format || old->format->device_bytes() <= retire_max_bytes)) {
+    if (!old->format || old->format->device_bytes() <= retire_max_bytes) {
       std::swap(old, retired_);  // the plan retired before, if any, goes now
     }
   }
