@@ -447,7 +447,7 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
       if (k < r.staged_poll_stage.size() && (k == 0 || r.staged_poll_stage[k] != r.staged_poll_stage[k - 1])) us += " (" + r.staged_poll_stage[k] + ")";
     }
     PetscCall(PetscInfo(A, "aijpredict: staged step, host time of each part (us) @ the product after the start it ran in, with its stage where it changes:%s\n", us.c_str()));
-  } else PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms, installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.background_ms, r.install_ms, p->step_begun, p->mults, wait ? ", waited for" : "", changed ? "new plan installed" : "the plan stays"));
+  } else PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms on CPU %d (the products' thread on CPU %d when it started), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.background_ms, r.background_worker_cpu, r.background_caller_cpu, r.install_ms, p->step_begun, p->mults, wait ? ", waited for" : "", changed ? "new plan installed" : "the plan stays"));
   if (changed) PetscCall(AIJPReport(A, p));
   PetscFunctionReturn(PETSC_SUCCESS);
 }

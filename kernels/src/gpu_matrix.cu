@@ -1641,6 +1641,8 @@ struct gpu_matrix<Value>::background_job {
   cudaEvent_t ready = nullptr;
   std::future<void> finished;  // thread mode: set by detail::step_worker once run() returned
   std::atomic<bool> done{false};
+  int caller_cpu = -1;  // the products' thread's CPU at the start (thread mode)
+  int worker_cpu = -1;  // the worker's at the end
   // Written by the worker before `done` is set, read after it is seen set.
   bool changed = false;
   std::exception_ptr error;
@@ -1832,6 +1834,9 @@ struct gpu_matrix<Value>::background_job {
     } catch (...) {
       error = std::current_exception();
     }
+#if defined(__linux__)
+    worker_cpu = sched_getcpu();
+#endif
     wall_ms = ms_since(t0);
     done.store(true, std::memory_order_release);
   }
@@ -2277,6 +2282,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
 #if defined(__linux__)
   cpu = sched_getcpu();
 #endif
+  job->caller_cpu = cpu;
   detail::step_worker::instance().submit(
       [j, finished](cudaStream_t s) {
         j->run(s);  // the job may be gone once run() set `done`; the promise is the worker's own
@@ -2342,6 +2348,8 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   }
   rep.background_ms = job->wall_ms;
   rep.background_what = background_step_name(job->step);
+  rep.background_caller_cpu = job->mode == background_mode::thread ? job->caller_cpu : -1;
+  rep.background_worker_cpu = job->mode == background_mode::thread ? job->worker_cpu : -1;
   rep.staged_poll_us = std::move(job->poll_us);  // empty for a thread
   rep.staged_poll_stage = std::move(job->poll_stage);
   rep.staged_poll_product = std::move(job->poll_product);

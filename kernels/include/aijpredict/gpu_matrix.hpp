@@ -168,6 +168,9 @@ struct plan_report {
   /// to its end on the worker thread; the products ran the previous plan meanwhile. 0: none did.
   double background_ms = 0.0;
   double staged_start_us = 0.0;  ///< host time of starting the last staged step (in the product that began it)
+  /// Thread mode: the CPU the thread that started the step ran on, which the worker was kept off where the
+  /// process may run on another, and the CPU the worker ended the step on (-1: not known, or staged).
+  int background_caller_cpu = -1, background_worker_cpu = -1;
   std::string background_what;  ///< which step that was (background_step_name)
   /// A staged step (background_mode::staged): the host time of each poll that issued or checked its work,
   /// one per product it was spread over, in order. Empty: it ran on a thread.
