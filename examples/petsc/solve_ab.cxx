@@ -39,6 +39,9 @@ Options:\n\
                      (index in -types, default 1) busy-wait this long on the host at KSP iteration\n\
                      -inject_at (default 5), touching -inject_touch_kb KiB of memory while they wait\n\
                      (default 0), every -inject_every-th solve (default 1) (default 0: none)\n\
+  -inject_thread     the busy-wait runs on a helper thread instead, kept off the solving thread's CPU\n\
+                     (started before the solves, woken at that iteration; the solve does not wait for\n\
+                     it): what a worker thread's host work costs the solves beside it (default: false)\n\
 KSP and PC options (-ksp_type, -pc_type, -ksp_rtol, -ksp_max_it, ...) apply to every solve.\n";
 
 #include <petscksp.h>
@@ -47,7 +50,13 @@ KSP and PC options (-ksp_type, -pc_type, -ksp_rtol, -ksp_max_it, ...) apply to e
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <sstream>
+#include <thread>
+
+#include <sched.h>
 #include <string>
 #include <vector>
 
@@ -177,7 +186,57 @@ struct Injection {
   PetscInt          at = 5, every = 1, touch_kb = 0;
   PetscInt          solves = 0; /* KSPSolve calls so far (counted at iteration 0) */
   std::vector<char> buffer;
+  /* -inject_thread: the helper that busy-waits instead of the solving thread */
+  PetscBool               thread = PETSC_FALSE;
+  std::thread             helper;
+  std::mutex              mu;
+  std::condition_variable cv;
+  long                    requested = 0, served = 0;
+  int                     helper_cpu = -1, solver_cpu = -1;
 };
+
+static void Spin(Injection *inj)
+{
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t     k  = 0;
+  do {
+    for (int i = 0; i < 64 && !inj->buffer.empty(); ++i, k += 64) inj->buffer[k % inj->buffer.size()] += 1;
+  } while (std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() < inj->us);
+}
+
+/* The helper of -inject_thread: every CPU of the process but the solving thread's (where there is another). */
+static void StartHelper(Injection *inj)
+{
+  inj->solver_cpu = sched_getcpu();
+  inj->helper     = std::thread([inj] {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) >= 2 && CPU_ISSET(inj->solver_cpu, &set)) {
+      CPU_CLR(inj->solver_cpu, &set);
+      (void)sched_setaffinity(0, sizeof(set), &set);
+    }
+    for (;;) {
+      std::unique_lock<std::mutex> lock(inj->mu);
+      inj->cv.wait(lock, [inj] { return inj->requested > inj->served || inj->requested < 0; });
+      if (inj->requested < 0) return;
+      lock.unlock();
+      Spin(inj);
+      inj->helper_cpu = sched_getcpu();
+      lock.lock();
+      ++inj->served;
+    }
+  });
+}
+
+static void StopHelper(Injection *inj)
+{
+  if (!inj->helper.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(inj->mu);
+    inj->requested = -1;
+  }
+  inj->cv.notify_one();
+  inj->helper.join();
+}
 
 static PetscErrorCode InjectMonitor(KSP, PetscInt it, PetscReal, void *ctx)
 {
@@ -186,13 +245,13 @@ static PetscErrorCode InjectMonitor(KSP, PetscInt it, PetscReal, void *ctx)
   PetscFunctionBeginUser;
   if (it == 0) ++inj->solves;
   if (it != inj->at || (inj->solves - 1) % inj->every != 0) PetscFunctionReturn(PETSC_SUCCESS);
-  PetscLogDouble t0, t;
-  PetscCall(PetscTime(&t0));
-  size_t k = 0;
-  do {
-    for (int i = 0; i < 64 && !inj->buffer.empty(); ++i, k += 64) inj->buffer[k % inj->buffer.size()] += 1;
-    PetscCall(PetscTime(&t));
-  } while (1e6 * (t - t0) < inj->us);
+  if (inj->thread) {
+    {
+      std::lock_guard<std::mutex> lock(inj->mu);
+      ++inj->requested;
+    }
+    inj->cv.notify_one();
+  } else Spin(inj);
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
@@ -278,8 +337,10 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-inject_at", &inj.at, nullptr));
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-inject_every", &inj.every, nullptr));
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-inject_touch_kb", &inj.touch_kb, nullptr));
+  PetscCall(PetscOptionsGetBool(nullptr, nullptr, "-inject_thread", &inj.thread, nullptr));
   PetscCheck(inj.us >= 0 && inj.at >= 0 && inj.every >= 1 && inj.touch_kb >= 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-inject_us, -inject_at, -inject_touch_kb must be >= 0 and -inject_every >= 1");
   inj.buffer.assign((size_t)inj.touch_kb * 1024, 0);
+  if (inj.thread && inj.us > 0) StartHelper(&inj);
   PetscCheck(rounds > 0 && solves > 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-rounds and -solves must be positive");
   PetscCheck(mults >= 0, PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-mults must be >= 0");
   if (mults > 0) {
@@ -441,6 +502,10 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < nt; ++k) same = same && its[k] == its[0] && same_its[k];
     /* Reordered sums (another SpMV kernel) may move a long solve's iteration count a little: reported, not an error. */
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, same ? "iterations: the same for every type\n" : "iterations: differ between the types or the rounds\n"));
+  }
+  if (inj.helper.joinable()) {
+    StopHelper(&inj);
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "injection helper: %ld busy-waits of %g us on CPU %d (the solves on CPU %d when it started)\n", inj.served, (double)inj.us, inj.helper_cpu, inj.solver_cpu));
   }
   PetscCall(VecDestroy(&u));
   PetscCall(VecDestroy(&b));
