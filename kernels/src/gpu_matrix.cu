@@ -1638,7 +1638,7 @@ struct gpu_matrix<Value>::background_job {
   double start_us = 0;
   std::shared_ptr<const context> ctx;
   plan_options opts;
-  cudaEvent_t ready = nullptr;
+  detail::poll_event ready;    // thread mode: where the products' stream stood at the start (a pooled event)
   std::future<void> finished;  // thread mode: set by detail::step_worker once run() returned
   std::atomic<bool> done{false};
   int caller_cpu = -1;  // the products' thread's CPU at the start (thread mode)
@@ -1811,7 +1811,6 @@ struct gpu_matrix<Value>::background_job {
   ~background_job()
   {
     if (finished.valid()) finished.wait();
-    if (ready) (void)cudaEventDestroy(ready);
   }
 
   // Thread mode, on detail::step_worker: `s` is the worker's stream for the device (null if it could not be
@@ -1821,7 +1820,7 @@ struct gpu_matrix<Value>::background_job {
     const auto t0 = clock_type::now();
     try {
       AIJP_ENSURE(s != nullptr, device_error, "the background worker has no CUDA stream for this device");
-      AIJP_CUDA_CHECK(cudaStreamWaitEvent(s, ready, 0));
+      AIJP_CUDA_CHECK(cudaStreamWaitEvent(s, ready.get(), 0));
       switch (step) {
         case background_step::analyze:
           plan->analyze(*ctx, opts, s);
@@ -2272,8 +2271,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
     return true;
   }
   job->plan = m.copy_for_background();
-  AIJP_CUDA_CHECK(cudaEventCreateWithFlags(&job->ready, cudaEventDisableTiming));
-  AIJP_CUDA_CHECK(cudaEventRecord(job->ready, stream));
+  job->ready.record(stream);
   background_job* j = job.get();
   auto finished = std::make_shared<std::promise<void>>();
   job->finished = finished->get_future();
@@ -2289,6 +2287,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
         finished->set_value();
       },
       cpu);
+  job->start_us = 1e3 * ms_since(t_start);
   job_ = std::move(job);
   m.step_running = true;
   return true;
