@@ -2,6 +2,7 @@
 #include "async_ops.hpp"
 #include "device_buffer.hpp"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -234,6 +235,54 @@ cudaStream_t analysis_stream()
 
 namespace aijp::detail {
 
+namespace {
+thread_local bool worker_thread = false;
+bool worker_sleeps()
+{
+  static const bool sleeps = [] {
+    const char* e = std::getenv("AIJPREDICT_STEP_WORKER_SLEEP");
+    return !(e && e[0] == '0');
+  }();
+  return sleeps;
+}
+}  // namespace
+
+bool on_step_worker() noexcept { return worker_thread; }
+
+void wait_stream(cudaStream_t stream)
+{
+  if (!worker_thread || !worker_sleeps()) {
+    AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return;
+  }
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(stream);
+    if (e != cudaErrorNotReady) {
+      AIJP_CUDA_CHECK(e);
+      return;
+    }
+    (void)cudaGetLastError();
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+void wait_event(cudaEvent_t event)
+{
+  if (!worker_thread || !worker_sleeps()) {
+    AIJP_CUDA_CHECK(cudaEventSynchronize(event));
+    return;
+  }
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(event);
+    if (e != cudaErrorNotReady) {
+      AIJP_CUDA_CHECK(e);
+      return;
+    }
+    (void)cudaGetLastError();
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 struct step_worker::impl {
   std::mutex mu;
   std::condition_variable cv;
@@ -278,6 +327,7 @@ struct step_worker::impl {
 
   void loop()
   {
+    worker_thread = true;
     for (;;) {
       item it;
       {

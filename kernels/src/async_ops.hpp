@@ -152,6 +152,14 @@ class step_worker {
   std::mutex start_mu_;
 };
 
+/// On the step_worker's thread, waits for the device poll and sleep (~20 us per poll) rather than spin in
+/// the driver's synchronising calls: a worker spinning in them beside the products' thread held its CUDA
+/// calls up by tens of microseconds (H100, session 25). Elsewhere they are cudaStreamSynchronize and
+/// cudaEventSynchronize. (AIJPREDICT_STEP_WORKER_SLEEP=0: the worker spins too.)
+bool on_step_worker() noexcept;
+void wait_stream(cudaStream_t stream);
+void wait_event(cudaEvent_t event);
+
 /// An event marking where a stream's read-back ends: done() polls it, wait() blocks.
 class poll_event {
  public:
@@ -184,7 +192,7 @@ class poll_event {
   }
   void wait() const
   {
-    if (event_) AIJP_CUDA_CHECK(cudaEventSynchronize(event_));
+    if (event_) wait_event(event_);
   }
   /// The recorded event (nullptr before the first record()).
   cudaEvent_t get() const { return event_; }

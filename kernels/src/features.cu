@@ -345,7 +345,7 @@ void add_strip_columns(std::vector<strip_summary>& strips, const index_type* d_r
   std::vector<int> step(n);
   std::vector<unsigned long long> unsorted(n);
   issue_strip_columns(strips, d_row_ptr, d_col_idx, d_step.data(), d_unsorted.data(), step.data(), unsorted.data(), stream);
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  detail::wait_stream(stream);
   decode_strip_columns(strips, step.data(), unsorted.data());
 }
 
@@ -360,7 +360,7 @@ void add_strip_locality(std::vector<strip_summary>& strips, const index_type* d_
   detail::device_buffer<strip_locality_group> d_groups(blocks);
   std::vector<strip_locality_group> h(blocks);
   issue_strip_locality(strips, d_row_ptr, d_col_idx, value_bytes, ranges.data(), d_ranges.data(), d_groups.data(), h.data(), stream);
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  detail::wait_stream(stream);
   decode_strip_locality(strips, h.data());
 }
 

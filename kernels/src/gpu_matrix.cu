@@ -531,7 +531,7 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
   } else {
     AIJP_CUDA_CHECK(cudaMemcpyAsync(&ends[0], host.row_ptr, sizeof(index_type), cudaMemcpyDeviceToHost, stream));
     AIJP_CUDA_CHECK(cudaMemcpyAsync(&ends[1], host.row_ptr + host.rows, sizeof(index_type), cudaMemcpyDeviceToHost, stream));
-    AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    detail::wait_stream(stream);
   }
   AIJP_ENSURE(ends[0] == 0 && ends[1] == host.nnz, bad_input,
               "row_ptr must start at 0 and end at nnz (" + std::to_string(host.nnz) + ")");
@@ -578,7 +578,7 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
     AIJP_CUDA_CHECK(cudaMemcpyAsync(a.col_idx.data(), host.col_idx, host.nnz * sizeof(index_type), kind, stream));
     AIJP_CUDA_CHECK(cudaMemcpyAsync(a.values.data(), host.values, host.nnz * sizeof(Value), kind, stream));
   }
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  detail::wait_stream(stream);
   rep.upload_ms = ms_since(t0);
   rep.stats.rows = host.rows;
   rep.stats.cols = host.cols;
@@ -592,7 +592,7 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
                                                                                        a.col_idx.data(), d_cs.data());
     AIJP_CHECK_LAUNCH();
     AIJP_CUDA_CHECK(cudaMemcpyAsync(&cs, d_cs.data(), sizeof(cs), cudaMemcpyDeviceToHost, stream));
-    AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    detail::wait_stream(stream);
     AIJP_ENSURE(cs.bad_rows == 0, bad_input,
                 std::to_string(cs.bad_rows) + " rows have a decreasing row_ptr or a column index outside [0, " +
                     std::to_string(host.cols) + ")");
@@ -828,7 +828,7 @@ void gpu_matrix<Value>::impl::convert_to(format_id choice, cudaStream_t stream)
   }
   const auto t0 = clock_type::now();
   choice = build_or_fall_back(choice, stream);
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  detail::wait_stream(stream);
   converted(choice, ms_since(t0));
 }
 
@@ -1078,7 +1078,7 @@ bool gpu_matrix<Value>::impl::build_partition(const partition_plan& plan, const 
   format.reset();  // free the previous layout first, as convert_to does
   try {
     format = detail::make_partitioned<Value>(csr, want, factory, handle, stream, &built);
-    AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    detail::wait_stream(stream);
   } catch (const device_out_of_memory& e) {
     format.reset();
     rep.decision += std::string("; out of device memory building the partition (") + e.what() + ")";
@@ -1608,7 +1608,7 @@ void preload_analysis_kernels()
   f->apply(1.0, dx.data(), 0.0, dy.data(), s);
   f->apply(1.0, dx.data(), 1.0, dy.data(), s);
   f->refresh_values(a, s);
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(s));
+  detail::wait_stream(s);
 }
 
 }  // namespace detail
@@ -1829,7 +1829,7 @@ struct gpu_matrix<Value>::background_job {
         case background_step::convert_deferred: changed = plan->convert_deferred(opts.expected_mults, s); break;
         case background_step::plan_when_reused: changed = plan->plan_when_reused(*ctx, opts, s); break;
       }
-      AIJP_CUDA_CHECK(cudaStreamSynchronize(s));
+      detail::wait_stream(s);
     } catch (...) {
       error = std::current_exception();
     }

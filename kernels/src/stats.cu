@@ -305,7 +305,7 @@ std::vector<strip_summary> compute_strip_summaries_device(size_type rows, const 
   detail::device_buffer<device_strip> d(n);
   std::vector<device_strip> h(n);
   detail::issue_strip_summaries(rows, d_row_ptr, rows_per_strip, d.data(), h.data(), stream);
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  detail::wait_stream(stream);
   return detail::decode_strip_summaries(rows, rows_per_strip, h.data());
 }
 

@@ -85,7 +85,7 @@ class cusparse_sell final : public format_impl<Value> {
     val_.resize(static_cast<std::size_t>(padded), a.layout_memory());
     fill(a, true, stream);
     // slice_ptr64 is read by narrow_offsets: wait before it is released (and before anything can throw).
-    AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    detail::wait_stream(stream);
     cusparseSpMatDescr_t mat = nullptr;
     AIJP_CUSPARSE_CHECK(cusparseCreateSlicedEll(&mat, a.rows, a.cols, a.nnz, padded, slice_height, slice_ptr_.data(),
                                                 col_.data(), val_.data(), CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,

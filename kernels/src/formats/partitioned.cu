@@ -202,7 +202,7 @@ std::unique_ptr<format_impl<Value>> make_partitioned(const device_csr<Value>& a,
     const size_type r = k < blocks.size() ? blocks[k].row_begin : a.rows;
     AIJP_CUDA_CHECK(cudaMemcpyAsync(&bounds[k], a.row_ptr.data() + r, sizeof(index_type), cudaMemcpyDeviceToHost, stream));
   }
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  detail::wait_stream(stream);
 
   std::vector<typename partitioned<Value>::part> parts;
   if (built) built->clear();

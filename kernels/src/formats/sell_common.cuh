@@ -10,6 +10,7 @@
 // fills its own arrays: deltas, padding repeats the row's last column.)
 #pragma once
 
+#include "../async_ops.hpp"
 #include "../format_impl.hpp"
 
 #include <cub/device/device_scan.cuh>
@@ -135,7 +136,7 @@ T read_back(const T* device_ptr, cudaStream_t stream)
 {
   T host{};
   AIJP_CUDA_CHECK(cudaMemcpyAsync(&host, device_ptr, sizeof(T), cudaMemcpyDeviceToHost, stream));
-  AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
+  detail::wait_stream(stream);
   return host;
 }
 
