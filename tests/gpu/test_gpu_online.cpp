@@ -532,20 +532,22 @@ TEST_F(GpuOnline, AfterTheRunnerUpCusparseIsComparedAndTheFastestKept)
 // A format that runs on the CSR copy (csr_vector) is tried, third, when predicted within the free band of
 // what the running format (sell_sigma) measures, though predicted slower than it: the corrections put
 // sell_sigma's prediction at 1.05x its time measured here, the runner-up sell's at 1.08x, cuSPARSE CSR's at
-// 10x and csr_vector's at 1.12x; neither margin rule (10 %) fires for any of them, so without the band
-// csr_vector is not compared, and with a band of 0.5 it is, and the faster kept; a second plan of the
-// matrix does not try it again by the band (it was measured on this matrix).
+// 10x and csr_vector's at 1.12x; neither margin rule (set to 300 % here) fires for any of them, so without
+// the band csr_vector is not compared, and with a band (300 %) it is, and the faster kept; a second plan of
+// the matrix does not try it again by the band (it was measured on this matrix).
 TEST_F(GpuOnline, FreeCandidateIsTriedWithinTheBandAfterTheOthers)
 {
   aijp::plan_options po = single();
   po.online_policy.explore_after = 4;
   po.online_policy.observe_every = 4;
   po.candidates = {format_id::cusparse_csr, format_id::sell_sigma, format_id::sell_c_sigma, format_id::csr_vector};
-  // The margin rules out of reach of timing noise: the products here take a few microseconds, and a run whose
-  // sell_sigma measured 16-19 % above the calibration below compared sell_c_sigma by those rules first, then
-  // csr_vector by them too, without the free band (1 run in 10 at 4694402, H100). The free band is the
-  // subject: csr_vector must be tried by it alone, after the others gave way.
-  po.online_policy.explore_margin = 1.0;
+  // The rules set out of reach of timing noise. The products here take 8-20 us, and the test plan's own
+  // measurement of sell_sigma came out 0.44-2.2x the calibration below in 6 runs of 30 (H100, session 25):
+  // the margin rules then compared the candidates first, or the free band missed csr_vector. The free band
+  // is the subject: csr_vector must be tried by it alone, after the others gave way, so the margins allow
+  // 4x, the band 4x, and the short-product cap is lifted (the skip below still keeps the test to short ones).
+  po.online_policy.explore_margin = 3.0;
+  po.online_policy.free_max_us = 1000.0;
   // sell_sigma's time here, measured as the test's plan will measure it: a second forced plan of the
   // process (the first one's products include one-time costs).
   double measured = 0;
@@ -564,7 +566,7 @@ TEST_F(GpuOnline, FreeCandidateIsTriedWithinTheBandAfterTheOthers)
   if (measured > aijp::online::policy{}.free_max_us) GTEST_SKIP() << "sell_sigma measures " << measured << " us here: not a short product";
   const std::vector<std::pair<format_id, double>> target = {
       {format_id::sell_sigma, 1.05}, {format_id::sell_c_sigma, 1.08}, {format_id::cusparse_csr, 10.0}, {format_id::csr_vector, 1.12}};
-  for (const double band : {0.0, 0.5}) {
+  for (const double band : {0.0, 3.0}) {
     SCOPED_TRACE("free band " + std::to_string(band));
     auto ctx = online_context();
     po.online_policy.free_band = band;
