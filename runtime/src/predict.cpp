@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 namespace aijp {
 
@@ -313,8 +314,16 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
     case format_id::csr_vector: {
       const int lanes = csr_vector_lanes(s);
       const int slots = csr_vector_slots(s, device);
-      // Steps of one lane: through the longest row and through a row of mean length.
-      const double longest = std::ceil(s.max_len / static_cast<double>(lanes));
+      // Steps of one lane: through the longest row and through a row of mean length. With a full warp a row
+      // longer than 32 starts at the 32-aligned index below its first entry (csr.cu, as CUSP), so it walks up
+      // to 31 entries more: rows of 95 or 81 take 4 steps, not 3, wherever they start 15 or more entries past
+      // an aligned index (bcsstk13, mcfe). Rows all of one length n start at multiples of n, i.e. at most
+      // 32 - gcd(n, 32) past an aligned index (rows of 40: 24, 2 steps; rows of 64: 0).
+      constexpr int aligned = layout_ref::csr_vector_aligned_lanes;
+      const double offset = s.min_len == s.max_len ? aligned - std::gcd(static_cast<int>(s.max_len), aligned) : aligned - 1;
+      const double longest = lanes == aligned && s.max_len > aligned
+                                 ? std::ceil((s.max_len + offset) / aligned)
+                                 : std::ceil(s.max_len / static_cast<double>(lanes));
       const double typ = csr_vector_typical_length(s);
       const double typical = std::max(1.0, std::ceil(typ / lanes));
       c.moved_bytes = nnz * entry + row_ptr;
@@ -472,6 +481,25 @@ double hyb_coo_part_us(const row_stats& s, int vb, double x_sectors_per_nnz, con
   return std::max(stream, l2);
 }
 
+// The loads a step of csr_vector's longest chain keeps in flight, in lanes (the unit of chain_lanes for the
+// thread-per-row layouts, whose warp walks chain_lanes long rows together): the row's `lanes` lanes times the
+// rows each of them walks at once. With rows stacked (slots > 1) slot i of group g is row i x groups + g of
+// the block, so the chain_lanes long rows of one 32-row group share a lane group once they outnumber the
+// groups (ceil(chain_lanes / groups) rows each, at most slots). chain_lanes itself counts rows of a warp of
+// threads, which csr_vector spreads over 32 / lanes groups and up to 4 slots: on the H100 gated warm-up the
+// 2M-row blocks with 1, 2 and 8 long rows of 200000 (16 lanes, one long row per group) measured 1.40-1.51x
+// their modelled chain from DRAM and those with 20 and 32 (two per group) 2.01-2.08x, while chain_lanes (1-32)
+// put 8 with 20 and 32 and the held-out circuit (20 rows of 200000 on 8 lanes, one per group) 53 % over
+// (bench/results/2026-11-24_h100_session24_*_gated_samples.jsonl.xz).
+double csr_vector_chain_lanes(const row_stats& s, const device_properties* device)
+{
+  const int lanes = csr_vector_lanes(s);
+  const int slots = csr_vector_slots(s, device);
+  const double groups = static_cast<double>(layout_ref::csr_block_size / lanes);
+  const double rows = slots > 1 ? std::clamp(std::ceil(std::round(chain_lanes(s)) / groups), 1.0, static_cast<double>(slots)) : 1.0;
+  return std::min(static_cast<double>(stats_warp_size), lanes * rows);
+}
+
 placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwidth_model_params& p)
 {
   const row_stats& s = in.stats;
@@ -494,7 +522,11 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   // pareto rows (natural 1.03-1.36 lanes, sorted harmonic 2.0-4.7) among the single rows; with the sorted
   // lanes jad's mean / p95 error went from 7.8 / 25.1 % to 6.5 / 18.1 % on the session-24 pair, with the
   // statistic recomputed on the host for the committed samples (docs/models.md, Session 24, JAD/SELL).
-  r.lanes = f == format_id::jad ? sorted_chain_lanes(s) : chain_lanes(s);
+  // csr_vector walks its longest row with the lanes of one group, each of them issuing one load per step for
+  // every row of its group that is still running (the stacked slots): csr_vector_chain_lanes.
+  r.lanes = f == format_id::jad          ? sorted_chain_lanes(s)
+            : f == format_id::csr_vector ? csr_vector_chain_lanes(s, &in.device)
+                                         : chain_lanes(s);
   r.in_l2 = in_l2;
   // The scatter's visits miss the L2 in the share of the working set that does not fit in it.
   const double beyond_l2 = in.device.l2_bytes > 0 ? std::max(0.0, 1.0 - in.device.l2_bytes / r.bytes) : 1.0;
