@@ -214,6 +214,18 @@ void event_pool::reserve(int count)
   for (cudaEvent_t e : events) release(device, e);
 }
 
+namespace {
+// A non-blocking stream of the current device at its lowest priority.
+cudaStream_t make_background_stream()
+{
+  int least = 0, greatest = 0;
+  AIJP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  cudaStream_t s = nullptr;
+  AIJP_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
+  return s;
+}
+}  // namespace
+
 cudaStream_t analysis_stream()
 {
   int device = 0;
@@ -223,10 +235,7 @@ cudaStream_t analysis_stream()
   std::lock_guard<std::mutex> lock(mu);
   const auto it = streams.find(device);
   if (it != streams.end()) return it->second;
-  int least = 0, greatest = 0;
-  AIJP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  cudaStream_t s = nullptr;
-  AIJP_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
+  const cudaStream_t s = make_background_stream();
   streams.emplace(device, s);
   return s;
 }
@@ -249,37 +258,39 @@ bool worker_sleeps()
 
 bool on_step_worker() noexcept { return worker_thread; }
 
-void wait_stream(cudaStream_t stream)
+namespace {
+// Polls `query` (cudaStreamQuery or cudaEventQuery of one object) with a sleep between polls until it no
+// longer says not ready; reports any other error.
+template <typename Query>
+void poll_and_sleep(Query query)
 {
-  if (!worker_thread || !worker_sleeps()) {
-    AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return;
-  }
   for (;;) {
-    const cudaError_t e = cudaStreamQuery(stream);
+    const cudaError_t e = query();
     if (e != cudaErrorNotReady) {
       AIJP_CUDA_CHECK(e);
       return;
     }
-    (void)cudaGetLastError();
+    (void)cudaGetLastError();  // not an error: clear it so later checks do not see it
     std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+}  // namespace
+
+void wait_stream(cudaStream_t stream)
+{
+  if (worker_thread && worker_sleeps()) {
+    poll_and_sleep([stream] { return cudaStreamQuery(stream); });
+  } else {
+    AIJP_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
 }
 
 void wait_event(cudaEvent_t event)
 {
-  if (!worker_thread || !worker_sleeps()) {
+  if (worker_thread && worker_sleeps()) {
+    poll_and_sleep([event] { return cudaEventQuery(event); });
+  } else {
     AIJP_CUDA_CHECK(cudaEventSynchronize(event));
-    return;
-  }
-  for (;;) {
-    const cudaError_t e = cudaEventQuery(event);
-    if (e != cudaErrorNotReady) {
-      AIJP_CUDA_CHECK(e);
-      return;
-    }
-    (void)cudaGetLastError();
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
 
@@ -304,10 +315,7 @@ struct step_worker::impl {
   {
     const auto it = streams.find(device);
     if (it != streams.end()) return it->second;
-    int least = 0, greatest = 0;
-    AIJP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    cudaStream_t s = nullptr;
-    AIJP_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, least));
+    const cudaStream_t s = make_background_stream();
     streams.emplace(device, s);
     return s;
   }
