@@ -126,6 +126,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     const auto fl = m.find(floor_key(static_cast<format_id>(i)));
     if (fl != m.end() && std::isfinite(fl->second) && fl->second >= 0.0 && fl->second <= 1e3) p.format_floor_us[i] = fl->second;
   }
+  const auto fd = m.find("floor_us_per_doubling.cusparse_csr");
+  if (fd != m.end() && std::isfinite(fd->second) && fd->second >= 0.0 && fd->second <= 10.0) p.cusparse_csr_floor_us_per_doubling = fd->second;
   return true;
 }
 
@@ -157,6 +159,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(chain_lanes_dram_key(f), p.format_chain_lanes_dram[i], -1.0);
     put(floor_key(f), p.format_floor_us[i], 0.0);
   }
+  put("floor_us_per_doubling.cusparse_csr", p.cusparse_csr_floor_us_per_doubling, 0.0);
 }
 
 std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + format_name(f); }
@@ -207,6 +210,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
 {
   to.format_fixed_us = from.format_fixed_us;
   to.format_floor_us = from.format_floor_us;
+  to.cusparse_csr_floor_us_per_doubling = from.cusparse_csr_floor_us_per_doubling;
   to.format_chain_scale = from.format_chain_scale;
   to.format_chain_lanes = from.format_chain_lanes;
   to.format_chain_scale_dram = from.format_chain_scale_dram;
@@ -218,7 +222,8 @@ bool has_format_corrections(const bandwidth_model_params& p)
   const bandwidth_model_params neutral;
   return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale ||
          p.format_chain_lanes != neutral.format_chain_lanes || p.format_chain_scale_dram != neutral.format_chain_scale_dram ||
-         p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_floor_us != neutral.format_floor_us;
+         p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_floor_us != neutral.format_floor_us ||
+         p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling;
 }
 
 double l1_bytes_per_sm(const device_properties* device)
@@ -466,6 +471,7 @@ struct placeholder_parts {
   bool in_l2 = false;    // the layout's bytes fit in the L2 (the chain at the L2 latency)
   double l2_us = 0;      // L2 traffic at the calibrated rate
   double after_chain_us = 0;  // a kernel launched after the chain's kernel (HYB's COO part): adds to the chain
+  double rows = 0;            // the matrix's rows (cuSPARSE CSR's floor)
 };
 
 // HYB's COO part is a kernel of its own launched after the ELL kernel (kernels/src/formats/hyb.cu), so it
@@ -513,6 +519,7 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   // x is read at least once (at best), y written once: common to every layout.
   const double vectors = static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + static_cast<double>(s.rows) * vb;
   placeholder_parts r;
+  r.rows = static_cast<double>(s.rows);
   const layout_traffic& c = r.traffic = layout_traffic_of(f, s, vb, &in.device, in.x_sectors_per_nnz);
   const placeholder_terms pt = placeholder_terms_of(f, s, p, vb, c.moved_bytes + vectors);
   const double scatter = sorted_scatter_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted);
@@ -554,13 +561,22 @@ double variable_of(format_id f, const placeholder_parts& t, const bandwidth_mode
   return std::max({t.stream_us, chain_us_of(f, t, p), t.l2_us});
 }
 
+// The format's floor for a matrix of `rows` rows: the fitted floor, which for cuSPARSE CSR grows with
+// log2(rows) (bandwidth_model_params::cusparse_csr_floor_us_per_doubling).
+double floor_of(format_id f, double rows, const bandwidth_model_params& p)
+{
+  const double fl = p.format_floor_us[static_cast<int>(f)];
+  if (f != format_id::cusparse_csr || !(fl > 0) || !(p.cusparse_csr_floor_us_per_doubling > 0)) return fl;
+  return fl + p.cusparse_csr_floor_us_per_doubling * std::log2(std::max(1.0, rows));
+}
+
 // The prediction from the terms and the per-format corrections. The fitted fixed cost may be negative (the
 // placeholder's own guess too high); no product is faster than one launch, the fastest measured SpMV, nor than
 // the format's fitted floor (bandwidth_model_params::format_floor_us).
 double predicted_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
 {
   const int i = static_cast<int>(f);
-  return std::max({p.launch_us, p.format_floor_us[i], t.fixed_us + p.format_fixed_us[i] + variable_of(f, t, p)});
+  return std::max({p.launch_us, floor_of(f, t.rows, p), t.fixed_us + p.format_fixed_us[i] + variable_of(f, t, p)});
 }
 }  // namespace
 
@@ -570,7 +586,7 @@ placeholder_breakdown explain_bandwidth_model(format_id f, const prediction_inpu
   const int i = static_cast<int>(f);
   placeholder_breakdown b;
   b.fixed_us = t.fixed_us + p.format_fixed_us[i];
-  b.floor_us = p.format_floor_us[i];
+  b.floor_us = floor_of(f, t.rows, p);
   b.stream_us = t.stream_us;
   b.chain_us = chain_us_of(f, t, p);
   b.l2_us = t.l2_us;
@@ -650,14 +666,42 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   const auto variable = [&](std::size_t k) { return variable_of(obs[k].format, parts[k], p); };
   {
     std::array<std::vector<double>, format_count> tiny;
+    std::vector<std::pair<double, double>> csr_tiny;  // cuSPARSE CSR: (log2 rows, measured)
     for (std::size_t k = 0; k < obs.size(); ++k) {
       if (!(obs[k].measured_us > 0) || variable(k) >= 0.25 * p.launch_us) continue;
       tiny[static_cast<int>(obs[k].format)].push_back(obs[k].measured_us);
+      if (obs[k].format == format_id::cusparse_csr)
+        csr_tiny.emplace_back(std::log2(std::max(1.0, parts[k].rows)), obs[k].measured_us);
     }
     for (int i = 0; i < format_count; ++i) {
       if (static_cast<int>(tiny[i].size()) < std::max(1, min_samples)) continue;
       used.floor[i] = static_cast<int>(tiny[i].size());
       p.format_floor_us[i] = online::median(std::move(tiny[i]));
+    }
+    // cuSPARSE CSR's floor grows with log2(rows) (measured; presumably a binary search of the row offsets placing each
+    // block of its nonzero-balanced split): the least-squares line over the same samples, where they span
+    // at least a factor 4 in rows and the slope is positive; otherwise flat at the median.
+    const int ci = static_cast<int>(format_id::cusparse_csr);
+    p.cusparse_csr_floor_us_per_doubling = 0.0;
+    if (used.floor[ci] > 0) {
+      double mx = 0, my = 0, lo = std::numeric_limits<double>::infinity(), hi = -lo;
+      for (const auto& [x, y] : csr_tiny) {
+        mx += x;
+        my += y;
+        lo = std::min(lo, x);
+        hi = std::max(hi, x);
+      }
+      mx /= static_cast<double>(csr_tiny.size());
+      my /= static_cast<double>(csr_tiny.size());
+      double sxy = 0, sxx = 0;
+      for (const auto& [x, y] : csr_tiny) {
+        sxy += (x - mx) * (y - my);
+        sxx += (x - mx) * (x - mx);
+      }
+      if (hi - lo >= 2.0 && sxx > 0 && sxy > 0) {
+        p.cusparse_csr_floor_us_per_doubling = sxy / sxx;
+        p.format_floor_us[ci] = my - p.cusparse_csr_floor_us_per_doubling * mx;
+      }
     }
   }
   // The fixed costs: per format, the value c minimising the mean relative error of
@@ -668,6 +712,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     struct point {
       double a;  // fixed + variable without the correction
       double m;  // measured
+      double lo; // launch or the format's floor for this matrix
     };
     std::array<std::vector<point>, format_count> pts;
     for (std::size_t k = 0; k < obs.size(); ++k) {
@@ -675,22 +720,22 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       if (!(o.measured_us > 0)) continue;
       const double v = variable(k);
       if (v > 2 * p.launch_us) continue;  // not dominated by fixed costs
-      pts[static_cast<int>(o.format)].push_back({parts[k].fixed_us + v, o.measured_us});
+      pts[static_cast<int>(o.format)].push_back(
+          {parts[k].fixed_us + v, o.measured_us, std::max(p.launch_us, floor_of(o.format, parts[k].rows, p))});
     }
     for (int i = 0; i < format_count; ++i) {
       used.fixed[i] = 0;
       const auto& q = pts[i];
       if (static_cast<int>(q.size()) < std::max(1, min_samples)) continue;
-      const double lo = std::max(p.launch_us, p.format_floor_us[i]);
       const auto error = [&](double c) {
         double e = 0;
-        for (const auto& x : q) e += std::abs(std::max(lo, x.a + c) - x.m) / x.m;
+        for (const auto& x : q) e += std::abs(std::max(x.lo, x.a + c) - x.m) / x.m;
         return e;
       };
       std::vector<double> candidates;
       for (const auto& x : q) {
         candidates.push_back(x.m - x.a);
-        candidates.push_back(lo - x.a);
+        candidates.push_back(x.lo - x.a);
       }
       double best_c = 0, best_e = std::numeric_limits<double>::infinity();
       for (double c : candidates) {
@@ -819,6 +864,8 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   for (int i = 0; i < format_count; ++i) {
     if (used.fixed[i] > 0) out.format_fixed_us[i] = p.format_fixed_us[i];
     if (observed[i]) out.format_floor_us[i] = p.format_floor_us[i];  // fitted (its samples are observed) or none
+    if (observed[i] && i == static_cast<int>(format_id::cusparse_csr))
+      out.cusparse_csr_floor_us_per_doubling = p.cusparse_csr_floor_us_per_doubling;
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];

@@ -95,6 +95,12 @@ struct bandwidth_model_params {
   /// (bench/results/2026-11-24_h100_session13_accuracy.csv). The prediction is
   /// max(launch, floor, fixed + variable terms); cache key "floor_us.<format>".
   std::array<double, format_count> format_floor_us{};
+  /// cuSPARSE CSR's floor grows with the rows: its floor is format_floor_us + this x log2(rows) (0: flat, the
+  /// cache files written before it). Measured, not confirmed in cuSPARSE: a nonzero-balanced split whose blocks
+  /// find their first row by a binary search of the row offsets would cost log2(rows) dependent loads. Fitted by least
+  /// squares on the same samples as the floor (fit_format_corrections); on the four H100 gated warm-ups
+  /// 0.09-0.10 us per doubling. Cache key "floor_us_per_doubling.cusparse_csr".
+  double cusparse_csr_floor_us_per_doubling = 0.0;
   /// Per-format factor on the serial chain's latency per entry (indexed by format_id; 1 for cache files
   /// written before it): the median of (measured - fixed costs) / chain over the warm-up's samples a chain
   /// clearly dominates (fit_format_corrections). The 90 / 270 ns per entry above are one format's; on the
