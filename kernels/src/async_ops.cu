@@ -256,8 +256,6 @@ bool worker_sleeps()
 }
 }  // namespace
 
-bool on_step_worker() noexcept { return worker_thread; }
-
 namespace {
 // Polls `query` (cudaStreamQuery or cudaEventQuery of one object) with a sleep between polls until it no
 // longer says not ready; reports any other error.
@@ -305,7 +303,6 @@ struct step_worker::impl {
   std::deque<item> queue;
   std::map<int, cudaStream_t> streams;  // per device; never destroyed (the runtime may be gone at exit)
   std::set<int> ready_devices;          // devices start() prepared the worker for
-  std::thread thread;
 #if defined(__linux__)
   cpu_set_t inherited{};  // the mask the thread started with (the process's, from the context's thread)
   bool have_inherited = false;  // false also with AIJPREDICT_STEP_WORKER_PIN=0: the scheduler places it
@@ -375,8 +372,7 @@ void step_worker::start()
     const char* pin = std::getenv("AIJPREDICT_STEP_WORKER_PIN");
     m->have_inherited = !(pin && pin[0] == '0') && sched_getaffinity(0, sizeof(m->inherited), &m->inherited) == 0;
 #endif
-    m->thread = std::thread([m] { m->loop(); });
-    m->thread.detach();
+    std::thread([m] { m->loop(); }).detach();
     impl_.store(m);
   }
   impl* m = impl_.load();
@@ -385,8 +381,7 @@ void step_worker::start()
     if (m->ready_devices.count(device)) return;
   }
   // The worker's own first CUDA calls for this device (its runtime state, the stream, a first use of it)
-  // here, outside the products: made at its first step instead, they held a product of the solve beside it
-  // ~0.11 ms (H100, session 25).
+  // here, outside the products, rather than at its first step inside a solve.
   auto ready = std::make_shared<std::promise<void>>();
   auto done = ready->get_future();
   submit([ready](cudaStream_t s) {

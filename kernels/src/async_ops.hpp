@@ -131,9 +131,10 @@ cudaStream_t analysis_stream();
 /// it, outside the products: creating a thread inside a short solve costs tens of microseconds there), each
 /// step run on its own stream (per device, non-blocking, the device's lowest priority). Before a step it
 /// takes every CPU of the process's affinity mask except the one the step was submitted from, when the mask
-/// has another: a worker the scheduler placed on the products' CPU took that CPU for the whole step (a
-/// 1.1 ms short solve of bcsstk13 ran 1.63-1.71x on two CPUs, H100, session 24). Never destroyed: the
-/// process may end with it waiting.
+/// has another, so that the step's host work never competes with the products' thread for its CPU. (On the
+/// H100 machine, session 25, the solve holding a step read the same with the placement left to the
+/// scheduler: what it pays is the driver and the device, bench/results/2026-11-24_h100_session25_thread_steps.txt.)
+/// Never destroyed: the process may end with it waiting.
 class step_worker {
  public:
   static step_worker& instance();
@@ -153,10 +154,9 @@ class step_worker {
 };
 
 /// On the step_worker's thread, waits for the device poll and sleep (~20 us per poll) rather than spin in
-/// the driver's synchronising calls: a worker spinning in them beside the products' thread held its CUDA
-/// calls up by tens of microseconds (H100, session 25). Elsewhere they are cudaStreamSynchronize and
+/// the driver's synchronising calls, leaving its CPU to others while it waits (the short solves beside it
+/// read the same either way on the H100, session 25). Elsewhere they are cudaStreamSynchronize and
 /// cudaEventSynchronize. (AIJPREDICT_STEP_WORKER_SLEEP=0: the worker spins too.)
-bool on_step_worker() noexcept;
 void wait_stream(cudaStream_t stream);
 void wait_event(cudaEvent_t event);
 

@@ -2287,7 +2287,6 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
         finished->set_value();
       },
       cpu);
-  job->start_us = 1e3 * ms_since(t_start);
   job_ = std::move(job);
   m.step_running = true;
   return true;
@@ -2347,8 +2346,8 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   }
   rep.background_ms = job->wall_ms;
   rep.background_what = background_step_name(job->step);
-  rep.background_caller_cpu = job->mode == background_mode::thread ? job->caller_cpu : -1;
-  rep.background_worker_cpu = job->mode == background_mode::thread ? job->worker_cpu : -1;
+  rep.background_caller_cpu = job->caller_cpu;  // -1 for a staged step, which sets neither
+  rep.background_worker_cpu = job->worker_cpu;
   rep.staged_poll_us = std::move(job->poll_us);  // empty for a thread
   rep.staged_poll_stage = std::move(job->poll_stage);
   rep.staged_poll_product = std::move(job->poll_product);

@@ -3,6 +3,8 @@
 #include <aijpredict/layout_ref_csr.hpp>
 #include <aijpredict/online.hpp>
 
+#include "model_fit.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -23,6 +25,12 @@ constexpr double csr_vector_stacked_unroll = 2.0;
 // Fraction of streaming bandwidth our COO kernel reaches (row index per entry, atomics on y); HYB's COO
 // part runs the same kernel.
 constexpr double coo_efficiency = 0.7;
+
+// What HYB's COO part moves: its entries with row indices, and y read and written by the atomics.
+double hyb_coo_bytes(const row_stats& s, int vb)
+{
+  return static_cast<double>(s.hyb_coo_nnz) * (vb + 2.0 * sizeof(index_type)) + 2.0 * static_cast<double>(s.rows) * vb;
+}
 
 // Access-pattern efficiency and library overhead of the placeholder model (not layout facts).
 struct placeholder_terms {
@@ -78,8 +86,7 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
         // The ELL part streams at full rate, the COO part (its entries with row indices, and y read and
         // written by the atomics) at COO's: without this a HYB whose COO part holds nearly everything (a block
         // of dense rows) was predicted 30 % below COO itself.
-        const double coo_bytes = static_cast<double>(s.hyb_coo_nnz) * (vb + 2.0 * sizeof(index_type)) + 2.0 * s.rows * vb;
-        const double coo_part = std::min(coo_bytes, streamed_bytes);
+        const double coo_part = std::min(hyb_coo_bytes(s, vb), streamed_bytes);
         t.efficiency = streamed_bytes / ((streamed_bytes - coo_part) + coo_part / coo_efficiency);
       }
       break;
@@ -485,7 +492,7 @@ double hyb_coo_part_us(const row_stats& s, int vb, double x_sectors_per_nnz, con
 {
   if (s.hyb_coo_nnz <= 0) return 0.0;
   const double coo_nnz = static_cast<double>(s.hyb_coo_nnz);
-  const double coo_bytes = coo_nnz * (vb + 2.0 * sizeof(index_type)) + 2.0 * static_cast<double>(s.rows) * vb;
+  const double coo_bytes = hyb_coo_bytes(s, vb);
   const double stream = p.stream_read_gbs > 0 ? coo_bytes / (p.stream_read_gbs * 1e3 * coo_efficiency) : 0.0;
   const double gathers = x_sectors_per_nnz > 0 ? x_sectors_per_nnz * coo_nnz * 32.0 : coo_nnz * vb;
   const double l2 = p.l2_gather_gbs > 0 ? (coo_bytes + gathers) / (p.l2_gather_gbs * 1e3) : 0.0;
@@ -666,12 +673,14 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   const auto variable = [&](std::size_t k) { return variable_of(obs[k].format, parts[k], p); };
   {
     std::array<std::vector<double>, format_count> tiny;
-    std::vector<std::pair<double, double>> csr_tiny;  // cuSPARSE CSR: (log2 rows, measured)
+    std::vector<double> csr_log_rows, csr_tiny;  // cuSPARSE CSR's samples: log2 rows, measured
     for (std::size_t k = 0; k < obs.size(); ++k) {
       if (!(obs[k].measured_us > 0) || variable(k) >= 0.25 * p.launch_us) continue;
       tiny[static_cast<int>(obs[k].format)].push_back(obs[k].measured_us);
-      if (obs[k].format == format_id::cusparse_csr)
-        csr_tiny.emplace_back(std::log2(std::max(1.0, parts[k].rows)), obs[k].measured_us);
+      if (obs[k].format == format_id::cusparse_csr) {
+        csr_log_rows.push_back(std::log2(std::max(1.0, parts[k].rows)));
+        csr_tiny.push_back(obs[k].measured_us);
+      }
     }
     for (int i = 0; i < format_count; ++i) {
       if (static_cast<int>(tiny[i].size()) < std::max(1, min_samples)) continue;
@@ -684,23 +693,11 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     const int ci = static_cast<int>(format_id::cusparse_csr);
     p.cusparse_csr_floor_us_per_doubling = 0.0;
     if (used.floor[ci] > 0) {
-      double mx = 0, my = 0, lo = std::numeric_limits<double>::infinity(), hi = -lo;
-      for (const auto& [x, y] : csr_tiny) {
-        mx += x;
-        my += y;
-        lo = std::min(lo, x);
-        hi = std::max(hi, x);
-      }
-      mx /= static_cast<double>(csr_tiny.size());
-      my /= static_cast<double>(csr_tiny.size());
-      double sxy = 0, sxx = 0;
-      for (const auto& [x, y] : csr_tiny) {
-        sxy += (x - mx) * (y - my);
-        sxx += (x - mx) * (x - mx);
-      }
-      if (hi - lo >= 2.0 && sxx > 0 && sxy > 0) {
-        p.cusparse_csr_floor_us_per_doubling = sxy / sxx;
-        p.format_floor_us[ci] = my - p.cusparse_csr_floor_us_per_doubling * mx;
+      const auto [lo, hi] = std::minmax_element(csr_log_rows.begin(), csr_log_rows.end());
+      const auto l = model::detail::fit_line(csr_log_rows, csr_tiny);
+      if (*hi - *lo >= 2.0 && l && l->slope > 0) {
+        p.cusparse_csr_floor_us_per_doubling = l->slope;
+        p.format_floor_us[ci] = l->intercept;
       }
     }
   }
