@@ -56,6 +56,8 @@ struct AIJPOptions {
   PetscBool   partition      = PETSC_TRUE;  /* -mat_aijpredict_partition: row-partitioned multi-format plans when they pay */
   PetscBool   background     = PETSC_FALSE; /* -mat_aijpredict_background: analyse and convert a reused matrix on a worker thread */
   PetscBool   staged         = PETSC_TRUE;  /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
+  PetscBool   prefetch       = PETSC_TRUE;  /* -mat_aijpredict_prefetch: issue the analysis' device passes in the upload's solve, read them back in its later products */
+  PetscBool   host_worker    = PETSC_TRUE;  /* -mat_aijpredict_host_worker: a staged step's stages without CUDA calls run on the step worker (needs a second CPU) */
   PetscReal   stage_fraction = 0.03;        /* -mat_aijpredict_stage_fraction: a part's share of a product's predicted time */
   PetscReal   stage_duty     = 0.01;        /* -mat_aijpredict_stage_duty: the parts' share of the wall time (host) */
   PetscReal   stage_overlap  = 0.0;         /* -mat_aijpredict_stage_overlap: share of a product's predicted time a part overlaps */
@@ -341,6 +343,17 @@ double AIJPSavingBound(const aijp::context &ctx, const Mat_SeqAIJPredict *p)
   return aijp::cusparse_csr_us_above_launch(ctx.device(), ctx.model_params(), p->gpu->rows(), p->gpu->cols(), p->gpu->nnz(), sizeof(PetscScalar));
 }
 
+/* The CPUs this process may run on (its affinity mask; the hardware's count where that is unknown). */
+int AIJPCpusAvailable()
+{
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+#endif
+  return (int)std::max(1u, std::thread::hardware_concurrency());
+}
+
 /* The plan options every analysis and re-plan of this matrix uses, for `expected` products. */
 PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp::plan_options *opts)
 {
@@ -352,6 +365,8 @@ PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp
   opts->stage_fraction = p->opt.stage_fraction;
   opts->stage_duty     = p->opt.stage_duty;
   opts->stage_overlap  = p->opt.stage_overlap;
+  static const int cpus = AIJPCpusAvailable();
+  opts->host_worker    = p->opt.host_worker && cpus >= 2; /* on one CPU the worker would take the products' */
   opts->layout_reserve = p->opt.reserve;
   opts->online_policy.free_band = p->opt.free_band;
   opts->online_policy.sample_every_max = (int)p->opt.sample_max;
@@ -359,17 +374,6 @@ PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp
   PetscCall(PetscInfoEnabled(MAT_CLASSID, &info));
   opts->stage_diagnostics = info; /* the parts' page faults and preemptions, in the -info lines */
   PetscFunctionReturn(PETSC_SUCCESS);
-}
-
-/* The CPUs this process may run on (its affinity mask; the hardware's count where that is unknown). */
-int AIJPCpusAvailable()
-{
-#if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-#endif
-  return (int)std::max(1u, std::thread::hardware_concurrency());
 }
 
 /* Runs one step of the analysis of a reused matrix: on a worker thread with -mat_aijpredict_background, else
@@ -429,7 +433,14 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
   bool         installed = false, changed = false;
 
   PetscFunctionBegin;
-  if (p->mode != AIJPMode::gpu || !p->gpu || !p->gpu->background_running()) PetscFunctionReturn(PETSC_SUCCESS);
+  if (p->mode != AIJPMode::gpu || !p->gpu) PetscFunctionReturn(PETSC_SUCCESS);
+  if (!wait && p->gpu->prefetch_pending()) { /* the passes issued at the upload: read back without waiting */
+    PetscCall(PetscGetCurrentCUDAStream(&stream));
+    PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+    PetscCallCXX(p->gpu->advance_prefetch(stream));
+    PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+  }
+  if (!p->gpu->background_running()) PetscFunctionReturn(PETSC_SUCCESS);
   PetscCall(PetscGetCurrentCUDAStream(&stream));
   /* A staged step issues its next part here: logged as analysis. */
   PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
@@ -446,6 +457,7 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
       if (k < r.staged_poll_product.size()) us += "@" + std::to_string(r.staged_poll_product[k]);
       if (k < r.staged_poll_stage.size() && (k == 0 || r.staged_poll_stage[k] != r.staged_poll_stage[k - 1])) us += " (" + r.staged_poll_stage[k] + ")";
     }
+    if (r.staged_prefetched || !r.staged_worker_stages.empty()) PetscCall(PetscInfo(A, "aijpredict: staged step: %s%s%s%.3f ms on the step worker (CPU %d)\n", r.staged_prefetched ? "decided from the passes read back after the upload; " : "", r.staged_worker_stages.empty() ? "no stage on the worker: " : "stages on the worker (", r.staged_worker_stages.empty() ? "" : (r.staged_worker_stages + "): ").c_str(), r.staged_worker_ms, r.background_worker_cpu));
     PetscCall(PetscInfo(A, "aijpredict: staged step, host time of each part (us) @ the product after the start it ran in, with its stage where it changes:%s\n", us.c_str()));
   } else PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms on CPU %d (the products' thread on CPU %d when it started), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.background_ms, r.background_worker_cpu, r.background_caller_cpu, r.install_ms, p->step_begun, p->mults, wait ? ", waited for" : "", changed ? "new plan installed" : "the plan stays"));
   if (changed) PetscCall(AIJPReport(A, p));
@@ -638,6 +650,14 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
       PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     }
     if (p->gpu->report().analyzed) PetscCall(AIJPReport(A, p));
+    /* A staged analysis of this matrix, if it is reused, decides from the passes issued here and read back at
+       the next products: the upload's solve carries them (on the H100 its first solve ran at 0.66-0.93x
+       aijcusparse's first, which creates its cuSPARSE objects there), and the later short solves none. */
+    else if (p->opt.staged && p->opt.prefetch && !p->opt.background && p->opt.defer_mults > 0) {
+      PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+      PetscCallCXX(p->gpu->prefetch_analysis(stream));
+      PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
+    }
   }
   p->have_copy    = true;
   p->state        = state;
@@ -1109,6 +1129,8 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_preload", "Load the library's CUDA modules of PetscScalar's kernels when the per-process context is made (a few ms once), so that no product pays for loading one (lazy loading: ~0.1-1 ms at the first use of each format)", "MatCreateSeqAIJPredict", o->preload, &o->preload, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_online", "Time sampled products with CUDA events (never waiting for them), correct the model's predictions per format with what was measured (saved in the cache at PetscFinalize), and try the runner-up format, then cuSPARSE CSR (its ALG2 when cuSPARSE CSR runs), once each when the chosen one measures slower than the candidate's prediction", "MatCreateSeqAIJPredict", o->online, &o->online, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_partition", "Plan row-partitioned multi-format layouts (dynamic programming over row strips) and use one when its predicted time beats the best single format", "MatCreateSeqAIJPredict", o->partition, &o->partition, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_prefetch", "With staged steps: issue the analysis' device passes (row statistics, locality samples, then the row-length histogram) in the product that uploads the matrix and read them back without waiting at the next products, so that a staged analysis of a reused matrix starts at its decision and none of its parts issues a device pass; the upload's solve carries them", "MatCreateSeqAIJPredict", o->prefetch, &o->prefetch, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_host_worker", "With staged steps: run the stages that make no CUDA call (the copy of a plan never analysed, the decision, the partition planner's DP, a conversion to a format on the CSR copy) on the process's step worker thread instead of in parts on the products' thread, which then only hands them over and checks a flag; needs a second CPU (ignored on one)", "MatCreateSeqAIJPredict", o->host_worker, &o->host_worker, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_background", "Analyse and convert a reused matrix on a worker thread, on its own CUDA stream, while the products keep running the current format (cuSPARSE CSR before the first analysis); the new format is installed at the first product after it is ready. Needs a second CPU. Off by default: on one GPU the step's work shares the device with the products, so it spreads the cost over more products rather than removing it (false: inside the product that decides it)", "MatCreateSeqAIJPredict", o->background, &o->background, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_staged", "Analyse and convert a reused matrix in parts over the next products, on their stream, never waiting for the device (read-backs are polled at later products), paced by -mat_aijpredict_stage_duty; the products run the current format until the new one is complete. A partition is planned in slices and built block by block; a conversion to sell_delta16, sell_sigma or sell is split so each product carries at most -mat_aijpredict_stage_fraction of its time (an exploration's candidate of those formats too, after the products); other formats convert in one part. False: the whole analysis and conversion inside the product that decides it (one solve of repeated short solves took 1.4-2.4x there, against 1.09-1.6x staged on an H100). -mat_aijpredict_background takes precedence", "MatCreateSeqAIJPredict", o->staged, &o->staged, nullptr));
   PetscCall(PetscOptionsReal("-mat_aijpredict_stage_fraction", "Staged steps: the largest share of a conversion one product carries, as a fraction of the running format's predicted product time", "MatCreateSeqAIJPredict", o->stage_fraction, &o->stage_fraction, nullptr));
@@ -1266,6 +1288,8 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_stage_overlap <f> - the share of a product's predicted time (if >= 30 us) a staged part is taken to overlap (default 0: all of its host time counts against the duty)
 .  -mat_aijpredict_reserve <f>      - device memory set aside with the CSR copy for later layouts, a fraction of its bytes counted twice up to 64 MiB (default 1; 0: none; only while the GPU keeps half its memory free)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
+.  -mat_aijpredict_prefetch <bool> - staged: issue the analysis' device passes in the upload's product, read back at the next ones (default true)
+.  -mat_aijpredict_host_worker <bool> - staged: run the stages without CUDA calls on the step worker thread; needs a second CPU (default true)
 .  -mat_aijpredict_host_copy        - without a GPU, multiply with a host copy refreshed like the device copy (testing)
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice
 

@@ -362,7 +362,18 @@ struct gpu_matrix<Value>::impl {
   bool may_plan_when_reused(const plan_options& opts, double launch_us) const;
   // A plan for a background step: the same device CSR, the report, the decision state and the online
   // settings; no layout, timer or parked plan (the step builds what it needs).
-  std::unique_ptr<impl> copy_for_background() const;
+  // `values_version`: the running plan's, read on the products' thread (update_values changes it there while a
+  // worker may be copying).
+  std::unique_ptr<impl> copy_for_background(std::uint64_t values_version) const;
+  // The analysis' passes issued after the upload (gpu_matrix::prefetch_analysis) and, once read back, what
+  // a staged analysis decides from.
+  struct prefetch_state {
+    detail::row_stats_job stats;
+    detail::locality_job loc;
+    size_type free_memory = 0;
+    std::optional<gathered_input> result;  // set once every read-back is in
+  };
+  std::unique_ptr<prefetch_state> prefetch;
   bool background = false;       // this plan is a copy being built by a background step
   bool step_running = false;     // a background step on this (running) plan has not been installed yet
   // A copy built by a staged step: convert_to records its choice here and the step converts in parts.
@@ -1546,7 +1557,7 @@ bool gpu_matrix<Value>::impl::may_plan_when_reused(const plan_options& opts, dou
 }
 
 template <typename Value>
-std::unique_ptr<typename gpu_matrix<Value>::impl> gpu_matrix<Value>::impl::copy_for_background() const
+std::unique_ptr<typename gpu_matrix<Value>::impl> gpu_matrix<Value>::impl::copy_for_background(std::uint64_t version) const
 {
   auto c = std::make_unique<impl>(csr_owner);
   c->background = true;
@@ -1554,7 +1565,7 @@ std::unique_ptr<typename gpu_matrix<Value>::impl> gpu_matrix<Value>::impl::copy_
   c->columns = columns;
   c->plan_input = plan_input;
   c->deferred_plan = deferred_plan;
-  c->values_version = values_version;
+  c->values_version = version;
   c->free_after_upload = free_after_upload;
   c->on.corr = on.corr;
   c->on.policy = on.policy;
@@ -1635,6 +1646,7 @@ struct gpu_matrix<Value>::background_job {
   // that starts it (the copy took 7-20 us of host time; that product carries the reuse check already). The
   // running plan outlives the job (install_background replaces it only when the job ends).
   const impl* source = nullptr;
+  std::uint64_t source_values_version = 0;  // the running plan's, read when the step started
   double start_us = 0;
   std::shared_ptr<const context> ctx;
   plan_options opts;
@@ -1663,6 +1675,71 @@ struct gpu_matrix<Value>::background_job {
   double strips_ms = 0;          // host time of the parts that issued and read them
   // The analysis' read-backs, kept to run the analysis again once the partition is planned.
   std::optional<typename impl::gathered_input> gathered;
+  bool prefetched = false;  // `gathered` came from gpu_matrix::prefetch_analysis: the analysis starts deciding
+
+  // plan_options::host_worker: the stages that make no CUDA call run on detail::step_worker. While they do,
+  // `worker_busy` is set and the products' thread touches nothing of the job but that flag (and `finished`,
+  // the task's future, when it must wait); the worker's writes are published by clearing it (release).
+  std::atomic<bool> worker_busy{false};
+  bool worker_copy = false;  // the running plan was never analysed: its products change nothing the copy reads
+  double worker_ms = 0;      // host time of the stages the worker ran
+  std::string worker_stages;
+  bool on_worker(stage st) const
+  {
+    if (!opts.host_worker) return false;
+    switch (st) {
+      case stage::copy: return worker_copy;
+      case stage::deciding: return gathered.has_value();
+      case stage::plan_dp: return planner != nullptr;
+      case stage::replay: return step == background_step::analyze && gathered.has_value();
+      case stage::convert: {
+        // Only what runs on the CSR copy or keeps the running layout: every other conversion launches kernels.
+        if (!plan || plan->pending_partition) return false;
+        if (!plan->staged_choice) return true;
+        const format_id f = *plan->staged_choice;
+        return f == format_id::csr_vector || f == format_id::csr_scalar || (f == format_id::cusparse_csr && running_cusparse_csr);
+      }
+      default: return false;
+    }
+  }
+  // Hands the stages from `at` on that on_worker allows to the step worker; the products' thread returns.
+  void hand_to_worker(cudaStream_t stream)
+  {
+    worker_busy.store(true, std::memory_order_relaxed);
+    auto done_promise = std::make_shared<std::promise<void>>();
+    finished = done_promise->get_future();
+    int cpu = -1;
+#if defined(__linux__)
+    cpu = sched_getcpu();
+#endif
+    detail::step_worker::instance().submit(
+        [this, done_promise, stream](cudaStream_t) {
+          const auto w0 = clock_type::now();
+          try {
+            while (on_worker(at)) {
+              const stage from = at;
+              if (!worker_stages.empty() && worker_stages.back() != ' ') worker_stages += ", ";
+              worker_stages += stage_name(from);
+              // Blocking advances: the decision in one call (no slices), the DP's slices back to back. None
+              // issues device work (on_worker), so none waits for the device.
+              if (advance_once(stream, true)) {
+                at = stage::finished;
+                break;
+              }
+            }
+          } catch (...) {
+            error = std::current_exception();
+            at = stage::finished;
+          }
+#if defined(__linux__)
+          worker_cpu = sched_getcpu();
+#endif
+          worker_ms += ms_since(w0);
+          worker_busy.store(false, std::memory_order_release);
+          done_promise->set_value();
+        },
+        cpu);
+  }
   // The step's next stage once it has run (again): plan first when it asked for a partition.
   stage after_step()
   {
@@ -1859,6 +1936,18 @@ struct gpu_matrix<Value>::background_job {
   // true once the plan is built (or the step failed: `error`).
   bool advance(cudaStream_t stream, bool block)
   {
+    if (worker_busy.load(std::memory_order_acquire)) {
+      if (!block) {
+        active_ms(clock_type::now());  // the pacing's product count and wall time (the worker touches neither)
+        return false;                  // not a part: the products' thread did nothing else
+      }
+      finished.wait();
+      (void)worker_busy.load(std::memory_order_acquire);
+    }
+    if (at == stage::finished) {  // the worker ran the last stage (or failed)
+      wall_ms = ms_since(started);
+      return true;
+    }
     const auto t0 = clock_type::now();
     harvest_passes();
     // Pacing: the parts' host time beyond the product they overlap, and their device time, stay within
@@ -1868,6 +1957,16 @@ struct gpu_matrix<Value>::background_job {
       return false;
     }
     const stage from = at;
+    if (!block && on_worker(from)) {
+      // One part on the products' thread: the hand-over (a queued task and a wake-up). The stages run on the
+      // worker; later products check its flag until it is done.
+      hand_to_worker(stream);  // `at` and the plan are the worker's now
+      poll_us.push_back(1e3 * ms_since(t0));
+      poll_product.push_back(static_cast<int>(polls));
+      poll_stage.push_back(std::string(stage_name(from)) + ": handed to the worker");
+      spent_us += std::max(0.0, poll_us.back() - overlap_us);
+      return false;
+    }
     part_label.clear();
     polled_pass = false;
     pass_known = false;
@@ -1927,10 +2026,11 @@ struct gpu_matrix<Value>::background_job {
   bool advance_once(cudaStream_t stream, bool block)
   {
     if (at == stage::copy) {  // the first part: the copy of the running plan this step builds on
-      plan = source->copy_for_background();
+      plan = source->copy_for_background(source_values_version);
       plan->staged = true;
       plan->report.staged_start_us = start_us;
-      at = stage::start;
+      // With the passes read back after the upload (prefetch_analysis), the analysis starts at its decision.
+      at = prefetched && step == background_step::analyze ? stage::deciding : stage::start;
       return false;
     }
     impl& m = *plan;
@@ -2248,6 +2348,13 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   job->opts = opts;
   if (mode == background_mode::staged) {
     job->source = &m;  // copied in the first part
+    job->source_values_version = m.values_version;
+    // A plan never analysed runs its products without online state: nothing the copy reads changes meanwhile.
+    job->worker_copy = step == background_step::analyze && !m.report.analyzed && !m.on.corr;
+    if (step == background_step::analyze && m.prefetch && m.prefetch->result) {
+      job->gathered = *m.prefetch->result;  // a copy: a later analysis of this plan may take it again
+      job->prefetched = true;
+    }
     job->started = clock_type::now();
     if (step == background_step::analyze && opts.analysis_stream) job->side = detail::analysis_stream();
     const auto& params = job->ctx->model_params();
@@ -2270,7 +2377,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
     m.step_running = true;
     return true;
   }
-  job->plan = m.copy_for_background();
+  job->plan = m.copy_for_background(m.values_version);
   job->ready.record(stream);
   background_job* j = job.get();
   auto finished = std::make_shared<std::promise<void>>();
@@ -2353,6 +2460,9 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   rep.staged_poll_product = std::move(job->poll_product);
   rep.staged_skipped = job->skipped;
   rep.staged_device_us = job->device_us;
+  rep.staged_worker_ms = job->worker_ms;
+  rep.staged_worker_stages = job->worker_stages;
+  rep.staged_prefetched = job->prefetched;
   rep.install_ms = ms_since(t0);
   if (changed) *changed = job->changed;
 }
@@ -2383,6 +2493,43 @@ template <typename Value>
 bool gpu_matrix<Value>::background_running() const
 {
   return job_ != nullptr;
+}
+
+template <typename Value>
+void gpu_matrix<Value>::prefetch_analysis(cudaStream_t stream)
+{
+  auto& m = *impl_;
+  if (m.prefetch || m.report.analyzed || m.csr.rows == 0 || m.csr.cols == 0) return;
+  auto p = std::make_unique<typename impl::prefetch_state>();
+  if (m.free_after_upload > 0) {
+    p->free_memory = m.free_after_upload;
+  } else {
+    device_memory_info(&p->free_memory, nullptr);
+  }
+  // Every call now (no pieces): this product's solve carries the upload already.
+  p->stats.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), stream, false);
+  p->loc.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), stream, 2048, false);
+  m.prefetch = std::move(p);
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::advance_prefetch(cudaStream_t stream)
+{
+  auto& m = *impl_;
+  if (!m.prefetch || m.prefetch->result) return true;
+  auto& p = *m.prefetch;
+  // The statistics' poll issues the histogram's calls (all at once) when it finds the first pass done.
+  const bool stats_done = p.stats.poll(stream);
+  const bool loc_done = p.loc.poll();
+  if (!stats_done || !loc_done) return false;
+  p.result = typename impl::gathered_input{p.stats.result(), p.loc.result(), p.free_memory};
+  return true;
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::prefetch_pending() const
+{
+  return impl_->prefetch && !impl_->prefetch->result;
 }
 
 template <typename Value>
@@ -2516,7 +2663,11 @@ format_id gpu_matrix<Value>::format() const
 template <typename Value>
 const plan_report& gpu_matrix<Value>::report() const
 {
-  if (impl_->csr.reserve) impl_->report.reserve_used_bytes = static_cast<double>(impl_->csr.reserve->used());
+  // Written only when it changed: a step worker may be copying this report (background_job::worker_copy).
+  if (impl_->csr.reserve) {
+    const double used = static_cast<double>(impl_->csr.reserve->used());
+    if (impl_->report.reserve_used_bytes != used) impl_->report.reserve_used_bytes = used;
+  }
   return impl_->report;
 }
 template <typename Value>

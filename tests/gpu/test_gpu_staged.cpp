@@ -445,6 +445,122 @@ TEST_F(GpuStaged, LayoutsComeFromTheReserveUntilItIsUsedUp)
   EXPECT_LT(q, 0.55 * csr_bytes);
 }
 
+// The analysis' passes issued at the upload (prefetch_analysis) and read back at later products without
+// waiting (advance_prefetch): a staged analysis started afterwards begins at its decision, issues no pass of
+// its own, and makes the synchronous analysis' choice from the same statistics. With plan_options::host_worker
+// the decision (and a conversion on the CSR copy, and the DP of a partition) runs on the step worker: the
+// products' thread then only hands the stages over. Every product checked against the host reference.
+TEST_F(GpuStaged, PrefetchedPassesAndHostWorkerMakeTheSynchronousChoice)
+{
+  const auto ctx = make_context();
+  for (const char* spec : {"lap7:48x48x48", "powerlaw:rows=20000,deg=8,exp=2.1", "stack:lap27:64x64x64+powerlaw:rows=100000,deg=16,exp=2.1"}) {
+    const auto a = aijp::gen::from_spec(spec);
+    const auto x = aijp::test::random_vector(a.cols, 17);
+    device_vec<double> dx(x);
+    aijp::plan_options opts;
+    opts.online = false;
+    aijp::gpu_matrix<double> sync(*ctx, a.view(), opts, nullptr);
+    for (const bool prefetch : {true, false}) {
+      for (const bool worker : {false, true}) {
+        SCOPED_TRACE(std::string(spec) + (prefetch ? ", prefetched" : ", own passes") + (worker ? ", host worker" : ", products' thread"));
+        aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+        int before_step = 0;
+        if (prefetch) {
+          m.prefetch_analysis(nullptr);
+          EXPECT_TRUE(m.prefetch_pending());
+          while (!m.advance_prefetch(nullptr)) {
+            check_product(m, a, x, dx, "product " + std::to_string(before_step) + " while the prefetched passes run");
+            ASSERT_LT(++before_step, 100000) << "the prefetched passes never came back";
+          }
+          EXPECT_FALSE(m.prefetch_pending());
+          EXPECT_EQ(m.format(), format_id::cusparse_csr);
+          EXPECT_FALSE(m.report().analyzed);
+        }
+        opts.host_worker = worker;
+        ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+        bool changed = false;
+        const int products = poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
+        const auto& rep = m.report();
+        std::string all;
+        for (const auto& st : rep.staged_poll_stage) all += st + " | ";
+        std::cout << spec << (prefetch ? " prefetched" : "") << (worker ? " worker" : "") << ": " << before_step << " products for the prefetch, "
+                  << products << " for the step; parts: " << all << " worker: " << rep.staged_worker_stages << " (" << rep.staged_worker_ms
+                  << " ms)\n";
+        EXPECT_TRUE(changed);
+        EXPECT_TRUE(rep.analyzed);
+        EXPECT_EQ(rep.staged_prefetched, prefetch);
+        EXPECT_EQ(m.format(), sync.format()) << "staged: " << rep.decision << "\nsynchronous: " << sync.report().decision;
+        EXPECT_EQ(rep.plan, sync.report().plan);
+        EXPECT_EQ(rep.proposed.to_string(), sync.report().proposed.to_string());
+        EXPECT_EQ(rep.stats.max_len, sync.report().stats.max_len);
+        EXPECT_EQ(rep.stats.n_iter_natural, sync.report().stats.n_iter_natural);
+        EXPECT_EQ(rep.stats.chain_warp_nnz, sync.report().stats.chain_warp_nnz);
+        EXPECT_DOUBLE_EQ(rep.x_sectors_per_nnz, sync.report().x_sectors_per_nnz);
+        const bool own_passes = all.find("statistics: ") != std::string::npos || all.find("samples: ") != std::string::npos ||
+                                all.find("histogram: ") != std::string::npos;
+        EXPECT_EQ(own_passes, !prefetch) << all;
+        if (worker) {
+          EXPECT_NE(rep.staged_worker_stages.find("deciding"), std::string::npos) << rep.staged_worker_stages;
+          EXPECT_NE(all.find("handed to the worker"), std::string::npos) << all;
+          EXPECT_EQ(all.find("predictions "), std::string::npos) << "the predictions ran in parts on the products' thread: " << all;
+          EXPECT_EQ(all.find("decision ("), std::string::npos) << "the decision ran on the products' thread: " << all;
+          EXPECT_GT(rep.staged_worker_ms, 0.0);
+          // A plan never analysed is copied on the worker too.
+          EXPECT_NE(rep.staged_worker_stages.find("copy"), std::string::npos) << rep.staged_worker_stages;
+          if (!rep.partitioned && (m.format() == format_id::csr_vector || m.format() == format_id::csr_scalar)) {
+            EXPECT_NE(rep.staged_worker_stages.find("convert"), std::string::npos) << "a format on the CSR copy: " << rep.staged_worker_stages;
+          }
+        } else {
+          EXPECT_TRUE(rep.staged_worker_stages.empty()) << rep.staged_worker_stages;
+          EXPECT_EQ(all.find("handed to the worker"), std::string::npos) << all;
+        }
+        if (prefetch && worker && !rep.partitioned && m.format() != format_id::sell_delta16 && m.format() != format_id::sell_sigma &&
+            m.format() != format_id::sell_c_sigma) {
+          // The hand-over, then at most the install's poll and a conversion in one part.
+          EXPECT_LE(rep.staged_polls(), 3) << all;
+        }
+        aijp::test::check_products_and_refresh(m, a, "after the staged analysis", 19);
+      }
+    }
+  }
+}
+
+// A step whose stages run on the worker: finishing it waits for the worker, and destroying the matrix while
+// the worker runs joins it before the plan goes (job_ is destroyed first). Run under compute-sanitizer too.
+TEST_F(GpuStaged, HostWorkerStepFinishedOrDestroyedMidStep)
+{
+  const auto a = aijp::gen::from_spec("powerlaw:rows=50000,deg=8,exp=2.1");
+  const auto ctx = make_context();
+  const auto x = aijp::test::random_vector(a.cols, 23);
+  device_vec<double> dx(x);
+  aijp::plan_options opts;
+  opts.host_worker = true;
+  opts.stage_duty = 0;
+  aijp::gpu_matrix<double> sync(*ctx, a.view(), opts, nullptr);
+  {
+    aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+    m.prefetch_analysis(nullptr);
+    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));  // passes not back yet
+    EXPECT_FALSE(m.report().staged_prefetched);
+    EXPECT_FALSE(m.poll_background(nullptr));  // the copy, handed to the worker
+    bool changed = false;
+    EXPECT_TRUE(m.finish_background(nullptr, &changed));
+    EXPECT_TRUE(changed);
+    EXPECT_EQ(m.format(), sync.format());
+    aijp::test::check_products_and_refresh(m, a, "after finishing a worker's step", 29);
+  }
+  for (int polls = 1; polls <= 3; ++polls) {
+    aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+    m.prefetch_analysis(nullptr);
+    while (!m.advance_prefetch(nullptr)) check_product(m, a, x, dx, "while the prefetched passes run");
+    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+    for (int k = 0; k < polls; ++k) {
+      m.poll_background(nullptr);
+      check_product(m, a, x, dx, "mid-step");
+    }
+  }  // destroyed with the worker possibly running
+}
+
 TEST_F(GpuStaged, EmptyMatrix)
 {
   aijp::csr_matrix<double> a;

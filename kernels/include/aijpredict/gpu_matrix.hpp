@@ -103,6 +103,15 @@ struct plan_options {
   /// Off: on the H100 the solves paid the same for the passes on either stream (session 23), and each of
   /// those two parts cost a short solve ~25 us (session 24's attribution of solve time to parts).
   bool analysis_stream = false;
+  /// Staged steps: run the stages that make no CUDA call on the process's step worker thread
+  /// (detail::step_worker) instead of in parts on the products' thread: the decision (predictions, online
+  /// corrections, choice) once its input is read back, the copy of a running plan that was never analysed
+  /// (its products change nothing in it), and a conversion to a format that runs on the CSR copy (csr_vector,
+  /// csr_scalar, the running cuSPARSE CSR). A part on the products' thread cost a short solve about 20 us
+  /// plus 1.4x its host time whatever it did, where host time on another CPU cost it nothing measurable
+  /// (H100, session 24-25: bench/results/2026-11-24_h100_session25_thread_steps.txt). The products' thread
+  /// only hands the stages over and checks a flag. Needs a second CPU (the PETSc plugin sets it only then).
+  bool host_worker = false;
   /// Staged steps: name in each part's label (plan_report::staged_poll_stage) the page faults and preemptions
   /// it met (getrusage before and after: two system calls per part inside a short solve). The PETSc plugin
   /// turns it on under -info, where the labels are printed.
@@ -187,6 +196,13 @@ struct plan_report {
   /// A staged step: the device time of its parts' passes read back by its end (event pairs around each part
   /// that issues device work; what finished after the last poll is not in it), counted in its pacing.
   double staged_device_us = 0;
+  /// A staged step with plan_options::host_worker: the host time its stages took on the step worker (not in
+  /// the products' thread), and which stages ran there ("copy", "deciding", "convert").
+  double staged_worker_ms = 0;
+  std::string staged_worker_stages;
+  /// A staged analysis that started from the read-backs of gpu_matrix::prefetch_analysis (its statistics,
+  /// locality samples and free memory, gathered in the products after the upload) instead of its own passes.
+  bool staged_prefetched = false;
   double staged_host_ms() const;      ///< those polls' host time together
   double staged_max_poll_ms() const;  ///< the longest of them
   double install_ms = 0.0;      ///< host time of its install (poll_background): the swap and freeing the old layout
@@ -301,6 +317,22 @@ class gpu_matrix {
   bool finish_background(cudaStream_t stream, bool* changed = nullptr);
   /// A step started by start_background has not been installed yet.
   bool background_running() const;
+
+  /// Issues the analysis' device passes now, on `stream`, without waiting: the row statistics, the locality
+  /// samples and (queried here unless the upload made a layout reserve) the free device memory; their
+  /// read-backs land in pooled page-locked memory. advance_prefetch, called after later products, polls them
+  /// (the histogram's calls are issued by the poll that finds the statistics' first pass done). A staged
+  /// analysis started once they are all read back begins at its decision: none of its parts then issues a
+  /// device pass. Meant for the upload's product, whose solve pays for the upload anyway, so that the
+  /// repeated short solves that follow carry none of the passes. Does nothing for an empty matrix, an
+  /// analysed plan, or when passes are already in flight or read back. Structure changes make a new
+  /// gpu_matrix, so the read-backs always describe this matrix.
+  void prefetch_analysis(cudaStream_t stream);
+  /// Polls the passes prefetch_analysis issued (never waits; may issue the histogram's calls on `stream`);
+  /// true once they are all read back or none are in flight.
+  bool advance_prefetch(cudaStream_t stream);
+  /// prefetch_analysis issued passes not yet read back.
+  bool prefetch_pending() const;
   /// A staged step not installed yet: its last part's stage, as plan_report::staged_poll_stage names it; an
   /// exploration's candidate being converted in parts: which and its part (empty otherwise). For a report of
   /// a slow product.
