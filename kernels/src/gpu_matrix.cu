@@ -1717,9 +1717,11 @@ struct gpu_matrix<Value>::background_job {
           const auto w0 = clock_type::now();
           try {
             while (on_worker(at)) {
-              const stage from = at;
-              if (!worker_stages.empty() && worker_stages.back() != ' ') worker_stages += ", ";
-              worker_stages += stage_name(from);
+              const std::string name = stage_name(at);
+              if (worker_stages.size() < name.size() || worker_stages.compare(worker_stages.size() - name.size(), name.size(), name) != 0) {
+                if (!worker_stages.empty()) worker_stages += ", ";
+                worker_stages += name;  // once per run of slices (the DP's)
+              }
               // Blocking advances: the decision in one call (no slices), the DP's slices back to back. None
               // issues device work (on_worker), so none waits for the device.
               if (advance_once(stream, true)) {

@@ -514,7 +514,7 @@ TEST_F(GpuStaged, PrefetchedPassesAndHostWorkerMakeTheSynchronousChoice)
           EXPECT_TRUE(rep.staged_worker_stages.empty()) << rep.staged_worker_stages;
           EXPECT_EQ(all.find("handed to the worker"), std::string::npos) << all;
         }
-        if (prefetch && worker && !rep.partitioned && m.format() != format_id::sell_delta16 && m.format() != format_id::sell_sigma &&
+        if (prefetch && worker && rep.proposed.strips == 0 && m.format() != format_id::sell_delta16 && m.format() != format_id::sell_sigma &&
             m.format() != format_id::sell_c_sigma) {
           // The hand-over, then at most the install's poll and a conversion in one part.
           EXPECT_LE(rep.staged_polls(), 3) << all;
