@@ -146,6 +146,7 @@ int main(int argc, char** argv)
         std::printf(" (%d)", fitted.chain[f]);
       }
     }
+    if (fitted.coo_efficiency > 0) std::printf("\n# placeholder COO streaming efficiency: %.3f (%d)", params.coo_efficiency, fitted.coo_efficiency);
     std::printf("\n");
 
     std::vector<std::string> names = aijp::model::model_names();

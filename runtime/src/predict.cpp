@@ -22,9 +22,16 @@ constexpr double csr_vector_unroll = 4.0;
 // Unroll of its stacked loop (`#pragma unroll 2`, all rows' loads of a step issued together).
 constexpr double csr_vector_stacked_unroll = 2.0;
 
-// Fraction of streaming bandwidth our COO kernel reaches (row index per entry, atomics on y); HYB's COO
-// part runs the same kernel.
-constexpr double coo_efficiency = 0.7;
+// Fraction of the streaming bandwidth HYB's COO part reaches on what it moves (hyb_coo_bytes). Its kernel is
+// not COO's (hyb.cu: a warp per 256 consecutive entries, in entry order) and its entries are those of the rows
+// longer than the ELL width, whose own x gathers the sampled locality does not describe: the sampler counts a
+// 32-row group's distinct sectors, which its long rows share, while each 256-entry piece lies in one row. On the
+// held-out 2M-row circuit, whose COO part is its 20 rows of 200000 random columns, the part took 0.61 (H100)
+// and 0.45 (H200) of the streaming rate, the ELL part at the full rate and the fixed costs subtracted
+// (bench/results/2026-11-24_h100_session25_run2_accuracy_gated_samples.jsonl.xz,
+// 2026-11-23_h200_session6_accuracy_samples.jsonl.xz); COO's fitted rate (0.92-0.95) put that HYB 15 % (H100)
+// and 26 % (H200) under. It keeps the 0.7 it shared with COO before COO's rate was fitted.
+constexpr double hyb_coo_efficiency = 0.7;
 
 // What HYB's COO part moves: its entries with row indices, and y read and written by the atomics.
 double hyb_coo_bytes(const row_stats& s, int vb)
@@ -79,15 +86,15 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
       break;
     }
     case format_id::coo:
-      t.efficiency = coo_efficiency;
+      t.efficiency = p.coo_efficiency;
       break;
     case format_id::hyb:
       if (s.hyb_coo_nnz > 0 && streamed_bytes > 0) {
         // The ELL part streams at full rate, the COO part (its entries with row indices, and y read and
-        // written by the atomics) at COO's: without this a HYB whose COO part holds nearly everything (a block
-        // of dense rows) was predicted 30 % below COO itself.
+        // written by the atomics) at hyb_coo_efficiency: without this a HYB whose COO part holds nearly
+        // everything (a block of dense rows) was predicted 30 % below COO itself.
         const double coo_part = std::min(hyb_coo_bytes(s, vb), streamed_bytes);
-        t.efficiency = streamed_bytes / ((streamed_bytes - coo_part) + coo_part / coo_efficiency);
+        t.efficiency = streamed_bytes / ((streamed_bytes - coo_part) + coo_part / hyb_coo_efficiency);
       }
       break;
     default:
@@ -135,6 +142,7 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   }
   const auto fd = m.find("floor_us_per_doubling.cusparse_csr");
   if (fd != m.end() && std::isfinite(fd->second) && fd->second >= 0.0 && fd->second <= 10.0) p.cusparse_csr_floor_us_per_doubling = fd->second;
+  optional("stream_efficiency.coo", p.coo_efficiency, 1.0);
   return true;
 }
 
@@ -167,6 +175,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(floor_key(f), p.format_floor_us[i], 0.0);
   }
   put("floor_us_per_doubling.cusparse_csr", p.cusparse_csr_floor_us_per_doubling, 0.0);
+  put("stream_efficiency.coo", p.coo_efficiency, bandwidth_model_params{}.coo_efficiency);
 }
 
 std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + format_name(f); }
@@ -218,6 +227,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.format_fixed_us = from.format_fixed_us;
   to.format_floor_us = from.format_floor_us;
   to.cusparse_csr_floor_us_per_doubling = from.cusparse_csr_floor_us_per_doubling;
+  to.coo_efficiency = from.coo_efficiency;
   to.format_chain_scale = from.format_chain_scale;
   to.format_chain_lanes = from.format_chain_lanes;
   to.format_chain_scale_dram = from.format_chain_scale_dram;
@@ -230,7 +240,8 @@ bool has_format_corrections(const bandwidth_model_params& p)
   return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale ||
          p.format_chain_lanes != neutral.format_chain_lanes || p.format_chain_scale_dram != neutral.format_chain_scale_dram ||
          p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_floor_us != neutral.format_floor_us ||
-         p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling;
+         p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
+         p.coo_efficiency != neutral.coo_efficiency;
 }
 
 double l1_bytes_per_sm(const device_properties* device)
@@ -436,6 +447,15 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
   return c;
 }
 
+double coo_x_reread_bytes(const row_stats& s, int vb, double x_sectors_per_nnz, double bytes, double l2_bytes)
+{
+  const double x_bytes = static_cast<double>(std::min(s.cols, s.nnz)) * vb;
+  if (!(x_sectors_per_nnz > 0) || !(l2_bytes > 0) || !(bytes > 0) || !(x_bytes > 0)) return 0.0;
+  const double k = x_sectors_per_nnz * static_cast<double>(s.nnz) * 32.0 / x_bytes;
+  if (k <= 1.0) return 0.0;
+  return x_bytes * (k - 1.0) * std::exp(-k * l2_bytes / bytes);
+}
+
 double sorted_scatter_bytes(format_id f, const row_stats& s, int vb, double x_sectors_per_nnz, const sorted_locality& l)
 {
   if (f != format_id::jad && f != format_id::pellr) return 0.0;
@@ -483,7 +503,7 @@ struct placeholder_parts {
 
 // HYB's COO part is a kernel of its own launched after the ELL kernel (kernels/src/formats/hyb.cu), so it
 // cannot overlap the ELL part's chain of K entries: a HYB bound by that chain takes the chain and then the
-// COO part, streamed (its entries with row indices, y read and written by the atomics, at COO's rate) or
+// COO part, streamed (its entries with row indices, y read and written by the atomics, at hyb_coo_efficiency) or
 // bound by its x gathers in the L2, whichever is longer. Without a chain the whole product streams as one
 // and the COO part is inside the stream and L2 terms. On the H100 gated held-out set the small HYBs with both
 // parts (4900-33000 rows) had been predicted 0-15 % under their measurements by the chain-or-stream maximum,
@@ -493,7 +513,7 @@ double hyb_coo_part_us(const row_stats& s, int vb, double x_sectors_per_nnz, con
   if (s.hyb_coo_nnz <= 0) return 0.0;
   const double coo_nnz = static_cast<double>(s.hyb_coo_nnz);
   const double coo_bytes = hyb_coo_bytes(s, vb);
-  const double stream = p.stream_read_gbs > 0 ? coo_bytes / (p.stream_read_gbs * 1e3 * coo_efficiency) : 0.0;
+  const double stream = p.stream_read_gbs > 0 ? coo_bytes / (p.stream_read_gbs * 1e3 * hyb_coo_efficiency) : 0.0;
   const double gathers = x_sectors_per_nnz > 0 ? x_sectors_per_nnz * coo_nnz * 32.0 : coo_nnz * vb;
   const double l2 = p.l2_gather_gbs > 0 ? (coo_bytes + gathers) / (p.l2_gather_gbs * 1e3) : 0.0;
   return std::max(stream, l2);
@@ -549,7 +569,9 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   r.in_l2 = in_l2;
   // The scatter's visits miss the L2 in the share of the working set that does not fit in it.
   const double beyond_l2 = in.device.l2_bytes > 0 ? std::max(0.0, 1.0 - in.device.l2_bytes / r.bytes) : 1.0;
-  r.stream_us = (r.bytes - scatter) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
+  // COO's chunks read x again where uses of a sector lie far apart (coo_x_reread_bytes), at its own rate.
+  const double reread = f == format_id::coo ? coo_x_reread_bytes(s, vb, in.x_sectors_per_nnz, r.bytes, in.device.l2_bytes) : 0.0;
+  r.stream_us = (r.bytes - scatter + reread) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
   // One L2 rate for every format, ALG2 included (see placeholder_terms_of).
   r.l2_us = p.l2_gather_gbs > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (p.l2_gather_gbs * 1e3) : 0.0;
   if (f == format_id::hyb && r.serial_us > 0) r.after_chain_us = hyb_coo_part_us(s, vb, in.x_sectors_per_nnz, p);
@@ -661,10 +683,37 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   // same values as the warm-up that fitted it), and writes only the corrections it could fit.
   bandwidth_model_params p = out;
   copy_format_corrections(bandwidth_model_params{}, p);
+  format_fit used;
   std::vector<placeholder_parts> parts;
   parts.reserve(obs.size());
   for (const auto& o : obs) parts.push_back(parts_of(o.format, o.input, p));
-  format_fit used;
+  // COO's streaming efficiency, from its samples that stream from DRAM: the product's bytes beyond the L2 and
+  // its streaming term, at the full rate, above its L2 term; the median of bytes (with the x re-reads) over
+  // bandwidth x (measured - fixed costs). Fitted before the floors (its terms decide which small samples are
+  // below a quarter launch) and again once COO's fixed cost is fitted (-1.9 to +0.3 us on the H100 and H200
+  // warm-ups, against products of 35-1300 us); COO's terms are recomputed each time.
+  const auto fit_coo_efficiency = [&] {
+    const int ci = static_cast<int>(format_id::coo);
+    const double bw = p.stream_read_gbs * 1e3;
+    std::vector<double> e;
+    for (std::size_t k = 0; k < obs.size(); ++k) {
+      const auto& o = obs[k];
+      const auto& t = parts[k];
+      if (o.format != format_id::coo || !(o.measured_us > 0) || !(o.input.device.l2_bytes > 0) || !(bw > 0)) continue;
+      if (t.bytes <= o.input.device.l2_bytes) continue;
+      const double streamed = t.stream_us * p.coo_efficiency * bw;  // bytes with the x re-reads
+      const double net = o.measured_us - t.fixed_us - p.format_fixed_us[ci];
+      if (streamed / bw < t.l2_us || !(net > 0)) continue;
+      e.push_back(streamed / (bw * net));
+    }
+    if (static_cast<int>(e.size()) < std::max(1, min_samples)) return;
+    used.coo_efficiency = static_cast<int>(e.size());
+    p.coo_efficiency = std::clamp(online::median(std::move(e)), 0.25, 1.0);
+    for (std::size_t k = 0; k < obs.size(); ++k) {
+      if (obs[k].format == format_id::coo) parts[k] = parts_of(obs[k].format, obs[k].input, p);
+    }
+  };
+  fit_coo_efficiency();
   // The floors first; then the fixed costs from the samples the fixed costs dominate, with the given chain
   // scales; the chain scales from the samples a chain dominates, net of those fixed costs; then the fixed costs
   // again with the new scales (which move which samples count as dominated by fixed costs only at the margin).
@@ -747,6 +796,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     }
   };
   fit_fixed();
+  fit_coo_efficiency();
   {
     // Per format: (lanes position u in [0, 1] by the format's lanes_position, measured chain / uncorrected chain,
     // one to 16 lanes or more, in L2) of the chain-dominated samples. The lane groups are counted in lanes, not
@@ -863,6 +913,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     if (observed[i]) out.format_floor_us[i] = p.format_floor_us[i];  // fitted (its samples are observed) or none
     if (observed[i] && i == static_cast<int>(format_id::cusparse_csr))
       out.cusparse_csr_floor_us_per_doubling = p.cusparse_csr_floor_us_per_doubling;
+    if (used.coo_efficiency > 0 && i == static_cast<int>(format_id::coo)) out.coo_efficiency = p.coo_efficiency;
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];

@@ -622,6 +622,102 @@ TEST(PlaceholderModel, HybCooPartRunsAfterTheEllChain)
   EXPECT_DOUBLE_EQ(no_chain.chain_us, 0.0);
 }
 
+// Rows of `per_row` entries (every row the same length) whose x gathers take `x_sectors` sectors per entry, on an
+// H100-like device with a 50 MiB L2.
+aijp::prediction_input uniform_rows(aijp::size_type rows, int per_row, double x_sectors)
+{
+  aijp::prediction_input in;
+  in.device = h100_like();
+  in.device.l2_bytes = 50 << 20;
+  in.free_memory_bytes = 80LL << 30;
+  in.stats.rows = in.stats.cols = rows;
+  in.stats.nnz = rows * per_row;
+  in.stats.mean = per_row;
+  in.stats.mode_len = in.stats.max_len = in.stats.min_len = per_row;
+  in.stats.mode_count = rows;
+  in.stats.hyb_ell_width = per_row;
+  in.stats.n_iter_natural = in.stats.n_iter_sorted = (rows + 31) / 32 * per_row;
+  in.x_sectors_per_nnz = x_sectors;
+  return in;
+}
+
+// COO's chunks gather an x sector k times at unrelated times of the product: each reuse misses the L2 with
+// probability exp(-k L2 / bytes). A band (k near 1) reads x about once, a 7-point stencil beyond the L2 (k = 5)
+// most of 4 more times, random columns whose x fits in the L2 (k = 128) hardly again; only COO pays.
+TEST(PlaceholderModel, CooReadsXAgainWhereItsReusesLieFarApart)
+{
+  const double l2 = 50 << 20;
+  const auto stencil = uniform_rows(8'000'000, 7, 0.1875);  // k = 0.1875 x 7 x 4 = 5.25
+  const double x_bytes = 8'000'000 * 8.0;
+  const double bytes = 1.15e9;
+  const double k = 5.25;
+  EXPECT_NEAR(aijp::coo_x_reread_bytes(stencil.stats, 8, 0.1875, bytes, l2), x_bytes * (k - 1) * std::exp(-k * l2 / bytes), 1.0);
+  EXPECT_GT(aijp::coo_x_reread_bytes(stencil.stats, 8, 0.1875, bytes, l2), 3.0 * x_bytes);
+  EXPECT_LT(aijp::coo_x_reread_bytes(stencil.stats, 8, 0.045, bytes, l2), 0.3 * x_bytes);  // a band: k = 1.26
+  EXPECT_EQ(aijp::coo_x_reread_bytes(stencil.stats, 8, 0.03, bytes, l2), 0.0);              // k < 1: x once
+  EXPECT_EQ(aijp::coo_x_reread_bytes(stencil.stats, 8, 0.0, bytes, l2), 0.0);               // locality unknown
+  EXPECT_EQ(aijp::coo_x_reread_bytes(stencil.stats, 8, 0.1875, bytes, 0.0), 0.0);           // L2 unknown
+  const auto random = uniform_rows(1'000'000, 32, 1.0);  // x 8 MB, k = 128
+  EXPECT_LT(aijp::coo_x_reread_bytes(random.stats, 8, 1.0, 5.3e8, l2), 1e-3 * 8e6);
+  // In the prediction: COO's streaming term carries the re-reads, another format's does not.
+  aijp::bandwidth_model_params p;
+  auto local = stencil;
+  local.x_sectors_per_nnz = 0.03;
+  const auto coo_far = aijp::explain_bandwidth_model(aijp::format_id::coo, stencil, p);
+  const auto coo_near = aijp::explain_bandwidth_model(aijp::format_id::coo, local, p);
+  const double reread = aijp::coo_x_reread_bytes(stencil.stats, 8, 0.1875, coo_near.stream_us * p.coo_efficiency * p.stream_read_gbs * 1e3, l2);
+  EXPECT_NEAR(coo_far.stream_us - coo_near.stream_us, reread / (p.stream_read_gbs * 1e3 * p.coo_efficiency), 1e-6);
+  EXPECT_DOUBLE_EQ(aijp::explain_bandwidth_model(aijp::format_id::sell_c_sigma, stencil, p).stream_us,
+                   aijp::explain_bandwidth_model(aijp::format_id::sell_c_sigma, local, p).stream_us);
+}
+
+// COO's streaming efficiency: the median, over its samples that stream from DRAM, of bytes (with the x re-reads)
+// / (bandwidth x (measured - fixed costs)); samples bound by the L2 traffic or held in the L2 do not move it, and
+// too few samples leave the value the parameters had. HYB's COO part keeps its own rate.
+TEST(PlaceholderModel, CooStreamingEfficiencyFittedFromSamplesBeyondTheL2)
+{
+  aijp::bandwidth_model_params p;
+  std::vector<aijp::fixed_cost_observation> obs;
+  const auto measured_at = [&](const aijp::prediction_input& in, double efficiency) {
+    const auto b = aijp::explain_bandwidth_model(aijp::format_id::coo, in, p);  // at the default 0.7
+    return b.fixed_us + b.stream_us * p.coo_efficiency / efficiency;
+  };
+  const double planted[] = {0.88, 0.90, 0.91, 0.92, 0.95};
+  int n = 0;
+  for (double e : planted) {
+    const aijp::size_type rows = 2'000'000 + 1'000'000 * n;
+    const auto in = uniform_rows(rows, 7, n % 2 == 0 ? 0.05 : 0.19);  // bands and stencils
+    obs.push_back({aijp::format_id::coo, in, measured_at(in, e)});
+    ++n;
+  }
+  // Random columns (bound by the L2 traffic) measured slowly, and a band held in the L2 measured fast.
+  const auto random = uniform_rows(1'000'000, 32, 1.0);
+  obs.push_back({aijp::format_id::coo, random, 3.0 * measured_at(random, 0.9)});
+  const auto small = uniform_rows(300'000, 7, 0.05);
+  ASSERT_LT(small.stats.nnz * 16.0 * 1.2, 50 << 20);
+  obs.push_back({aijp::format_id::coo, small, measured_at(small, 2.0)});
+  auto fitted = p;
+  const auto used = aijp::fit_format_corrections(obs, fitted, 5);
+  EXPECT_EQ(used.coo_efficiency, 5);
+  EXPECT_NEAR(fitted.coo_efficiency, 0.91, 1e-9);
+  const auto big = uniform_rows(8'000'000, 7, 0.05);
+  const auto before = aijp::explain_bandwidth_model(aijp::format_id::coo, big, p);
+  const auto after = aijp::explain_bandwidth_model(aijp::format_id::coo, big, fitted);
+  EXPECT_NEAR(after.stream_us, before.stream_us * 0.7 / 0.91, 1e-6);
+  // HYB's COO part is another kernel over the long rows' entries: its rate does not follow.
+  auto hyb_in = big;
+  hyb_in.stats.hyb_ell_width = 5;
+  hyb_in.stats.hyb_coo_nnz = 2 * hyb_in.stats.rows;
+  EXPECT_DOUBLE_EQ(aijp::explain_bandwidth_model(aijp::format_id::hyb, hyb_in, fitted).stream_us,
+                   aijp::explain_bandwidth_model(aijp::format_id::hyb, hyb_in, p).stream_us);
+  // Four samples are too few: the value the parameters had stays.
+  obs.erase(obs.begin());
+  auto kept = p;
+  kept.coo_efficiency = 0.8;
+  EXPECT_EQ(aijp::fit_format_corrections(obs, kept, 5).coo_efficiency, 0);
+  EXPECT_EQ(kept.coo_efficiency, 0.8);
+}
+
 TEST(PlaceholderModel, EveryFormatHasAnEstimateAndPaddingBlowUpIsInfeasible)
 {
   aijp::prediction_input in;
@@ -773,6 +869,19 @@ TEST(PlaceholderModel, ParamsFromCacheMetrics)
   EXPECT_EQ(r.format_chain_scale[static_cast<int>(aijp::format_id::ell)], 2.1);
   EXPECT_EQ(r.format_chain_scale[static_cast<int>(aijp::format_id::jad)], 1.0);
   EXPECT_EQ(defaults.format_chain_scale[static_cast<int>(aijp::format_id::ell)], 1.0);
+  // COO's fitted streaming efficiency: "stream_efficiency.coo", 0.7 when absent (older files) or outside (0, 1].
+  EXPECT_EQ(m.count("stream_efficiency.coo"), 0u);
+  EXPECT_EQ(r.coo_efficiency, 0.7);
+  p.coo_efficiency = 0.93;
+  m.clear();
+  aijp::params_to_metrics(p, m);
+  EXPECT_EQ(m.at("stream_efficiency.coo"), 0.93);
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_EQ(r.coo_efficiency, 0.93);
+  m["stream_efficiency.coo"] = 1.4;
+  aijp::bandwidth_model_params s;
+  ASSERT_TRUE(aijp::params_from_metrics(m, s));
+  EXPECT_EQ(s.coo_efficiency, 0.7);
 }
 
 // A small matrix of rows of 3 with one long row, whose chain bounds the thread-per-row layouts, on a device

@@ -101,6 +101,16 @@ struct bandwidth_model_params {
   /// squares on the same samples as the floor (fit_format_corrections); on the four H100 gated warm-ups
   /// 0.09-0.10 us per doubling. Cache key "floor_us_per_doubling.cusparse_csr".
   double cusparse_csr_floor_us_per_doubling = 0.0;
+  /// Fraction of the streaming bandwidth our COO kernel reaches on its streamed bytes
+  /// (entries with row indices, x once, y written and read-modify-written by the atomics). 0.7 for cache files
+  /// written before it was fitted. Fitted per device (fit_format_corrections) as the median over the warm-up's
+  /// COO samples that stream from DRAM (bytes beyond the L2, streaming bound at the full rate) of bytes /
+  /// (bandwidth x (measured - fixed costs)), the x re-reads of coo_x_reread_bytes included: on the five H100
+  /// gated warm-ups 0.935-0.946 (13 samples each: bands and windowed rows of 7-40 entries, 0.90-0.96 one by
+  /// one), on the H200 warm-up 0.919, where the constant split the held-out bands (+32 %) from the stencils
+  /// beyond the L2 (docs/models.md, Session 26). HYB's COO part keeps its own rate (predict.cpp,
+  /// hyb_coo_efficiency). Cache key "stream_efficiency.coo".
+  double coo_efficiency = 0.7;
   /// Per-format factor on the serial chain's latency per entry (indexed by format_id; 1 for cache files
   /// written before it): the median of (measured - fixed costs) / chain over the warm-up's samples a chain
   /// clearly dominates (fit_format_corrections). The 90 / 270 ns per entry above are one format's; on the
@@ -243,6 +253,16 @@ inline bool sell_delta16_columns_fit(const prediction_input& in)
   return in.columns_sorted && in.max_column_step <= sell_delta16_max_step;
 }
 
+/// x bytes our COO kernel reads again from DRAM. Every warp owns an equal chunk of nonzeros and all of them
+/// run at once (kernels/src/formats/coo.cu), so the uses of an x sector by rows far apart in the matrix (a
+/// stencil's neighbouring grid lines and planes, different long rows) fall at unrelated times of the product,
+/// and a use finds the sector in the L2 only if the bytes streamed since the previous use fit in it. With
+/// k = x_sectors_per_nnz x nnz x 32 / x_bytes gathers per x sector (beyond the first, each a reuse) at random
+/// times, the gap before a reuse is exponential with mean 1 / k of the product, and the reuse misses with
+/// probability exp(-k L2 / bytes): x_bytes (k - 1) exp(-k L2 / bytes), `bytes` what the product streams with x
+/// once and y. 0 when k <= 1 or the locality or the L2 size is unknown.
+double coo_x_reread_bytes(const row_stats& s, int value_bytes, double x_sectors_per_nnz, double bytes, double l2_bytes);
+
 /// Sector bytes a layout that sorts all rows by length (jad, pellr) moves beyond what the natural order
 /// moves: x gathers of a warp whose rows lie apart (distinct x sectors in sorted order minus those in natural
 /// order, times 32 bytes per sector) and the scattered y writes (distinct y sectors per row beyond the
@@ -281,6 +301,7 @@ struct format_fit {
   std::array<int, format_count> lanes{};  ///< observations behind format_chain_lanes (0: not fitted)
   std::array<int, format_count> chain_dram{};  ///< observations behind format_chain_scale_dram (0: not fitted)
   std::array<int, format_count> floor{};  ///< observations behind format_floor_us (0: not fitted)
+  int coo_efficiency = 0;  ///< observations behind bandwidth_model_params::coo_efficiency (0: not fitted)
 };
 
 /// Fits the placeholder's per-format corrections from measured products. p.format_floor_us: for each format
@@ -293,7 +314,10 @@ struct format_fit {
 /// terms), the median of (measured - fixed costs) / chain, clamped to [0.25, 4]; where at least 3 of them
 /// have chains walked by one to 16 lanes and 3 by more (chain_lanes), the line through the two groups'
 /// medians instead: its value at one lane is the chain factor and its relative slope (clamped to [0, 4]) is
-/// p.format_chain_lanes; then the fixed costs again.
+/// p.format_chain_lanes; then the fixed costs again. p.coo_efficiency: with at least `min_samples` COO
+/// observations that stream from DRAM (bytes beyond the L2, the streaming term at the full rate above the L2
+/// term), the median of their bytes (coo_x_reread_bytes included) / (bandwidth x (measured - fixed costs)),
+/// fitted before the floors and again once COO's fixed cost is fitted.
 /// The fit starts from neutral corrections (refitting gives the same values); formats without enough
 /// observations keep their fixed costs and chain factors, but a format with any observation and no fitted
 /// floor loses its floor (one left from other measurements would bound every prediction from below).
@@ -304,7 +328,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
 struct placeholder_breakdown {
   double fixed_us = 0;    ///< launches, library overhead and the fitted per-format fixed cost
   double floor_us = 0;    ///< the fitted per-format floor (0: none)
-  double stream_us = 0;   ///< DRAM streaming of the layout's bytes (and the sorted scatter)
+  double stream_us = 0;   ///< DRAM streaming of the layout's bytes (and the sorted scatter, COO's x re-reads)
   double chain_us = 0;    ///< the longest dependent chain, times the fitted chain factor
   double l2_us = 0;       ///< L2 traffic at the calibrated gather rate
   double predicted_us = 0;
