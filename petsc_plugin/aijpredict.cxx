@@ -56,8 +56,8 @@ struct AIJPOptions {
   PetscBool   partition      = PETSC_TRUE;  /* -mat_aijpredict_partition: row-partitioned multi-format plans when they pay */
   PetscBool   background     = PETSC_FALSE; /* -mat_aijpredict_background: analyse and convert a reused matrix on a worker thread */
   PetscBool   staged         = PETSC_TRUE;  /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
-  PetscBool   prefetch       = PETSC_TRUE;  /* -mat_aijpredict_prefetch: issue the analysis' device passes in the upload's solve, read them back in its later products */
-  PetscBool   host_worker    = PETSC_TRUE;  /* -mat_aijpredict_host_worker: a staged step's stages without CUDA calls run on the step worker (needs a second CPU) */
+  PetscBool   prefetch       = PETSC_FALSE; /* -mat_aijpredict_prefetch: issue the analysis' device passes in the upload's solve, read them back in its later products */
+  PetscBool   host_worker    = PETSC_FALSE; /* -mat_aijpredict_host_worker: a staged step's stages without CUDA calls run on the step worker (needs a second CPU) */
   PetscReal   stage_fraction = 0.03;        /* -mat_aijpredict_stage_fraction: a part's share of a product's predicted time */
   PetscReal   stage_duty     = 0.01;        /* -mat_aijpredict_stage_duty: the parts' share of the wall time (host) */
   PetscReal   stage_overlap  = 0.0;         /* -mat_aijpredict_stage_overlap: share of a product's predicted time a part overlaps */
@@ -650,9 +650,9 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
       PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     }
     if (p->gpu->report().analyzed) PetscCall(AIJPReport(A, p));
-    /* A staged analysis of this matrix, if it is reused, decides from the passes issued here and read back at
-       the next products: the upload's solve carries them (on the H100 its first solve ran at 0.66-0.93x
-       aijcusparse's first, which creates its cuSPARSE objects there), and the later short solves none. */
+    /* -mat_aijpredict_prefetch: a staged analysis of this matrix, if it is reused, decides from the passes issued
+       here and read back at the next products; the upload's solve carries them (on the H100 that put lap7 16^3's
+       first solve at 1.07x aijcusparse's first, hence off by default), and the later short solves none. */
     else if (p->opt.staged && p->opt.prefetch && !p->opt.background && p->opt.defer_mults > 0) {
       PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
       PetscCallCXX(p->gpu->prefetch_analysis(stream));
@@ -1129,8 +1129,8 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_preload", "Load the library's CUDA modules of PetscScalar's kernels when the per-process context is made (a few ms once), so that no product pays for loading one (lazy loading: ~0.1-1 ms at the first use of each format)", "MatCreateSeqAIJPredict", o->preload, &o->preload, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_online", "Time sampled products with CUDA events (never waiting for them), correct the model's predictions per format with what was measured (saved in the cache at PetscFinalize), and try the runner-up format, then cuSPARSE CSR (its ALG2 when cuSPARSE CSR runs), once each when the chosen one measures slower than the candidate's prediction", "MatCreateSeqAIJPredict", o->online, &o->online, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_partition", "Plan row-partitioned multi-format layouts (dynamic programming over row strips) and use one when its predicted time beats the best single format", "MatCreateSeqAIJPredict", o->partition, &o->partition, nullptr));
-  PetscCall(PetscOptionsBool("-mat_aijpredict_prefetch", "With staged steps: issue the analysis' device passes (row statistics, locality samples, then the row-length histogram) in the product that uploads the matrix and read them back without waiting at the next products, so that a staged analysis of a reused matrix starts at its decision and none of its parts issues a device pass; the upload's solve carries them", "MatCreateSeqAIJPredict", o->prefetch, &o->prefetch, nullptr));
-  PetscCall(PetscOptionsBool("-mat_aijpredict_host_worker", "With staged steps: run the stages that make no CUDA call (the copy of a plan never analysed, the decision, the partition planner's DP, a conversion to a format on the CSR copy) on the process's step worker thread instead of in parts on the products' thread, which then only hands them over and checks a flag; needs a second CPU (ignored on one)", "MatCreateSeqAIJPredict", o->host_worker, &o->host_worker, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_prefetch", "With staged steps: issue the analysis' device passes (row statistics, locality samples, then the row-length histogram) in the product that uploads the matrix and read them back without waiting at the next products, so that a staged analysis of a reused matrix starts at its decision and none of its parts issues a device pass; the upload's solve carries them (off by default: on an H100 it put lap7 16^3's first solve at 1.07x aijcusparse's)", "MatCreateSeqAIJPredict", o->prefetch, &o->prefetch, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_host_worker", "With staged steps: run the stages that make no CUDA call (the copy of a plan never analysed, the decision, the partition planner's DP, a conversion to a format on the CSR copy) on the process's step worker thread instead of in parts on the products' thread, which then only hands them over and checks a flag; needs a second CPU (ignored on one); off by default: on an H100 the worst repeated short solve read 1.05-1.06x with it, against 1.03-1.04x without", "MatCreateSeqAIJPredict", o->host_worker, &o->host_worker, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_background", "Analyse and convert a reused matrix on a worker thread, on its own CUDA stream, while the products keep running the current format (cuSPARSE CSR before the first analysis); the new format is installed at the first product after it is ready. Needs a second CPU. Off by default: on one GPU the step's work shares the device with the products, so it spreads the cost over more products rather than removing it (false: inside the product that decides it)", "MatCreateSeqAIJPredict", o->background, &o->background, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_staged", "Analyse and convert a reused matrix in parts over the next products, on their stream, never waiting for the device (read-backs are polled at later products), paced by -mat_aijpredict_stage_duty; the products run the current format until the new one is complete. A partition is planned in slices and built block by block; a conversion to sell_delta16, sell_sigma or sell is split so each product carries at most -mat_aijpredict_stage_fraction of its time (an exploration's candidate of those formats too, after the products); other formats convert in one part. False: the whole analysis and conversion inside the product that decides it (one solve of repeated short solves took 1.4-2.4x there, against 1.09-1.6x staged on an H100). -mat_aijpredict_background takes precedence", "MatCreateSeqAIJPredict", o->staged, &o->staged, nullptr));
   PetscCall(PetscOptionsReal("-mat_aijpredict_stage_fraction", "Staged steps: the largest share of a conversion one product carries, as a fraction of the running format's predicted product time", "MatCreateSeqAIJPredict", o->stage_fraction, &o->stage_fraction, nullptr));
@@ -1288,8 +1288,8 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_stage_overlap <f> - the share of a product's predicted time (if >= 30 us) a staged part is taken to overlap (default 0: all of its host time counts against the duty)
 .  -mat_aijpredict_reserve <f>      - device memory set aside with the CSR copy for later layouts, a fraction of its bytes counted twice up to 64 MiB (default 1; 0: none; only while the GPU keeps half its memory free)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
-.  -mat_aijpredict_prefetch <bool> - staged: issue the analysis' device passes in the upload's product, read back at the next ones (default true)
-.  -mat_aijpredict_host_worker <bool> - staged: run the stages without CUDA calls on the step worker thread; needs a second CPU (default true)
+.  -mat_aijpredict_prefetch <bool> - staged: issue the analysis' device passes in the upload's product, read back at the next ones (default false)
+.  -mat_aijpredict_host_worker <bool> - staged: run the stages without CUDA calls on the step worker thread; needs a second CPU (default false)
 .  -mat_aijpredict_host_copy        - without a GPU, multiply with a host copy refreshed like the device copy (testing)
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice
 
