@@ -343,15 +343,19 @@ double AIJPSavingBound(const aijp::context &ctx, const Mat_SeqAIJPredict *p)
   return aijp::cusparse_csr_us_above_launch(ctx.device(), ctx.model_params(), p->gpu->rows(), p->gpu->cols(), p->gpu->nnz(), sizeof(PetscScalar));
 }
 
-/* The CPUs this process may run on (its affinity mask; the hardware's count where that is unknown). */
+/* The CPUs this process may run on (its affinity mask when first asked; the hardware's count where that is
+   unknown). */
 int AIJPCpusAvailable()
 {
+  static const int cpus = [] {
 #if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
 #endif
-  return (int)std::max(1u, std::thread::hardware_concurrency());
+    return (int)std::max(1u, std::thread::hardware_concurrency());
+  }();
+  return cpus;
 }
 
 /* The plan options every analysis and re-plan of this matrix uses, for `expected` products. */
@@ -365,8 +369,7 @@ PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp
   opts->stage_fraction = p->opt.stage_fraction;
   opts->stage_duty     = p->opt.stage_duty;
   opts->stage_overlap  = p->opt.stage_overlap;
-  static const int cpus = AIJPCpusAvailable();
-  opts->host_worker    = p->opt.host_worker && cpus >= 2; /* on one CPU the worker would take the products' */
+  opts->host_worker    = p->opt.host_worker && AIJPCpusAvailable() >= 2; /* on one CPU the worker would take the products' */
   opts->layout_reserve = p->opt.reserve;
   opts->online_policy.free_band = p->opt.free_band;
   opts->online_policy.sample_every_max = (int)p->opt.sample_max;
@@ -392,7 +395,7 @@ PetscErrorCode AIJPStep(Mat A, Mat_SeqAIJPredict *p, aijp::background_step step,
   PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
   /* A process bound to one CPU (an MPI rank per core) would share it with the worker thread: both wait for
      their GPU work by spinning, so the products would lose the CPU for whole time slices. */
-  static const int cpus = AIJPCpusAvailable();
+  const int cpus = AIJPCpusAvailable();
   if (p->opt.background && cpus < 2 && !p->background_said) {
     PetscCall(PetscInfo(A, "aijpredict: this process may run on one CPU only: the analysis runs on the products' thread, %s (-mat_aijpredict_background needs a second CPU)\n", p->opt.staged ? "staged over the products" : "inside the product that decides it"));
     p->background_said = PETSC_TRUE;

@@ -17,7 +17,21 @@
 #include <utility>
 #include <vector>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 namespace aijp::detail {
+
+/// The CPU the calling thread runs on now (-1 where the platform does not say).
+inline int current_cpu()
+{
+#if defined(__linux__)
+  return sched_getcpu();
+#else
+  return -1;
+#endif
+}
 
 /// Process-wide reuse of small blocks for staged steps (gpu_matrix.hpp): page-locked host blocks for
 /// read-backs and device blocks for temporaries. Allocating costs far more than a staged step may add to a

@@ -23,9 +23,6 @@
 #include <thread>
 
 #include <sys/resource.h>
-#if defined(__linux__)
-#include <sched.h>
-#endif
 
 namespace aijp {
 
@@ -1702,45 +1699,58 @@ struct gpu_matrix<Value>::background_job {
       default: return false;
     }
   }
+  // Runs `task` on detail::step_worker, kept off the calling thread's CPU where it may; `finished` is ready
+  // once it returned (the job's destructor and install wait for it). Returns the calling thread's CPU.
+  int submit_to_worker(std::function<void(cudaStream_t)> task)
+  {
+    auto done_promise = std::make_shared<std::promise<void>>();
+    finished = done_promise->get_future();
+    const int cpu = detail::current_cpu();
+    detail::step_worker::instance().submit(
+        [task = std::move(task), done_promise](cudaStream_t s) {
+          task(s);
+          done_promise->set_value();  // the promise is the worker's own: the job may be gone after this
+        },
+        cpu);
+    return cpu;
+  }
   // Hands the stages from `at` on that on_worker allows to the step worker; the products' thread returns.
   void hand_to_worker(cudaStream_t stream)
   {
     worker_busy.store(true, std::memory_order_relaxed);
-    auto done_promise = std::make_shared<std::promise<void>>();
-    finished = done_promise->get_future();
-    int cpu = -1;
-#if defined(__linux__)
-    cpu = sched_getcpu();
-#endif
-    detail::step_worker::instance().submit(
-        [this, done_promise, stream](cudaStream_t) {
-          const auto w0 = clock_type::now();
-          try {
-            while (on_worker(at)) {
-              const std::string name = stage_name(at);
-              if (worker_stages.size() < name.size() || worker_stages.compare(worker_stages.size() - name.size(), name.size(), name) != 0) {
-                if (!worker_stages.empty()) worker_stages += ", ";
-                worker_stages += name;  // once per run of slices (the DP's)
-              }
-              // Blocking advances: the decision in one call (no slices), the DP's slices back to back. None
-              // issues device work (on_worker), so none waits for the device.
-              if (advance_once(stream, true)) {
-                at = stage::finished;
-                break;
-              }
-            }
-          } catch (...) {
-            error = std::current_exception();
-            at = stage::finished;
+    submit_to_worker([this, stream](cudaStream_t) {
+      const auto w0 = clock_type::now();
+      try {
+        while (on_worker(at)) {
+          const std::string name = stage_name(at);
+          if (worker_stages.size() < name.size() || worker_stages.compare(worker_stages.size() - name.size(), name.size(), name) != 0) {
+            if (!worker_stages.empty()) worker_stages += ", ";
+            worker_stages += name;  // once per run of slices (the DP's)
           }
-#if defined(__linux__)
-          worker_cpu = sched_getcpu();
-#endif
-          worker_ms += ms_since(w0);
-          worker_busy.store(false, std::memory_order_release);
-          done_promise->set_value();
-        },
-        cpu);
+          // Blocking advances: the decision in one call (no slices), the DP's slices back to back. None
+          // issues device work (on_worker), so none waits for the device.
+          if (advance_once(stream, true)) {
+            at = stage::finished;
+            break;
+          }
+        }
+      } catch (...) {
+        error = std::current_exception();
+        at = stage::finished;
+      }
+      worker_cpu = detail::current_cpu();
+      worker_ms += ms_since(w0);
+      worker_busy.store(false, std::memory_order_release);
+    });
+  }
+  // Books a part the products' thread ran: its host time `us`, the product it ran after, its label, and its
+  // host time beyond the overlap against the pacing.
+  void record_part(double us, std::string label)
+  {
+    poll_us.push_back(us);
+    poll_product.push_back(static_cast<int>(polls));
+    poll_stage.push_back(std::move(label));
+    spent_us += std::max(0.0, us - overlap_us);
   }
   // The step's next stage once it has run (again): plan first when it asked for a partition.
   stage after_step()
@@ -1912,9 +1922,7 @@ struct gpu_matrix<Value>::background_job {
     } catch (...) {
       error = std::current_exception();
     }
-#if defined(__linux__)
-    worker_cpu = sched_getcpu();
-#endif
+    worker_cpu = detail::current_cpu();
     wall_ms = ms_since(t0);
     done.store(true, std::memory_order_release);
   }
@@ -1943,8 +1951,7 @@ struct gpu_matrix<Value>::background_job {
         active_ms(clock_type::now());  // the pacing's product count and wall time (the worker touches neither)
         return false;                  // not a part: the products' thread did nothing else
       }
-      finished.wait();
-      (void)worker_busy.load(std::memory_order_acquire);
+      finished.wait();  // set after the worker's last write: its writes are visible here
     }
     if (at == stage::finished) {  // the worker ran the last stage (or failed)
       wall_ms = ms_since(started);
@@ -1963,10 +1970,7 @@ struct gpu_matrix<Value>::background_job {
       // One part on the products' thread: the hand-over (a queued task and a wake-up). The stages run on the
       // worker; later products check its flag until it is done.
       hand_to_worker(stream);  // `at` and the plan are the worker's now
-      poll_us.push_back(1e3 * ms_since(t0));
-      poll_product.push_back(static_cast<int>(polls));
-      poll_stage.push_back(std::string(stage_name(from)) + ": handed to the worker");
-      spent_us += std::max(0.0, poll_us.back() - overlap_us);
+      record_part(1e3 * ms_since(t0), std::string(stage_name(from)) + ": handed to the worker");
       return false;
     }
     part_label.clear();
@@ -2003,21 +2007,19 @@ struct gpu_matrix<Value>::background_job {
       error = std::current_exception();
       at = stage::finished;
     }
-    poll_us.push_back(1e3 * ms_since(t0));
-    poll_product.push_back(static_cast<int>(polls));
+    const double us = 1e3 * ms_since(t0);
     std::string label = from == at ? std::string(stage_name(from)) : std::string(stage_name(from)) + ">" + stage_name(at);
     if (!part_label.empty()) label += ": " + part_label;
     label += detail::driver_allocations().since(allocations);
     if (opts.stage_diagnostics) label += thread_disturbance::now().since(disturbed);
-    if (issues_device_work(from) && poll_us.back() >= 10) {
+    if (issues_device_work(from) && us >= 10) {
       // Where a part's host time went: its own work, the event pair timing its passes, the rest (pacing,
       // bookkeeping).
       char split[80];
       std::snprintf(split, sizeof(split), " {work %.0f, events %.0f}", work_us, events_us);
       label += split;
     }
-    poll_stage.push_back(std::move(label));
-    spent_us += std::max(0.0, poll_us.back() - overlap_us);
+    record_part(us, std::move(label));
     if (at == stage::finished) {
       wall_ms = ms_since(started);
       return true;
@@ -2381,21 +2383,9 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   }
   job->plan = m.copy_for_background(m.values_version);
   job->ready.record(stream);
-  background_job* j = job.get();
-  auto finished = std::make_shared<std::promise<void>>();
-  job->finished = finished->get_future();
   // The process's worker thread (started by the context), kept off this thread's CPU where it may.
-  int cpu = -1;
-#if defined(__linux__)
-  cpu = sched_getcpu();
-#endif
-  job->caller_cpu = cpu;
-  detail::step_worker::instance().submit(
-      [j, finished](cudaStream_t s) {
-        j->run(s);  // the job may be gone once run() set `done`; the promise is the worker's own
-        finished->set_value();
-      },
-      cpu);
+  background_job* j = job.get();
+  job->caller_cpu = job->submit_to_worker([j](cudaStream_t s) { j->run(s); });
   job_ = std::move(job);
   m.step_running = true;
   return true;
@@ -2455,7 +2445,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   }
   rep.background_ms = job->wall_ms;
   rep.background_what = background_step_name(job->step);
-  rep.background_caller_cpu = job->caller_cpu;  // -1 for a staged step, which sets neither
+  rep.background_caller_cpu = job->caller_cpu;  // -1 for a staged step (its worker CPU only with host_worker)
   rep.background_worker_cpu = job->worker_cpu;
   rep.staged_poll_us = std::move(job->poll_us);  // empty for a thread
   rep.staged_poll_stage = std::move(job->poll_stage);
