@@ -209,12 +209,31 @@ int main(int argc, char** argv)
 {
   std::string dir = ".";
   int value_bytes = 8;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  const char* usage =
+      "usage: aijp_longrow_locality [--matrices DIR] [--value-bytes N] < names\n"
+      "Reads matrix names (a sample file's \"matrix\" field: a Matrix Market file in DIR, gen:SPEC, or a warm-up\n"
+      "name such as constant:rows=...,seed=N, generated as the GPU warm-up generates it) one per line on stdin\n"
+      "and prints, tab-separated, the x locality of the rows that bound the thread-per-row chain (see the\n"
+      "header of bench/experiments/longrow_locality.cpp for the columns; docs/models.md, session 27).\n"
+      "  --matrices DIR     where Matrix Market names are read from (default .)\n"
+      "  --value-bytes N    bytes per value for the 32-byte sector counts (default 8)\n"
+      "  --help             this text\n";
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--matrices") dir = argv[i + 1];
-    else if (a == "--value-bytes") value_bytes = std::atoi(argv[i + 1]);
-    else {
-      std::cerr << "usage: aijp_longrow_locality [--matrices DIR] [--value-bytes N] < names\n";
+    if (a == "--help" || a == "-h") {
+      std::cout << usage;
+      return 0;
+    }
+    if (i + 1 < argc && a == "--matrices") {
+      dir = argv[++i];
+    } else if (i + 1 < argc && a == "--value-bytes") {
+      value_bytes = std::atoi(argv[++i]);
+      if (value_bytes <= 0) {
+        std::cerr << "aijp_longrow_locality: --value-bytes must be a positive integer\n";
+        return 2;
+      }
+    } else {
+      std::cerr << "aijp_longrow_locality: unknown or incomplete option '" << a << "'\n" << usage;
       return 2;
     }
   }
