@@ -64,6 +64,7 @@ struct AIJPOptions {
   PetscReal   reserve        = 1.0;         /* -mat_aijpredict_reserve: layout reserve beside the CSR copy, a fraction of its bytes */
   PetscReal   free_band      = 0.15;        /* -mat_aijpredict_free_band: online::policy::free_band */
   PetscInt    sample_max     = 256;         /* -mat_aijpredict_online_sample_max: online::policy::sample_every_max */
+  PetscInt    first_spacing  = 8;           /* -mat_aijpredict_online_first_spacing: online::policy::sample_first_spacing */
   PetscReal   trace_ms       = 0.25;        /* -mat_aijpredict_trace_ms: under -info, report each product whose host time exceeds it */
   PetscReal   upload_share   = 0.1;         /* -mat_aijpredict_upload_share: analyse at the upload when the analysis is at most this share of it */
 };
@@ -373,6 +374,7 @@ PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp
   opts->layout_reserve = p->opt.reserve;
   opts->online_policy.free_band = p->opt.free_band;
   opts->online_policy.sample_every_max = (int)p->opt.sample_max;
+  opts->online_policy.sample_first_spacing = (int)p->opt.first_spacing;
   PetscBool info = PETSC_FALSE;
   PetscCall(PetscInfoEnabled(MAT_CLASSID, &info));
   opts->stage_diagnostics = info; /* the parts' page faults and preemptions, in the -info lines */
@@ -1152,6 +1154,8 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCheck(o->trace_ms >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_trace_ms must be >= 0");
   PetscCall(PetscOptionsInt("-mat_aijpredict_online_sample_max", "Online refinement: a settled plan times one product in 8, and each observation (8 samples) doubles that interval up to one in this many (a timed product costs ~7 us of host time); 8: no thinning", "MatCreateSeqAIJPredict", o->sample_max, &o->sample_max, nullptr));
   PetscCheck(o->sample_max >= 8 && o->sample_max <= 1000000, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_online_sample_max must be in [8, 1000000]");
+  PetscCall(PetscOptionsInt("-mat_aijpredict_online_first_spacing", "Online refinement: where the product takes at most 15 % of the host time between products (a host-bound solve: GMRES on a small matrix), a new plan's first 16 samples are every n-th product instead of every one (a timed product costs ~7 us of host time); 1: every product", "MatCreateSeqAIJPredict", o->first_spacing, &o->first_spacing, nullptr));
+  PetscCheck(o->first_spacing >= 1 && o->first_spacing <= 1000000, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_online_first_spacing must be in [1, 1000000]");
   PetscCall(PetscOptionsBool("-mat_aijpredict_use_gpu", "Run the products on the GPU (false: SeqAIJ on the CPU)", "MatCreateSeqAIJPredict", o->use_gpu, &o->use_gpu, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_copy", "Without a GPU, keep the copy the GPU would hold on the host, refreshed by the same state checks, and multiply with it (tests that no operation leaves a stale copy)", "MatCreateSeqAIJPredict", o->host_copy, &o->host_copy, nullptr));
   /* Reject bad values now, with the option's name, rather than at the first MatMult. */
@@ -1284,6 +1288,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_free_band <f>    - online: csr_vector / csr_scalar, never measured on the matrix, are also tried when predicted within this fraction of short products' measured time (default 0.15; 0: off)
 .  -mat_aijpredict_trace_ms <ms>     - under -info, report each product whose host time exceeds ms, with where it went (default 0.25)
 .  -mat_aijpredict_online_sample_max <n> - online: a settled plan times one product in 8, then each observation doubles the interval up to one in n (default 256; 8: no thinning)
+.  -mat_aijpredict_online_first_spacing <n> - online: where the product takes at most 15% of the host time between products, a new plan's first 16 samples are every n-th product (default 8; 1: every product)
 .  -mat_aijpredict_partition <bool> - row-partitioned multi-format plans when they pay (default true)
 .  -mat_aijpredict_staged <bool>    - analyse and convert in parts over the next products, never waiting for the device (default true; false: inside the product that decides it)
 .  -mat_aijpredict_stage_fraction <f> - a product's largest share of a staged conversion, as a fraction of its predicted time (default 0.03)

@@ -272,6 +272,13 @@ struct gpu_matrix<Value>::impl {
     long epoch = 0;                             // bumped at every format change; tags the timed pairs
     long calls = 0;                             // products since the epoch began
     int timed = 0;                              // this epoch's timed products of the running plan (begun)
+    long next_first = 0;                        // the product (calls) the next of the first samples waits for
+    // Host wall time between consecutive products (policy::host_bound_share), the last gap_window of
+    // them; kept across plans and epochs (install_background carries it), since it is the solver's pace.
+    std::array<double, online::policy::gap_window> gaps{};
+    std::size_t gap_next = 0;  // where the next gap goes
+    int gap_count = 0;         // gaps known (at most gap_window)
+    clock_type::time_point last_call{};
     int interval = 8;                           // products per timed one now: policy.sample_every, doubled at each
                                                 // observation of this epoch up to policy.sample_every_max (0: none)
     int running = -1;                           // estimate index of the running format
@@ -430,6 +437,30 @@ struct gpu_matrix<Value>::impl {
     to.push_back(us);
   }
   void explore_or_finish();
+  // Books the host wall time since the previous product (online_state::gaps); ~30 ns.
+  void note_gap()
+  {
+    const auto now = clock_type::now();
+    if (on.last_call != clock_type::time_point{}) {
+      on.gaps[on.gap_next] = 1e3 * ms_between(on.last_call, now);
+      on.gap_next = (on.gap_next + 1) % on.gaps.size();
+      on.gap_count = std::min(on.gap_count + 1, online::policy::gap_window);
+    }
+    on.last_call = now;
+  }
+  // Products between two of the first samples: policy::sample_first_spacing where the product takes at
+  // most policy::host_bound_share of the median gap between products, else 1 (also until gap_window gaps
+  // are known).
+  int first_spacing() const
+  {
+    if (on.policy.sample_first_spacing <= 1 || on.gap_count < online::policy::gap_window) return 1;
+    auto g = on.gaps;
+    std::nth_element(g.begin(), g.begin() + g.size() / 2, g.end());
+    const double gap_us = g[g.size() / 2];
+    const double product_us = !on.samples.empty() ? online::median(on.samples) : report.predicted_us;
+    if (!(product_us > 0) || !(gap_us > 0)) return 1;
+    return product_us <= on.policy.host_bound_share * gap_us ? on.policy.sample_first_spacing : 1;
+  }
   // The matrix of this plan has online observations of its own of `f` (the per-matrix corrections).
   bool measured_here(format_id f) const { return on.corr && on.corr->of_matrix(f, on.key).weight > 0; }
   // Moves the next candidate (then_runner, then free_runner) into runner_up; false when none is left.
@@ -1144,6 +1175,7 @@ void gpu_matrix<Value>::impl::begin_epoch(format_id f)
   ++on.epoch;
   on.calls = 0;
   on.timed = 0;
+  on.next_first = 0;
   on.interval = std::max(0, on.policy.sample_every);
   on.samples.clear();
   on.sample_count = 0;
@@ -1162,6 +1194,7 @@ void gpu_matrix<Value>::impl::begin_epoch(format_id f)
   }
   report.measured_us = 0;
   report.measured_samples = 0;
+  report.first_sample_spacing = 0;
   report.model_error = -1;
 }
 
@@ -2418,6 +2451,10 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
     built.staged_choice.reset();
     if (job->keep_running_layout) built.format = std::move(running.format);  // its handle moves below
     built.on.timing = running.on.timing;
+    built.on.gaps = running.on.gaps;  // the solver's pace, not the plan's (first_spacing)
+    built.on.gap_next = running.on.gap_next;
+    built.on.gap_count = running.on.gap_count;
+    built.on.last_call = running.on.last_call;
     if (built.on.corr && !built.on.timer) built.on.timer = std::make_unique<detail::spmv_timer>();
     built.report.refinement = running.report.refinement;  // what online refinement did before the step
     // No format of the new plan needed cuSPARSE, or it runs the running plan's cuSPARSE CSR: it takes over
@@ -2561,6 +2598,7 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
     return;
   }
   auto& on = impl_->on;
+  impl_->note_gap();
   if (!on.corr || !on.timing) {
     impl_->format->apply(alpha, x, beta, y, stream);
     return;
@@ -2587,15 +2625,22 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
     }
     return;
   }
-  // The first sample_first products of a plan are timed (those of an exploration included), then one in
-  // on.interval (sample_every, doubling at each observation up to sample_every_max).
-  const bool sample = on.timed < on.policy.sample_first || (on.interval > 0 && k % on.interval == 0);
+  // The first sample_first products of a plan are timed (those of an exploration included; every
+  // sample_first_spacing-th where the solve is bound by the host: first_spacing), then one in on.interval (sample_every, doubling
+  // at each observation up to sample_every_max).
+  const bool first = on.timed < on.policy.sample_first;
+  const bool sample = first ? k >= on.next_first : (on.interval > 0 && k % on.interval == 0);
   if (sample && on.timer->begin(stream, on.epoch)) {
     const auto t0 = clock_type::now();
     impl_->format->apply(alpha, x, beta, y, stream);
     impl_->keep_last(on.host_us, 1e3 * ms_since(t0));
     on.timer->end(stream);
     ++on.timed;
+    if (first) {
+      const int s = impl_->first_spacing();
+      on.next_first = k + s;
+      impl_->report.first_sample_spacing = s;
+    }
   } else {
     impl_->format->apply(alpha, x, beta, y, stream);
   }
@@ -2756,8 +2801,10 @@ std::string plan_report::to_string() const
     os << line;
   }
   if (measured_samples > 0) {
-    std::snprintf(line, sizeof(line), "  running %s: measured %.2f us (median of %d timed products), predicted %.2f us, model error %.1f %%\n",
-                  plan.c_str(), measured_us, measured_samples, predicted_us, 100 * model_error);
+    char spacing[64] = "";
+    if (first_sample_spacing > 1) std::snprintf(spacing, sizeof(spacing), "; the first one in %d", first_sample_spacing);
+    std::snprintf(line, sizeof(line), "  running %s: measured %.2f us (median of %d timed products%s), predicted %.2f us, model error %.1f %%\n",
+                  plan.c_str(), measured_us, measured_samples, spacing, predicted_us, 100 * model_error);
     os << line;
   } else if (!online_source.empty()) {
     os << "  running " << plan << ": not measured yet\n";

@@ -175,6 +175,7 @@ TEST_F(GpuBackground, OnlineRefinementMeasuresTheInstalledPlan)
   aijp::gpu_matrix<double> m(*ctx, a.view(), lazy, nullptr);
   aijp::plan_options opts;
   opts.online_policy.explore = false;  // stay on the installed plan (an exploration would begin a new epoch)
+  opts.online_policy.sample_first_spacing = 1;  // check_product's host work between products: every one timed
   ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr));
   m.finish_background(nullptr);
   for (int k = 0; k < 24; ++k) check_product(m, a, x, dx, "timed product " + std::to_string(k));

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,7 @@ class GpuOnline : public ::testing::Test {
     aijp::plan_options po;
     po.partition = false;
     po.online_policy.free_band = 0;
+    po.online_policy.sample_first_spacing = 1;  // counts below assume every first product timed (spacing: its own test)
     return po;
   }
   void run(aijp::gpu_matrix<double>& m, int n, cudaStream_t s)
@@ -210,6 +212,52 @@ TEST_F(GpuOnline, SettledPlanTimesFewerProducts)
       EXPECT_LE(n, 16 + 8 * 3 + 2000 / 64 + 2) << m.report().to_string();
     }
     EXPECT_GT(m.report().measured_us, 0);
+  }
+}
+
+// A plan whose product is a small share of the wall time between products (a solve bound by the host) takes
+// its first samples every sample_first_spacing-th product (policy::host_bound_share): here ~300 us of host
+// work separate products of a few us. Counted exactly: products are synchronised one by one. The gaps are
+// known after gap_window products, so products 0-8 are timed one by one, then 16, 24, ..., 56 (the first
+// phase, 15 in all), where every product would give 0-15 and then 16, 24, ..., 56 (22 in all).
+TEST_F(GpuOnline, HostBoundSolveSpacesTheFirstSamples)
+{
+  auto ctx = online_context();
+  aijp::plan_options po = single();
+  po.forced = format_id::csr_vector;
+  po.online_policy.explore = false;
+  po.online_policy.sample_first = 16;
+  po.online_policy.sample_every = 8;
+  po.online_policy.sample_every_max = 8;
+  po.online_policy.observe_every = 8;
+  struct variant {
+    int spacing;
+    double share;
+    int expected_samples;
+    int expected_spacing;
+  };
+  for (const variant v : {variant{8, 0.15, 15, 8}, variant{1, 0.15, 22, 1}, variant{8, 0.0, 22, 1}}) {
+    SCOPED_TRACE("spacing " + std::to_string(v.spacing) + ", host-bound share " + std::to_string(v.share));
+    po.online_policy.sample_first_spacing = v.spacing;
+    po.online_policy.host_bound_share = v.share;
+    aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
+    for (int k = 0; k < 64; ++k) {
+      ASSERT_EQ(cudaMemsetAsync(dy_, 0xff, yref_.size() * sizeof(double), s_), cudaSuccess);
+      m.apply(1.0, dx_, 0.0, dy_, s_);
+      ASSERT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
+      const auto t0 = std::chrono::steady_clock::now();  // the solver's other work
+      while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(300)) {
+      }
+    }
+    std::vector<double> y(yref_.size());
+    ASSERT_EQ(cudaMemcpy(y.data(), dy_, y.size() * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+    aijp::test::expect_close(y, yref_, bound_, "spaced samples");
+    m.online_sync();
+    const auto& r = m.report();
+    ASSERT_LT(r.measured_us, 0.15 * 300) << "the product is not a small share of the gap here: " << r.to_string();
+    EXPECT_EQ(r.measured_samples, v.expected_samples) << r.to_string();
+    EXPECT_EQ(r.first_sample_spacing, v.expected_spacing) << r.to_string();
+    EXPECT_EQ(r.to_string().find("the first one in") != std::string::npos, v.expected_spacing > 1) << r.to_string();
   }
 }
 
@@ -725,6 +773,7 @@ TEST_F(GpuOnline, TakenSplitIsComparedWithItsSingleFormatThenCusparseAndTheFaste
   aijp::plan_options po;
   po.online_policy.explore_after = 4;
   po.online_policy.observe_every = 4;
+  po.online_policy.sample_first_spacing = 1;
   {
     aijp::gpu_matrix<double> probe(*ctx, a.view(), po, s_);
     if (!probe.report().partitioned) GTEST_SKIP() << "no split taken on this device: " << probe.report().decision;

@@ -216,6 +216,9 @@ struct plan_report {
   double predicted_us = 0.0;  ///< corrected prediction of the running format, made before it was measured
   double measured_us = 0.0;   ///< median of the event-timed products of the running format (0: none yet)
   int measured_samples = 0;   ///< timed products of the running format read back so far
+  /// The running format's first samples are taken every this many products (online::policy::
+  /// sample_first_spacing where the solve is bound by the host; 1: every product; 0: none taken yet).
+  int first_sample_spacing = 0;
   double model_error = -1.0;  ///< |predicted_us - measured_us| / measured_us; negative until measured
   /// The last exploration (a split is compared with its single format, then possibly with cuSPARSE CSR: the
   /// first comparison is then in `refinement` only).

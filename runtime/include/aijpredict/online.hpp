@@ -138,6 +138,18 @@ struct policy {
   int sample_first = 16;
   int sample_every = 8;
   int sample_every_max = 256;
+  /// A plan whose product takes at most `host_bound_share` of the host wall time between products (the
+  /// median of the last `gap_window` gaps: the rest is the solver's own kernels, its synchronisations and
+  /// host work) runs in a solve bound by the host. There a timed product's host time is a large share of the
+  /// solve and the model's error on the product a small one (a 20 % error on 15 % of the time is 3 %), so
+  /// the first `sample_first` samples are taken every `sample_first_spacing`-th product instead of every
+  /// one. GMRES(10) on bcsstk13 issues a ~9 us product about every 100 us (H100 machine): ten timed products
+  /// in one solve added 3-6 % to it (bench/results/2026-11-25_h100_session26_prefetch_worker_short_solves.txt).
+  /// A product followed by a synchronisation (aijp_online, the tests) has a gap of 1.5-4 times its own
+  /// time and keeps every product. 1: every product.
+  double host_bound_share = 0.15;
+  int sample_first_spacing = 8;
+  static constexpr int gap_window = 8;
   /// One observation (median of this many new samples) is fed to the corrections.
   int observe_every = 8;
   /// Bounded exploration: once the running format has `explore_after` samples and its measured median
