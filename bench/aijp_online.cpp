@@ -72,6 +72,9 @@ const char* usage =
     "                      measure at most 20 us, csr_vector or csr_scalar (on the CSR copy), if never\n"
     "                      measured on the matrix, is also tried when predicted within this fraction of\n"
     "                      the running format's measured time\n"
+    "  --first-spacing N   online::policy::sample_first_spacing (default 8; 1: every product): where the\n"
+    "                      product takes at most 15 % of the host time between products, a new plan's first\n"
+    "                      samples are every N-th product\n"
     "  --no-reference      do not time every format with aijp::time_spmv (no measured best)\n"
     "  --no-iteration-sync MatMults back to back (timed pairs are then read back at the end of the solve)\n"
     "  --cache-dir DIR     use DIR for the cache instead of a temporary directory (kept)\n"
@@ -95,6 +98,7 @@ struct options {
   bool explore = true;
   double explore_margin = aijp::online::policy{}.explore_margin;
   double free_band = aijp::online::policy{}.free_band;
+  int first_spacing = aijp::online::policy{}.sample_first_spacing;
   bool reference = true;
   bool iteration_sync = true;
   std::string cache_dir;
@@ -177,6 +181,9 @@ options parse(int argc, char** argv)
       o.explore_margin = fraction(need("a fraction"), 10);
     } else if (a == "--free-band") {
       o.free_band = fraction(need("a fraction"), 1);
+    } else if (a == "--first-spacing") {
+      o.first_spacing = parse_int(a, next, 1);
+      ++i;
     } else if (a == "--no-reference") {
       o.reference = false;
     } else if (a == "--no-iteration-sync") {
@@ -310,6 +317,7 @@ matrix_record run_matrix(const aijp::context& ctx, const std::string& name, cons
   po.online_policy.explore = o.explore;
   po.online_policy.explore_margin = o.explore_margin;
   po.online_policy.free_band = o.free_band;
+  po.online_policy.sample_first_spacing = o.first_spacing;
   po.partition = o.partition;
   for (int sv = 0; sv < o.solves; ++sv) {
     aijp::gpu_matrix<T> m(ctx, a.view(), po, s);
