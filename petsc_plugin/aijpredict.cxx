@@ -107,6 +107,7 @@ struct Mat_SeqAIJPredict {
   PetscInt         mults      = 0; /* products since the last pattern change */
   PetscInt         next_check = 0; /* product count at which a deferred analysis, conversion or plan is reconsidered */
   PetscBool        analysis_waits = PETSC_FALSE; /* the analysis was put off (said once with PetscInfo) */
+  double           saving_bound   = 0;           /* AIJPSavingBound at the upload (us per product) */
   PetscInt         step_begun     = 0;           /* product count when the background step running now began */
   PetscBool        background_said = PETSC_FALSE; /* said once that one CPU rules out background steps */
 };
@@ -494,12 +495,11 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
   aijp::plan_options opts;
   PetscCall(AIJPPlanOptions(p, expected, &opts));
   if (!rep.analyzed) {
-    aijp::context *ctx = nullptr;
-    PetscCall(AIJPGetContext(p, &ctx));
     /* The analysis is amortized too: no format saves more per product than cuSPARSE CSR's predicted time
-       above one kernel launch, so until that bound over the expected products reaches the analysis and
-       conversion cost, the matrix stays on cuSPARSE CSR (checked again when the count doubles). */
-    const double bound = AIJPSavingBound(*ctx, p) * expected;
+       above one kernel launch (p->saving_bound, from the upload), so until that bound over the expected
+       products reaches the analysis and conversion cost, the matrix stays on cuSPARSE CSR (checked again when
+       the count doubles). */
+    const double bound = p->saving_bound * expected;
     if (bound < AIJP_ANALYSIS_COST_US) {
       if (!p->analysis_waits) PetscCall(PetscInfo(A, "aijpredict: analysis waits: a format saves at most %.1f us per product over %.0f products, the analysis costs ~%.0f us\n", bound / expected, expected, AIJP_ANALYSIS_COST_US));
       p->analysis_waits = PETSC_TRUE;
@@ -638,6 +638,9 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
       SETERRQ(PETSC_COMM_SELF, PETSC_ERR_LIB, "aijpredict: %s", e.what());
     }
     PetscCall(PetscLogCpuToGpu((sizeof(PetscScalar) + sizeof(PetscInt)) * ai[m] + sizeof(PetscInt) * (m + 1)));
+    /* Here rather than in the product that checks it: a prediction made there cost that product ~8-10 us of
+       host time (H100 machine, bcsstk13's GMRES(10) solves). */
+    p->saving_bound = AIJPSavingBound(*ctx, p);
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     {
       const auto &r = p->gpu->report();

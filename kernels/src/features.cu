@@ -382,7 +382,7 @@ struct locality_job::state {
   const index_type* col_idx = nullptr;
   cudaStream_t stream = nullptr;
   scratch_buffer<locality_both> d;
-  pinned_buffer<locality_both> h{1};
+  pinned_buffer<locality_both> h;  // one, taken from the pool at start (a job may be made long before)
   piece_queue q;  // start(..., pieces): the calls not issued yet, one per issue_pending() or poll()
   poll_event event;
   locality_sample result;
@@ -407,6 +407,7 @@ void locality_job::start(size_type rows, size_type cols, const index_type* d_row
   s.groups = static_cast<int>(std::min<size_type>(total_groups, std::max(1, max_groups)));
   s.shift = value_bytes == 8 ? 2 : 3;  // 32-byte sector = 4 doubles or 8 floats
   s.d.resize(1);
+  s.h.resize(1);
   s.rows = rows;
   s.row_ptr = d_row_ptr;
   s.col_idx = d_col_idx;

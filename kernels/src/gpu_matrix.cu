@@ -643,6 +643,7 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
     rep.chosen = format_id::cusparse_csr;
     rep.plan = format_name(rep.chosen);
     rep.decision = "not analysed yet: cuSPARSE CSR until the matrix is reused";
+    make_spare_job();  // its analysis will be a step: the job's making is part of the upload
   }
 }
 
@@ -2378,7 +2379,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   if (step == background_step::convert_deferred && !m.deferred_pays(opts.expected_mults)) return false;
   if (step == background_step::plan_when_reused && !m.may_plan_when_reused(opts, ctx->model_params().launch_us)) return false;
   const auto t_start = clock_type::now();
-  auto job = std::make_unique<background_job>();
+  auto job = spare_job_ ? std::move(spare_job_) : std::make_unique<background_job>();
   job->step = step;
   job->mode = mode;
   job->ctx = std::move(ctx);
@@ -2422,6 +2423,12 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   job_ = std::move(job);
   m.step_running = true;
   return true;
+}
+
+template <typename Value>
+void gpu_matrix<Value>::make_spare_job()
+{
+  spare_job_ = std::make_unique<background_job>();
 }
 
 template <typename Value>

@@ -318,7 +318,7 @@ struct row_stats_job::state {
   scratch_buffer<warp_summary> d_sum;
   scratch_buffer<int> d_hist;
   scratch_buffer<int> d_long;  // long_rows_kernel's list
-  pinned_buffer<warp_summary> h_sum{1};
+  pinned_buffer<warp_summary> h_sum;  // one summary, taken from the pool at start (a job may be made long before)
   pinned_buffer<int> h_hist;
   pinned_buffer<int> h_long;
   int bins = 0;       // lengths 0..bins-1 are binned
@@ -351,6 +351,7 @@ void row_stats_job::start(size_type rows, size_type cols, const index_type* d_ro
     return;
   }
   s.d_sum.resize(1);
+  s.h_sum.resize(1);
   const auto grid = static_cast<unsigned>(std::min<size_type>((rows + warp_max_block - 1) / warp_max_block, warp_max_blocks));
   state* sp = &s;
   s.q.push(piece_kind::memset, [sp] { AIJP_CUDA_CHECK(cudaMemsetAsync(sp->d_sum.data(), 0, sizeof(warp_summary), sp->stream)); });
