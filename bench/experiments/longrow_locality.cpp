@@ -16,7 +16,8 @@
 // then the longest row itself: its index, the offset of its first entry, its first column and the steps of more
 // than one column between its sampled entries.
 // rows, nnz, max_len and chain_warp_nnz repeat the row statistics so that the reproduction can be checked
-// against the samples' own.
+// against the samples' own. Warm-up block names with "placed=hashed" are placed as block_layout places them;
+// block names without it (warm-ups before it) have their long rows at rows 0 .. long_rows - 1, as they had.
 #include <aijpredict/generators.hpp>
 #include <aijpredict/matrix_market.hpp>
 
@@ -57,7 +58,39 @@ struct warmup_spec {
   size_type rows = 0, cols = 0, window = 0;
   double mean = 0, param = 0;
   std::uint64_t seed = 0;
+  bool placed = false;  // block: "placed=hashed" (block_layout); without it the long rows are rows 0 .. param - 1
 };
+
+// block_layout of device_generate.cu (the former layout, rows 0 .. param - 1 from column 0, for names without
+// "placed=hashed": the samples of earlier warm-ups).
+struct block_placement {
+  size_type first_row = 0, count = 0, first_col = 0;
+  index_type pad = 0;
+};
+
+block_placement place_block(const warmup_spec& s)
+{
+  block_placement b;  // count 0: every row in its own centred window (the former block layout too)
+  if (s.dist != "block" || !s.placed) return b;
+  b.count = static_cast<size_type>(std::ceil(s.param));
+  const long long rows = s.rows, cols = s.cols, count = b.count;
+  const std::uint64_t h1 = mix(s.seed ^ 0x626c6f636b2d6174ULL), h2 = mix(h1), h3 = mix(h2);
+  const long long groups = rows / group;
+  if (count <= group && groups >= 2) {
+    b.first_row = group * (1 + static_cast<long long>(h1 % static_cast<std::uint64_t>(groups - 1))) +
+                  static_cast<long long>(h2 % static_cast<std::uint64_t>(group + 1 - count));
+  } else if (rows > count) {
+    b.first_row = 1 + static_cast<long long>(h1 % static_cast<std::uint64_t>(rows - count));
+  }
+  if (b.first_row > 0) b.pad = static_cast<index_type>(1 + 2 * (h3 % 4));
+  const long long w = std::min(s.window, s.cols);
+  const long long centre = static_cast<long long>((static_cast<double>(b.first_row) + 0.5) * cols / rows);
+  long long c = std::clamp(centre - w / 2, 0LL, cols - w);
+  c += 1 + 2 * static_cast<long long>((h3 >> 8) % 4) - c % 8;
+  if (c > cols - w) c -= 8;
+  b.first_col = c < 0 ? 0 : c;
+  return b;
+}
 
 bool parse_warmup(const std::string& name, warmup_spec& s)
 {
@@ -80,13 +113,14 @@ bool parse_warmup(const std::string& name, warmup_spec& s)
   s.mean = std::stod(kv.at("mean"));
   s.window = std::stoll(kv.at("window"));
   s.seed = std::stoull(kv.at("seed"));
+  s.placed = kv.count("placed") && kv.at("placed") == "hashed";
   for (const char* k : {"sigma", "width", "exponent", "long_rows"}) {
     if (kv.count(k)) s.param = std::stod(kv.at(k));
   }
   return true;
 }
 
-index_type draw_length(const warmup_spec& s, size_type r, size_type max_len)
+index_type draw_length(const warmup_spec& s, const block_placement& b, size_type r, size_type max_len)
 {
   const std::uint64_t h1 = mix(s.seed ^ mix(static_cast<std::uint64_t>(r) * 2 + 1));
   const std::uint64_t h2 = mix(h1 ^ 0x5bd1e995ULL);
@@ -98,7 +132,9 @@ index_type draw_length(const warmup_spec& s, size_type r, size_type max_len)
   } else if (s.dist == "pareto") {
     l = s.mean * (s.param - 1.0) / s.param * std::pow(1.0 - unit(h1), -1.0 / s.param);
   } else if (s.dist == "block") {
-    l = static_cast<double>(r) < s.param ? static_cast<double>(max_len) : s.mean;
+    l = r >= b.first_row && static_cast<double>(r - b.first_row) < s.param ? static_cast<double>(max_len)
+        : r + 1 == b.first_row                                               ? s.mean + b.pad
+                                                                             : s.mean;
   }
   long long n = std::llrint(l);
   n = n < 0 ? 0 : (n > max_len ? max_len : n);
@@ -106,7 +142,7 @@ index_type draw_length(const warmup_spec& s, size_type r, size_type max_len)
 }
 
 // fill_rows of device_generate.cu for one row.
-std::vector<index_type> warmup_row(const warmup_spec& s, size_type r, long long len)
+std::vector<index_type> warmup_row(const warmup_spec& s, const block_placement& b, size_type r, long long len)
 {
   std::vector<index_type> col(len);
   const long long cols = s.cols, rows = s.rows;
@@ -114,6 +150,7 @@ std::vector<index_type> warmup_row(const warmup_spec& s, size_type r, long long 
   const long long centre = static_cast<long long>((static_cast<double>(r) + 0.5) * cols / rows);
   long long base = centre - w / 2;
   base = base < 0 ? 0 : (base > cols - w ? cols - w : base);
+  if (r >= b.first_row && r - b.first_row < b.count) base = b.first_col;
   for (long long k = 0; k < len; ++k) {
     const long long lo = base + k * w / len, hi = base + (k + 1) * w / len;
     const std::uint64_t h = mix(s.seed ^ mix((static_cast<std::uint64_t>(r) << 20) ^ static_cast<std::uint64_t>(k)));
@@ -245,9 +282,10 @@ int main(int argc, char** argv)
     warmup_spec w;
     if (parse_warmup(name, w)) {
       const size_type max_len = std::min(w.window, w.cols);
+      const block_placement b = place_block(w);
       std::vector<index_type> len(w.rows);
-      for (size_type k = 0; k < w.rows; ++k) len[k] = draw_length(w, k, max_len);
-      r = measure(len, [&](size_type row) { return warmup_row(w, row, len[row]); }, value_bytes);
+      for (size_type k = 0; k < w.rows; ++k) len[k] = draw_length(w, b, k, max_len);
+      r = measure(len, [&](size_type row) { return warmup_row(w, b, row, len[row]); }, value_bytes);
     } else {
       const aijp::csr_matrix<double> a = name.rfind("gen:", 0) == 0 ? aijp::gen::from_spec(name.substr(4))
                                                                       : aijp::io::read_matrix_market(dir + "/" + name);

@@ -8,6 +8,7 @@
 
 #include <cub/device/device_scan.cuh>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -27,7 +28,7 @@ __host__ __device__ inline std::uint64_t mix(std::uint64_t x)
 __device__ inline double unit(std::uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
 
 __global__ void draw_lengths(device_generator_spec::lengths dist, size_type rows, size_type max_len, double mean,
-                             double param, std::uint64_t seed, index_type* len)
+                             double param, std::uint64_t seed, device_block_layout block, index_type* len)
 {
   const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r > rows) return;
@@ -47,7 +48,9 @@ __global__ void draw_lengths(device_generator_spec::lengths dist, size_type rows
     // Heavy-tailed (power-law graphs, circuits): scale x_m = mean (a - 1) / a gives the mean before clamping.
     l = mean * (param - 1.0) / param * pow(1.0 - unit(h1), -1.0 / param);
   } else if (dist == device_generator_spec::lengths::block) {
-    l = static_cast<double>(r) < param ? static_cast<double>(max_len) : mean;
+    l = r >= block.first_row && static_cast<double>(r - block.first_row) < param ? static_cast<double>(max_len)
+        : r + 1 == block.first_row                                               ? mean + block.pad
+                                                                                 : mean;
   }
   long long n = llrint(l);
   n = n < 0 ? 0 : (n > max_len ? max_len : n);
@@ -55,8 +58,9 @@ __global__ void draw_lengths(device_generator_spec::lengths dist, size_type rows
 }
 
 template <typename Value>
-__global__ void fill_rows(size_type rows, size_type cols, size_type window, std::uint64_t seed,
-                          const index_type* __restrict__ row_ptr, index_type* __restrict__ col, Value* __restrict__ val)
+__global__ void fill_rows(size_type rows, size_type cols, size_type window, std::uint64_t seed, size_type long_first,
+                          size_type long_count, size_type long_base, const index_type* __restrict__ row_ptr,
+                          index_type* __restrict__ col, Value* __restrict__ val)
 {
   const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows) return;
@@ -67,6 +71,7 @@ __global__ void fill_rows(size_type rows, size_type cols, size_type window, std:
   const long long centre = static_cast<long long>((static_cast<double>(r) + 0.5) * cols / rows);
   long long base = centre - w / 2;
   base = base < 0 ? 0 : (base > cols - w ? cols - w : base);
+  if (r >= long_first && r - long_first < long_count) base = long_base;  // a block's long rows: one shared window
   for (long long k = 0; k < len; ++k) {
     const long long lo = base + k * w / len, hi = base + (k + 1) * w / len;  // hi > lo since len <= w
     const std::uint64_t h = mix(seed ^ mix((static_cast<std::uint64_t>(r) << 20) ^ static_cast<std::uint64_t>(k)));
@@ -78,6 +83,30 @@ __global__ void fill_rows(size_type rows, size_type cols, size_type window, std:
 unsigned grid(size_type n) { return static_cast<unsigned>((n + 255) / 256); }
 
 }  // namespace
+
+device_block_layout block_layout(const device_generator_spec& spec)
+{
+  device_block_layout b;
+  if (spec.dist != device_generator_spec::lengths::block) return b;
+  const long long rows = spec.rows, cols = spec.cols, count = static_cast<long long>(std::ceil(spec.param));
+  const std::uint64_t h1 = mix(spec.seed ^ 0x626c6f636b2d6174ULL), h2 = mix(h1), h3 = mix(h2);
+  constexpr long long group = 32;  // the warp of the thread-per-row formats and the SELL slice height
+  const long long groups = rows / group;
+  if (count <= group && groups >= 2) {
+    b.first_row = group * (1 + static_cast<long long>(h1 % static_cast<std::uint64_t>(groups - 1))) +
+                  static_cast<long long>(h2 % static_cast<std::uint64_t>(group + 1 - count));
+  } else if (rows > count) {
+    b.first_row = 1 + static_cast<long long>(h1 % static_cast<std::uint64_t>(rows - count));
+  }
+  if (b.first_row > 0) b.pad = static_cast<index_type>(1 + 2 * (h3 % 4));
+  const long long w = std::min(spec.window, spec.cols);
+  const long long centre = static_cast<long long>((static_cast<double>(b.first_row) + 0.5) * cols / rows);
+  long long c = std::clamp(centre - w / 2, 0LL, cols - w);
+  c += 1 + 2 * static_cast<long long>((h3 >> 8) % 4) - c % 8;  // odd: off an 8-column (32-byte float) sector
+  if (c > cols - w) c -= 8;
+  b.first_col = c < 0 ? 0 : c;
+  return b;
+}
 
 std::string device_generator_spec::to_string() const
 {
@@ -95,6 +124,7 @@ std::string device_generator_spec::to_string() const
                                       : ",long_rows=")
        << param;
   }
+  if (dist == lengths::block) os << ",placed=hashed";  // block_layout; names without it had rows 0 .. param - 1
   os << ",window=" << window << ",seed=" << seed;
   return os.str();
 }
@@ -158,9 +188,11 @@ device_csr_matrix<Value> generate_on_device(const device_generator_spec& spec, c
   AIJP_ENSURE(spec.dist != device_generator_spec::lengths::block || (spec.param >= 1 && spec.param <= spec.rows), bad_input,
               "generator: a block needs 1 to rows long rows: " + spec.to_string());
   const size_type max_len = std::min(spec.window, spec.cols);
+  const device_block_layout block = block_layout(spec);
+  const size_type long_count = spec.dist == device_generator_spec::lengths::block ? static_cast<size_type>(std::ceil(spec.param)) : 0;
   detail::device_buffer<index_type> len(spec.rows + 1);
   draw_lengths<<<grid(spec.rows + 1), 256, 0, stream>>>(spec.dist, spec.rows, max_len, spec.mean, spec.param, spec.seed,
-                                                         len.data());
+                                                         block, len.data());
   AIJP_CHECK_LAUNCH();
   // Scan in 64 bits to detect totals beyond 32-bit indices before writing any row pointer.
   detail::device_buffer<long long> offsets(spec.rows + 1);
@@ -181,8 +213,8 @@ device_csr_matrix<Value> generate_on_device(const device_generator_spec& spec, c
   if (temp32 > temp_bytes) temp.resize(temp32);
   AIJP_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.data(), temp32, len.data(), m.row_ptr(),
                                                 static_cast<int>(spec.rows + 1), stream));
-  fill_rows<<<grid(spec.rows), 256, 0, stream>>>(spec.rows, spec.cols, max_len, spec.seed, m.row_ptr(), m.col_idx(),
-                                                 m.values());
+  fill_rows<<<grid(spec.rows), 256, 0, stream>>>(spec.rows, spec.cols, max_len, spec.seed, block.first_row, long_count,
+                                                 block.first_col, m.row_ptr(), m.col_idx(), m.values());
   AIJP_CHECK_LAUNCH();
   return m;
 }

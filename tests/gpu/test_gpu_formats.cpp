@@ -324,9 +324,54 @@ TEST_F(GpuTest, LocalitySamplesMatchAHostWalkOfTheSameGroups)
   }
 }
 
+// The placement of a block's long rows (host only: runs without a device). For the warm-up's block shapes
+// and 200 seeds: the long rows lie in one 32-row group other than the first (one warp of a thread-per-row
+// format, one SELL-32 slice, as the former rows 0 .. k - 1 did), the pad and first column are odd (off a
+// sector), the shared window fits, and the rows spread over the matrix (not the former row 0 for all).
+TEST(DeviceGenerator, BlockLayoutIsOffRowZeroAndOffSectors)
+{
+  for (const auto& [rows, window] : {std::pair<aijp::size_type, aijp::size_type>{16000, 400}, {16000, 1600}, {2000000, 200000}}) {
+    for (const int k : {1, 2, 8, 20, 32}) {
+      std::set<aijp::size_type> first_rows;
+      aijp::size_type low_half = 0;
+      for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+        aijp::device_generator_spec spec;
+        spec.dist = aijp::device_generator_spec::lengths::block;
+        spec.rows = spec.cols = rows;
+        spec.mean = 8;
+        spec.param = k;
+        spec.window = window;
+        spec.seed = seed;
+        const auto b = aijp::block_layout(spec);
+        SCOPED_TRACE(spec.to_string());
+        EXPECT_GE(b.first_row, 32);
+        EXPECT_EQ(b.first_row / 32, (b.first_row + k - 1) / 32);
+        EXPECT_LT(b.first_row + k, rows + 1);
+        EXPECT_EQ(b.pad % 2, 1);
+        EXPECT_LE(b.pad, 7);
+        EXPECT_EQ(b.first_col % 2, 1);
+        EXPECT_LE(b.first_col + window, rows);
+        first_rows.insert(b.first_row);
+        low_half += b.first_row < rows / 2;
+      }
+      // 200 draws of 499 groups of 32 (16000 rows, 32 long rows) repeat ~36 of them by chance.
+      EXPECT_GE(first_rows.size(), 150u) << rows << " rows, " << k << " long";
+      EXPECT_GT(low_half, 60);
+      EXPECT_LT(low_half, 140);
+    }
+  }
+  aijp::device_generator_spec other;
+  other.rows = other.cols = 1000;
+  other.window = 1000;
+  EXPECT_EQ(aijp::block_layout(other).first_row, 0);  // not a block: nothing placed
+  EXPECT_EQ(aijp::block_layout(other).pad, 0);
+}
+
 // The warm-up's device generator: a block of long rows on top of short ones has exactly the lengths asked
-// for, sorted distinct columns in range, and the device statistics (with the chain group's nonzeros) equal
-// the host reference's on a host copy.
+// for where block_layout places them (the row before them `pad` longer, so their entries start off a sector),
+// the long rows on the same contiguous columns from an odd column, sorted distinct columns in range
+// elsewhere, and the device statistics (with the chain group's nonzeros) equal the host reference's on a
+// host copy.
 TEST_F(GpuTest, DeviceGeneratedBlockOfLongRows)
 {
   aijp::device_generator_spec spec;
@@ -335,19 +380,27 @@ TEST_F(GpuTest, DeviceGeneratedBlockOfLongRows)
   spec.mean = 8;
   spec.param = 20;
   spec.window = 1600;
+  const auto b = aijp::block_layout(spec);
+  ASSERT_GE(b.first_row, 32);
+  ASSERT_GE(b.pad, 1);
   const auto m = aijp::generate_on_device<double>(spec, nullptr);
   const auto v = m.view();
   ASSERT_EQ(v.rows, 16000);
+  ASSERT_EQ(v.nnz, 20 * 1600 + (16000 - 20) * 8 + b.pad);
   std::vector<aijp::index_type> row_ptr(v.rows + 1);
   ASSERT_EQ(cudaMemcpy(row_ptr.data(), v.row_ptr, row_ptr.size() * sizeof(aijp::index_type), cudaMemcpyDeviceToHost), cudaSuccess);
   std::vector<aijp::index_type> col(row_ptr.back());
   ASSERT_EQ(cudaMemcpy(col.data(), v.col_idx, col.size() * sizeof(aijp::index_type), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(row_ptr[b.first_row] % 2, 1) << "the long rows' first entry at " << row_ptr[b.first_row];
   for (aijp::size_type r = 0; r < v.rows; ++r) {
-    ASSERT_EQ(row_ptr[r + 1] - row_ptr[r], r < 20 ? 1600 : 8) << "row " << r;
+    const bool is_long = r >= b.first_row && r < b.first_row + 20;
+    ASSERT_EQ(row_ptr[r + 1] - row_ptr[r], is_long ? 1600 : r + 1 == b.first_row ? 8 + b.pad : 8) << "row " << r;
     for (auto k = row_ptr[r]; k < row_ptr[r + 1]; ++k) {
       ASSERT_GE(col[k], 0);
       ASSERT_LT(col[k], v.cols);
-      if (k > row_ptr[r]) {
+      if (is_long) {
+        ASSERT_EQ(col[k], b.first_col + (k - row_ptr[r])) << "row " << r;
+      } else if (k > row_ptr[r]) {
         ASSERT_GT(col[k], col[k - 1]) << "row " << r;
       }
     }
@@ -359,9 +412,11 @@ TEST_F(GpuTest, DeviceGeneratedBlockOfLongRows)
   h.col_idx = col;
   h.values.assign(col.size(), 1.0);
   const auto want = aijp::compute_row_stats(h.view());
-  EXPECT_EQ(want.chain_warp_nnz, 20 * 1600 + 12 * 8);
+  EXPECT_EQ(want.max_len, 1600);
+  EXPECT_EQ(want.chain_warp_nnz, 20 * 1600 + 12 * 8 + (b.first_row % 32 > 0 ? b.pad : 0));
   expect_same_stats(aijp::compute_row_stats_device(v.rows, v.cols, v.row_ptr, nullptr), want, "block");
   EXPECT_NE(spec.to_string().find("block:rows=16000"), std::string::npos) << spec.to_string();
+  EXPECT_NE(spec.to_string().find(",placed=hashed,"), std::string::npos) << spec.to_string();
   aijp::device_generator_spec bad = spec;
   bad.param = 0;
   EXPECT_THROW(aijp::generate_on_device<double>(bad, nullptr), aijp::bad_input);
@@ -370,7 +425,8 @@ TEST_F(GpuTest, DeviceGeneratedBlockOfLongRows)
 // The full warm-up grid ends with the points beyond the L2 (appended, so the earlier points keep their seeds
 // and a previous full run's samples file resumes): blocks of 200000-entry rows on 2M short rows and random
 // columns with x of 16 and 32 MB; the quick grid has none of them. The 2-row block is generated: its long
-// rows are exactly 200000 contiguous columns from 0 and its statistics give 2 lanes on the chain.
+// rows are exactly 200000 contiguous columns from block_layout's first column, where it places them, and its
+// statistics give 2 lanes on the chain.
 TEST_F(GpuTest, WarmupFullGridEndsWithChainsAndGathersBeyondL2)
 {
   const auto& dev = shared_context().device();
@@ -379,11 +435,11 @@ TEST_F(GpuTest, WarmupFullGridEndsWithChainsAndGathersBeyondL2)
   std::set<std::string> keys;
   for (const auto& p : full) EXPECT_TRUE(keys.insert(p.key()).second) << "duplicate " << p.key();
   const std::vector<std::string> tail = {
-      "block:rows=2000000,cols=2000000,mean=12,long_rows=1,window=200000",
-      "block:rows=2000000,cols=2000000,mean=12,long_rows=2,window=200000",
-      "block:rows=2000000,cols=2000000,mean=12,long_rows=8,window=200000",
-      "block:rows=2000000,cols=2000000,mean=12,long_rows=20,window=200000",
-      "block:rows=2000000,cols=2000000,mean=12,long_rows=32,window=200000",
+      "block:rows=2000000,cols=2000000,mean=12,long_rows=1,placed=hashed,window=200000",
+      "block:rows=2000000,cols=2000000,mean=12,long_rows=2,placed=hashed,window=200000",
+      "block:rows=2000000,cols=2000000,mean=12,long_rows=8,placed=hashed,window=200000",
+      "block:rows=2000000,cols=2000000,mean=12,long_rows=20,placed=hashed,window=200000",
+      "block:rows=2000000,cols=2000000,mean=12,long_rows=32,placed=hashed,window=200000",
       "normal:rows=2000000,cols=2000000,mean=24,sigma=6,window=2000000",
       "normal:rows=4000000,cols=4000000,mean=12,sigma=3,window=4000000",
   };
@@ -394,19 +450,28 @@ TEST_F(GpuTest, WarmupFullGridEndsWithChainsAndGathersBeyondL2)
     for (const auto& p : quick) EXPECT_NE(p.key().rfind(tail[i], 0), 0u) << "quick grid point " << p.key();
   }
 
+  const auto b = aijp::block_layout(full[first + 1].spec);
+  ASSERT_GE(b.first_row, 32);
   const auto m = aijp::generate_on_device<double>(full[first + 1].spec, nullptr);
   const auto v = m.view();
   ASSERT_EQ(v.rows, 2000000);
-  ASSERT_EQ(v.nnz, 2 * 200000 + (2000000 - 2) * 12);
+  ASSERT_EQ(v.nnz, 2 * 200000 + (2000000 - 2) * 12 + b.pad);
   std::vector<aijp::index_type> row_ptr(v.rows + 1);
   ASSERT_EQ(cudaMemcpy(row_ptr.data(), v.row_ptr, row_ptr.size() * sizeof(aijp::index_type), cudaMemcpyDeviceToHost), cudaSuccess);
-  for (aijp::size_type r = 0; r < v.rows; ++r) ASSERT_EQ(row_ptr[r + 1] - row_ptr[r], r < 2 ? 200000 : 12) << "row " << r;
+  for (aijp::size_type r = 0; r < v.rows; ++r) {
+    const aijp::index_type want = r >= b.first_row && r < b.first_row + 2 ? 200000 : r + 1 == b.first_row ? 12 + b.pad : 12;
+    ASSERT_EQ(row_ptr[r + 1] - row_ptr[r], want) << "row " << r;
+  }
+  EXPECT_EQ(row_ptr[b.first_row] % 2, 1);
   std::vector<aijp::index_type> col(2 * 200000);
-  ASSERT_EQ(cudaMemcpy(col.data(), v.col_idx, col.size() * sizeof(aijp::index_type), cudaMemcpyDeviceToHost), cudaSuccess);
-  for (std::size_t k = 0; k < col.size(); ++k) ASSERT_EQ(col[k], static_cast<aijp::index_type>(k % 200000)) << "entry " << k;
+  ASSERT_EQ(cudaMemcpy(col.data(), v.col_idx + row_ptr[b.first_row], col.size() * sizeof(aijp::index_type), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (std::size_t k = 0; k < col.size(); ++k) {
+    ASSERT_EQ(col[k], static_cast<aijp::index_type>(b.first_col + k % 200000)) << "entry " << k;
+  }
   const auto s = aijp::compute_row_stats_device(v.rows, v.cols, v.row_ptr, nullptr);
   EXPECT_EQ(s.max_len, 200000);
-  EXPECT_EQ(s.chain_warp_nnz, 2 * 200000 + 30 * 12);
+  EXPECT_EQ(s.chain_warp_nnz, 2 * 200000 + 30 * 12 + (b.first_row % 32 > 0 ? b.pad : 0));
 }
 
 TEST_F(GpuTest, RejectsInvalidColumnIndexWithClearError)
