@@ -216,8 +216,8 @@ TEST_F(GpuOnline, SettledPlanTimesFewerProducts)
 }
 
 // A plan whose product is a small share of the wall time between products (a solve bound by the host) takes
-// its first samples every sample_first_spacing-th product (policy::host_bound_share): here ~300 us of host
-// work separate products of a few us. Counted exactly: products are synchronised one by one. The gaps are
+// its first samples every sample_first_spacing-th product (policy::host_bound_share): here at least 300 us
+// of host work (20 times a product's wall time) separate products of a few us. Counted exactly: products are synchronised one by one. The gaps are
 // known after gap_window products, so products 0-8 are timed one by one, then 16, 24, ..., 56 (the first
 // phase, 15 in all), where every product would give 0-15 and then 16, 24, ..., 56 (22 in all).
 TEST_F(GpuOnline, HostBoundSolveSpacesTheFirstSamples)
@@ -236,6 +236,21 @@ TEST_F(GpuOnline, HostBoundSolveSpacesTheFirstSamples)
     int expected_samples;
     int expected_spacing;
   };
+  // The solver's other work between products: at least 20 times a synchronised product's wall time, so the
+  // product is a small share of the gap on any machine (also under compute-sanitizer, which slows kernels).
+  double product_wall_us = 0;
+  {
+    aijp::plan_options off = po;
+    off.online = false;
+    aijp::gpu_matrix<double> probe(*ctx, a_.view(), off, s_);
+    for (int k = 0; k < 5; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      probe.apply(1.0, dx_, 0.0, dy_, s_);
+      ASSERT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
+      product_wall_us = std::max(product_wall_us, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  const auto spin = std::chrono::duration<double, std::micro>(std::max(300.0, 20 * product_wall_us));
   for (const variant v : {variant{8, 0.15, 15, 8}, variant{1, 0.15, 22, 1}, variant{8, 0.0, 22, 1}}) {
     SCOPED_TRACE("spacing " + std::to_string(v.spacing) + ", host-bound share " + std::to_string(v.share));
     po.online_policy.sample_first_spacing = v.spacing;
@@ -246,7 +261,7 @@ TEST_F(GpuOnline, HostBoundSolveSpacesTheFirstSamples)
       m.apply(1.0, dx_, 0.0, dy_, s_);
       ASSERT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
       const auto t0 = std::chrono::steady_clock::now();  // the solver's other work
-      while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(300)) {
+      while (std::chrono::steady_clock::now() - t0 < spin) {
       }
     }
     std::vector<double> y(yref_.size());
@@ -254,7 +269,7 @@ TEST_F(GpuOnline, HostBoundSolveSpacesTheFirstSamples)
     aijp::test::expect_close(y, yref_, bound_, "spaced samples");
     m.online_sync();
     const auto& r = m.report();
-    ASSERT_LT(r.measured_us, 0.15 * 300) << "the product is not a small share of the gap here: " << r.to_string();
+    ASSERT_LT(r.measured_us, 0.15 * spin.count()) << "the product is not a small share of the gap here: " << r.to_string();
     EXPECT_EQ(r.measured_samples, v.expected_samples) << r.to_string();
     EXPECT_EQ(r.first_sample_spacing, v.expected_spacing) << r.to_string();
     EXPECT_EQ(r.to_string().find("the first one in") != std::string::npos, v.expected_spacing > 1) << r.to_string();
