@@ -107,7 +107,8 @@ struct Mat_SeqAIJPredict {
   PetscInt         mults      = 0; /* products since the last pattern change */
   PetscInt         next_check = 0; /* product count at which a deferred analysis, conversion or plan is reconsidered */
   PetscBool        analysis_waits = PETSC_FALSE; /* the analysis was put off (said once with PetscInfo) */
-  double           saving_bound   = 0;           /* AIJPSavingBound at the upload (us per product) */
+  double           saving_bound   = 0;           /* cuSPARSE CSR's predicted time above a launch, at the upload (us) */
+  double           start_us       = 0;           /* host time of the last start_background (AIJPStep) */
   PetscInt         step_begun     = 0;           /* product count when the background step running now began */
   PetscBool        background_said = PETSC_FALSE; /* said once that one CPU rules out background steps */
 };
@@ -338,12 +339,6 @@ PetscErrorCode AIJPRefreshReport(Mat A, Mat_SeqAIJPredict *p)
    analysis 1.18 ms, conversion to csr_vector 1.10 ms; bench/results/2026-11-23_h100_e2e_small_2.txt). */
 #define AIJP_ANALYSIS_COST_US 2000.0
 
-/* Most a format can save per product over cuSPARSE CSR: the placeholder's prediction for cuSPARSE CSR (from
-   the sizes alone) above one kernel launch. */
-double AIJPSavingBound(const aijp::context &ctx, const Mat_SeqAIJPredict *p)
-{
-  return aijp::cusparse_csr_us_above_launch(ctx.device(), ctx.model_params(), p->gpu->rows(), p->gpu->cols(), p->gpu->nnz(), sizeof(PetscScalar));
-}
 
 /* The CPUs this process may run on (its affinity mask when first asked; the hardware's count where that is
    unknown). */
@@ -410,6 +405,7 @@ PetscErrorCode AIJPStep(Mat A, Mat_SeqAIJPredict *p, aijp::background_step step,
     PetscCallCXX(*started = p->gpu->start_background(aijp_context, step, opts, stream, mode));
     if (*started) {
       const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      p->start_us     = us;
       p->step_begun   = p->mults;
       PetscCall(PetscInfo(A, "aijpredict: %s started %s at product %" PetscInt_FMT " (%.0f us)\n", aijp::background_step_name(step), thread ? "in the background" : "staged over the next products", p->mults, us));
     }
@@ -477,6 +473,19 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
    -mat_aijpredict_expected_mults, if larger). Staged (the default) or with -mat_aijpredict_background, a step
    runs over the next products or on a worker thread: this function then only starts it, and AIJPInstallStep
    advances and installs it after each product. */
+/* A staged step just started: the host time this product spent on it outside start_background (the checks,
+   the options, the context; 10-15 us of a bcsstk13 product on the H100 machine) counts against the step's
+   pacing too, so that its first part and its install come in later solves. */
+PetscErrorCode AIJPChargeStart(Mat_SeqAIJPredict *p, bool started, std::chrono::steady_clock::time_point checked)
+{
+  PetscFunctionBegin;
+  if (started && p->gpu->background_running()) {
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - checked).count();
+    PetscCallCXX(p->gpu->charge_background(std::max(0.0, us - p->start_us)));
+  }
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
 {
   cudaStream_t stream;
@@ -489,6 +498,7 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
   if (rep.analyzed && !rep.deferred && !rep.partition_pending) PetscFunctionReturn(PETSC_SUCCESS);
   if (!rep.analyzed && p->mults <= p->opt.defer_mults) PetscFunctionReturn(PETSC_SUCCESS);
   if (p->mults < p->next_check) PetscFunctionReturn(PETSC_SUCCESS);
+  const auto checked = std::chrono::steady_clock::now(); /* a check: at most once per doubling of the count */
   PetscCall(PetscGetCurrentCUDAStream(&stream));
   const double expected = std::max<double>(p->opt.expected_mults, p->mults);
   p->next_check         = 2 * p->mults;
@@ -496,7 +506,7 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
   PetscCall(AIJPPlanOptions(p, expected, &opts));
   if (!rep.analyzed) {
     /* The analysis is amortized too: no format saves more per product than cuSPARSE CSR's predicted time
-       above one kernel launch (p->saving_bound, from the upload), so until that bound over the expected
+       above one kernel launch (p->saving_bound), so until that bound over the expected
        products reaches the analysis and conversion cost, the matrix stays on cuSPARSE CSR (checked again when
        the count doubles). */
     const double bound = p->saving_bound * expected;
@@ -506,14 +516,19 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
       PetscFunctionReturn(PETSC_SUCCESS);
     }
     PetscCall(AIJPStep(A, p, aijp::background_step::analyze, opts, stream, &started, &changed));
+    PetscCall(AIJPChargeStart(p, started, checked));
     PetscFunctionReturn(PETSC_SUCCESS);
   }
   if (rep.deferred) {
     PetscCall(AIJPStep(A, p, aijp::background_step::convert_deferred, opts, stream, &started, &changed));
+    PetscCall(AIJPChargeStart(p, started, checked));
     if (started) PetscFunctionReturn(PETSC_SUCCESS); /* the partition is reconsidered when the count doubles again */
   }
   /* The analysis skipped planning a row partition that its use so far could not pay for. */
-  if (rep.partition_pending) PetscCall(AIJPStep(A, p, aijp::background_step::plan_when_reused, opts, stream, &started, &changed));
+  if (rep.partition_pending) {
+    PetscCall(AIJPStep(A, p, aijp::background_step::plan_when_reused, opts, stream, &started, &changed));
+    PetscCall(AIJPChargeStart(p, started, checked));
+  }
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 #endif
@@ -638,9 +653,10 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
       SETERRQ(PETSC_COMM_SELF, PETSC_ERR_LIB, "aijpredict: %s", e.what());
     }
     PetscCall(PetscLogCpuToGpu((sizeof(PetscScalar) + sizeof(PetscInt)) * ai[m] + sizeof(PetscInt) * (m + 1)));
-    /* Here rather than in the product that checks it: a prediction made there cost that product ~8-10 us of
-       host time (H100 machine, bcsstk13's GMRES(10) solves). */
-    p->saving_bound = AIJPSavingBound(*ctx, p);
+    /* Most a format can save per product over cuSPARSE CSR: the placeholder's prediction for cuSPARSE CSR (from
+       the sizes alone) above one kernel launch, made at the upload (made in the product that checks it, it cost
+       that product ~8-10 us of host time: H100 machine, bcsstk13's GMRES(10) solves). */
+    p->saving_bound = p->gpu->cusparse_csr_bound_us();
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     {
       const auto &r = p->gpu->report();

@@ -561,6 +561,35 @@ TEST_F(GpuStaged, HostWorkerStepFinishedOrDestroyedMidStep)
   }  // destroyed with the worker possibly running
 }
 
+// Host time the caller charges to a staged step (the plugin's checks in the product that started it) holds
+// its parts back as their own does (plan_options::stage_duty): 10 ms charged at a duty of 1 % wait for
+// about a second of products, so none of 40 quick products runs a part; the step still finishes and
+// installs when waited for.
+TEST_F(GpuStaged, ChargedStartHoldsThePartsBack)
+{
+  const auto a = aijp::gen::from_spec("lap7:32x32x32");
+  const auto ctx = make_context();
+  const auto x = aijp::test::random_vector(a.cols, 11);
+  device_vec<double> dx(x);
+  aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+  aijp::plan_options opts;
+  opts.stage_duty = 0.01;
+  ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+  m.charge_background(10000);
+  for (int k = 0; k < 40; ++k) {
+    check_product(m, a, x, dx, "product " + std::to_string(k) + " of a charged step");
+    EXPECT_FALSE(m.poll_background(nullptr)) << "product " << k;
+  }
+  EXPECT_TRUE(m.background_running());
+  EXPECT_EQ(m.staged_last_part(), "") << "a part ran although the charge was not paid";
+  bool changed = false;
+  EXPECT_TRUE(m.finish_background(nullptr, &changed));
+  EXPECT_TRUE(changed);
+  EXPECT_TRUE(m.report().analyzed);
+  EXPECT_EQ(m.report().staged_skipped, 40) << m.report().to_string();
+  check_product(m, a, x, dx, "after the charged step");
+}
+
 TEST_F(GpuStaged, EmptyMatrix)
 {
   aijp::csr_matrix<double> a;

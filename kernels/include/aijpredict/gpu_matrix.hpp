@@ -320,6 +320,13 @@ class gpu_matrix {
   bool finish_background(cudaStream_t stream, bool* changed = nullptr);
   /// A step started by start_background has not been installed yet.
   bool background_running() const;
+  /// Host time (us) the caller spent on starting the running staged step outside start_background (its own
+  /// checks in the product that started it): the step's parts and its install wait for it as for their own
+  /// (plan_options::stage_duty), so that they land in later products rather than in the same solve.
+  void charge_background(double host_us);
+  /// cuSPARSE CSR's predicted time above one launch for this matrix (the context's constants at the upload):
+  /// the most any format can save per product, which gates an analysis (and a staged step's first budget).
+  double cusparse_csr_bound_us() const;
 
   /// Issues the analysis' device passes now, on `stream`, without waiting: the row statistics, the locality
   /// samples and (queried here unless the upload made a layout reserve) the free device memory; their
