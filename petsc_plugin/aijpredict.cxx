@@ -475,7 +475,7 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
    advances and installs it after each product. */
 /* A staged step just started: the host time this product spent on it outside start_background (the checks,
    the options, the context; 10-15 us of a bcsstk13 product on the H100 machine) counts against the step's
-   pacing too, so that its first part and its install come in later solves. */
+   pacing too, so that its first part comes in a later solve. */
 PetscErrorCode AIJPChargeStart(Mat_SeqAIJPredict *p, bool started, std::chrono::steady_clock::time_point checked)
 {
   PetscFunctionBegin;

@@ -1993,11 +1993,6 @@ struct gpu_matrix<Value>::background_job {
       finished.wait();  // set after the worker's last write: its writes are visible here
     }
     if (at == stage::finished) {  // the worker ran the last stage (or failed)
-      // The install waits for the pacing as a part does: after the hand-over's host time, not in its solve.
-      if (!block && over_duty(spent_us, opts.stage_duty, active_ms(clock_type::now()))) {
-        ++skipped;
-        return false;
-      }
       wall_ms = ms_since(started);
       return true;
     }

@@ -321,7 +321,7 @@ class gpu_matrix {
   /// A step started by start_background has not been installed yet.
   bool background_running() const;
   /// Host time (us) the caller spent on starting the running staged step outside start_background (its own
-  /// checks in the product that started it): the step's parts and its install wait for it as for their own
+  /// checks in the product that started it): the step's parts wait for it as for their own
   /// (plan_options::stage_duty), so that they land in later products rather than in the same solve.
   void charge_background(double host_us);
   /// cuSPARSE CSR's predicted time above one launch for this matrix (the context's constants at the upload):
