@@ -18,6 +18,7 @@
 // rows, nnz, max_len and chain_warp_nnz repeat the row statistics so that the reproduction can be checked
 // against the samples' own. Warm-up block names with "placed=hashed" are placed as block_layout places them;
 // block names without it (warm-ups before it) have their long rows at rows 0 .. long_rows - 1, as they had.
+#include <aijpredict/device_generate.hpp>
 #include <aijpredict/generators.hpp>
 #include <aijpredict/matrix_market.hpp>
 
@@ -61,8 +62,8 @@ struct warmup_spec {
   bool placed = false;  // block: "placed=hashed" (block_layout); without it the long rows are rows 0 .. param - 1
 };
 
-// block_layout of device_generate.cu (the former layout, rows 0 .. param - 1 from column 0, for names without
-// "placed=hashed": the samples of earlier warm-ups).
+// Where a block's long rows lie: aijp::block_layout for names with "placed=hashed"; the former layout, rows
+// 0 .. param - 1 from column 0, for names without it (the samples of earlier warm-ups).
 struct block_placement {
   size_type first_row = 0, count = 0, first_col = 0;
   index_type pad = 0;
@@ -72,23 +73,19 @@ block_placement place_block(const warmup_spec& s)
 {
   block_placement b;  // count 0: every row in its own centred window (the former block layout too)
   if (s.dist != "block" || !s.placed) return b;
+  aijp::device_generator_spec d;  // the generator's own placement (a host function of the kernels library)
+  d.dist = aijp::device_generator_spec::lengths::block;
+  d.rows = s.rows;
+  d.cols = s.cols;
+  d.mean = s.mean;
+  d.param = s.param;
+  d.window = s.window;
+  d.seed = s.seed;
+  const aijp::device_block_layout l = aijp::block_layout(d);
   b.count = static_cast<size_type>(std::ceil(s.param));
-  const long long rows = s.rows, cols = s.cols, count = b.count;
-  const std::uint64_t h1 = mix(s.seed ^ 0x626c6f636b2d6174ULL), h2 = mix(h1), h3 = mix(h2);
-  const long long groups = rows / group;
-  if (count <= group && groups >= 2) {
-    b.first_row = group * (1 + static_cast<long long>(h1 % static_cast<std::uint64_t>(groups - 1))) +
-                  static_cast<long long>(h2 % static_cast<std::uint64_t>(group + 1 - count));
-  } else if (rows > count) {
-    b.first_row = 1 + static_cast<long long>(h1 % static_cast<std::uint64_t>(rows - count));
-  }
-  if (b.first_row > 0) b.pad = static_cast<index_type>(1 + 2 * (h3 % 4));
-  const long long w = std::min(s.window, s.cols);
-  const long long centre = static_cast<long long>((static_cast<double>(b.first_row) + 0.5) * cols / rows);
-  long long c = std::clamp(centre - w / 2, 0LL, cols - w);
-  c += 1 + 2 * static_cast<long long>((h3 >> 8) % 4) - c % 8;
-  if (c > cols - w) c -= 8;
-  b.first_col = c < 0 ? 0 : c;
+  b.first_row = l.first_row;
+  b.pad = l.pad;
+  b.first_col = l.first_col;
   return b;
 }
 

@@ -119,6 +119,18 @@ class GpuOnline : public ::testing::Test {
     po.online_policy.sample_first_spacing = 1;  // counts below assume every first product timed (spacing: its own test)
     return po;
   }
+  // A csr_vector plan that never explores, with the sampling constants the counting tests spell out: the first
+  // 16 products timed, then one in 8, an observation every 8 samples.
+  static aijp::plan_options counted_sampling()
+  {
+    aijp::plan_options po = single();
+    po.forced = format_id::csr_vector;
+    po.online_policy.explore = false;
+    po.online_policy.sample_first = 16;
+    po.online_policy.sample_every = 8;
+    po.online_policy.observe_every = 8;
+    return po;
+  }
   void run(aijp::gpu_matrix<double>& m, int n, cudaStream_t s)
   {
     for (int i = 0; i < n; ++i) {
@@ -189,12 +201,7 @@ TEST_F(GpuOnline, MeasuresAndRefinesWithoutChangingResults)
 TEST_F(GpuOnline, SettledPlanTimesFewerProducts)
 {
   auto ctx = online_context();
-  aijp::plan_options po = single();
-  po.forced = format_id::csr_vector;
-  po.online_policy.explore = false;
-  po.online_policy.sample_first = 16;
-  po.online_policy.sample_every = 8;
-  po.online_policy.observe_every = 8;
+  aijp::plan_options po = counted_sampling();
   for (int max : {8, 64}) {
     SCOPED_TRACE("sample_every_max " + std::to_string(max));
     po.online_policy.sample_every_max = max;
@@ -217,19 +224,14 @@ TEST_F(GpuOnline, SettledPlanTimesFewerProducts)
 
 // A plan whose product is a small share of the wall time between products (a solve bound by the host) takes
 // its first samples every sample_first_spacing-th product (policy::host_bound_share): here at least 300 us
-// of host work (20 times a product's wall time) separate products of a few us. Counted exactly: products are synchronised one by one. The gaps are
-// known after gap_window products, so products 0-8 are timed one by one, then 16, 24, ..., 56 (the first
+// of host work (20 times a product's wall time) separate products of a few us. Counted exactly: products
+// are synchronised one by one. The gaps are known after gap_window products, so products 0-8 are timed one by one, then 16, 24, ..., 56 (the first
 // phase, 15 in all), where every product would give 0-15 and then 16, 24, ..., 56 (22 in all).
 TEST_F(GpuOnline, HostBoundSolveSpacesTheFirstSamples)
 {
   auto ctx = online_context();
-  aijp::plan_options po = single();
-  po.forced = format_id::csr_vector;
-  po.online_policy.explore = false;
-  po.online_policy.sample_first = 16;
-  po.online_policy.sample_every = 8;
+  aijp::plan_options po = counted_sampling();
   po.online_policy.sample_every_max = 8;
-  po.online_policy.observe_every = 8;
   struct variant {
     int spacing;
     double share;
