@@ -107,7 +107,6 @@ struct Mat_SeqAIJPredict {
   PetscInt         mults      = 0; /* products since the last pattern change */
   PetscInt         next_check = 0; /* product count at which a deferred analysis, conversion or plan is reconsidered */
   PetscBool        analysis_waits = PETSC_FALSE; /* the analysis was put off (said once with PetscInfo) */
-  double           saving_bound   = 0;           /* cuSPARSE CSR's predicted time above a launch, at the upload (us) */
   double           start_us       = 0;           /* host time of the last start_background (AIJPStep) */
   PetscInt         step_begun     = 0;           /* product count when the background step running now began */
   PetscBool        background_said = PETSC_FALSE; /* said once that one CPU rules out background steps */
@@ -466,13 +465,6 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
-/* Called before each product: after defer_mults products the matrix has proved reused, so analyse it once
-   the most it could save over the expected products pays for the analysis; a
-   format whose conversion does not pay yet, or a row partition whose planning did not, is reconsidered
-   whenever the product count doubles, expecting as many products again as so far (or
-   -mat_aijpredict_expected_mults, if larger). Staged (the default) or with -mat_aijpredict_background, a step
-   runs over the next products or on a worker thread: this function then only starts it, and AIJPInstallStep
-   advances and installs it after each product. */
 /* A staged step just started: the host time this product spent on it outside start_background (the checks,
    the options, the context; 10-15 us of a bcsstk13 product on the H100 machine) counts against the step's
    pacing too, so that its first part comes in a later solve. */
@@ -486,6 +478,13 @@ PetscErrorCode AIJPChargeStart(Mat_SeqAIJPredict *p, bool started, std::chrono::
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* Called before each product: after defer_mults products the matrix has proved reused, so analyse it once
+   the most it could save over the expected products pays for the analysis; a
+   format whose conversion does not pay yet, or a row partition whose planning did not, is reconsidered
+   whenever the product count doubles, expecting as many products again as so far (or
+   -mat_aijpredict_expected_mults, if larger). Staged (the default) or with -mat_aijpredict_background, a step
+   runs over the next products or on a worker thread: this function then only starts it, and AIJPInstallStep
+   advances and installs it after each product. */
 PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
 {
   cudaStream_t stream;
@@ -506,10 +505,10 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
   PetscCall(AIJPPlanOptions(p, expected, &opts));
   if (!rep.analyzed) {
     /* The analysis is amortized too: no format saves more per product than cuSPARSE CSR's predicted time
-       above one kernel launch (p->saving_bound), so until that bound over the expected
-       products reaches the analysis and conversion cost, the matrix stays on cuSPARSE CSR (checked again when
-       the count doubles). */
-    const double bound = p->saving_bound * expected;
+       above one kernel launch (predicted at the upload: made here, it cost this product ~8-10 us of host time
+       on the H100 machine), so until that bound over the expected products reaches the analysis and
+       conversion cost, the matrix stays on cuSPARSE CSR (checked again when the count doubles). */
+    const double bound = p->gpu->cusparse_csr_bound_us() * expected;
     if (bound < AIJP_ANALYSIS_COST_US) {
       if (!p->analysis_waits) PetscCall(PetscInfo(A, "aijpredict: analysis waits: a format saves at most %.1f us per product over %.0f products, the analysis costs ~%.0f us\n", bound / expected, expected, AIJP_ANALYSIS_COST_US));
       p->analysis_waits = PETSC_TRUE;
@@ -653,10 +652,6 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
       SETERRQ(PETSC_COMM_SELF, PETSC_ERR_LIB, "aijpredict: %s", e.what());
     }
     PetscCall(PetscLogCpuToGpu((sizeof(PetscScalar) + sizeof(PetscInt)) * ai[m] + sizeof(PetscInt) * (m + 1)));
-    /* Most a format can save per product over cuSPARSE CSR: the placeholder's prediction for cuSPARSE CSR (from
-       the sizes alone) above one kernel launch, made at the upload (made in the product that checks it, it cost
-       that product ~8-10 us of host time: H100 machine, bcsstk13's GMRES(10) solves). */
-    p->saving_bound = p->gpu->cusparse_csr_bound_us();
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     {
       const auto &r = p->gpu->report();

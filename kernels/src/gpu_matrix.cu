@@ -275,10 +275,30 @@ struct gpu_matrix<Value>::impl {
     long next_first = 0;                        // the product (calls) the next of the first samples waits for
     // Host wall time between consecutive products (policy::host_bound_share), the last gap_window of
     // them; kept across plans and epochs (install_background carries it), since it is the solver's pace.
-    std::array<double, online::policy::gap_window> gaps{};
-    std::size_t gap_next = 0;  // where the next gap goes
-    int gap_count = 0;         // gaps known (at most gap_window)
-    clock_type::time_point last_call{};
+    struct product_pace {
+      std::array<double, online::policy::gap_window> gaps{};
+      std::size_t next = 0;  // where the next gap goes
+      int count = 0;         // gaps known (at most gap_window)
+      clock_type::time_point last_call{};
+      void note(clock_type::time_point now)  // ~30 ns
+      {
+        if (last_call != clock_type::time_point{}) {
+          gaps[next] = 1e3 * ms_between(last_call, now);
+          next = (next + 1) % gaps.size();
+          count = std::min(count + 1, online::policy::gap_window);
+        }
+        last_call = now;
+      }
+      // The median gap once gap_window are known, else 0.
+      double median_us() const
+      {
+        if (count < online::policy::gap_window) return 0;
+        auto g = gaps;
+        std::nth_element(g.begin(), g.begin() + g.size() / 2, g.end());
+        return g[g.size() / 2];
+      }
+    };
+    product_pace pace;
     int interval = 8;                           // products per timed one now: policy.sample_every, doubled at each
                                                 // observation of this epoch up to policy.sample_every_max (0: none)
     int running = -1;                           // estimate index of the running format
@@ -440,26 +460,13 @@ struct gpu_matrix<Value>::impl {
     to.push_back(us);
   }
   void explore_or_finish();
-  // Books the host wall time since the previous product (online_state::gaps); ~30 ns.
-  void note_gap()
-  {
-    const auto now = clock_type::now();
-    if (on.last_call != clock_type::time_point{}) {
-      on.gaps[on.gap_next] = 1e3 * ms_between(on.last_call, now);
-      on.gap_next = (on.gap_next + 1) % on.gaps.size();
-      on.gap_count = std::min(on.gap_count + 1, online::policy::gap_window);
-    }
-    on.last_call = now;
-  }
   // Products between two of the first samples: policy::sample_first_spacing where the product takes at
   // most policy::host_bound_share of the median gap between products, else 1 (also until gap_window gaps
   // are known).
   int first_spacing() const
   {
-    if (on.policy.sample_first_spacing <= 1 || on.gap_count < online::policy::gap_window) return 1;
-    auto g = on.gaps;
-    std::nth_element(g.begin(), g.begin() + g.size() / 2, g.end());
-    const double gap_us = g[g.size() / 2];
+    if (on.policy.sample_first_spacing <= 1) return 1;
+    const double gap_us = on.pace.median_us();
     const double product_us = !on.samples.empty() ? online::median(on.samples) : report.predicted_us;
     if (!(product_us > 0) || !(gap_us > 0)) return 1;
     return product_us <= on.policy.host_bound_share * gap_us ? on.policy.sample_first_spacing : 1;
@@ -2463,10 +2470,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
     built.staged_choice.reset();
     if (job->keep_running_layout) built.format = std::move(running.format);  // its handle moves below
     built.on.timing = running.on.timing;
-    built.on.gaps = running.on.gaps;  // the solver's pace, not the plan's (first_spacing)
-    built.on.gap_next = running.on.gap_next;
-    built.on.gap_count = running.on.gap_count;
-    built.on.last_call = running.on.last_call;
+    built.on.pace = running.on.pace;  // the solver's pace, not the plan's (first_spacing)
     if (built.on.corr && !built.on.timer) built.on.timer = std::make_unique<detail::spmv_timer>();
     built.report.refinement = running.report.refinement;  // what online refinement did before the step
     // No format of the new plan needed cuSPARSE, or it runs the running plan's cuSPARSE CSR: it takes over
@@ -2625,7 +2629,7 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
     return;
   }
   auto& on = impl_->on;
-  impl_->note_gap();
+  on.pace.note(clock_type::now());
   if (!on.corr || !on.timing) {
     impl_->format->apply(alpha, x, beta, y, stream);
     return;
@@ -2653,8 +2657,8 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
     return;
   }
   // The first sample_first products of a plan are timed (those of an exploration included; every
-  // sample_first_spacing-th where the solve is bound by the host: first_spacing), then one in on.interval (sample_every, doubling
-  // at each observation up to sample_every_max).
+  // sample_first_spacing-th where the solve is bound by the host: first_spacing), then one in on.interval
+  // (sample_every, doubling at each observation up to sample_every_max).
   const bool first = on.timed < on.policy.sample_first;
   const bool sample = first ? k >= on.next_first : (on.interval > 0 && k % on.interval == 0);
   if (sample && on.timer->begin(stream, on.epoch)) {
