@@ -408,7 +408,11 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
     case format_id::jad:
       c.device_bytes = nnz * entry + rows * idx + (s.max_len + 1.0) * idx;
       c.moved_bytes = nnz * entry + rows * idx;
-      c.serial_entries = s.max_len;
+      // jad_spmv (jad.cu) walks a sorted row's own length under the same `#pragma unroll 4` as PELLR, so the
+      // same unrolled rounds and dependent remainder (one length per warp, two at a boundary). Counting entries
+      // left JAD's small chain-bound matrices (rows of 5-19: airfoil1, Pd, 4elt, delaunay_n15, bcspwr10, power,
+      // fe_4elt2) 9-15 % under on the H100 gated held-out sets of sessions 24-27 (docs/models.md, session 28).
+      c.serial_entries = unroll4_chain_entries(s.max_len, s.min_len);
       c.slot_work = sorted;
       break;
     case format_id::hyb:

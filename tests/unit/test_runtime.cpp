@@ -541,6 +541,14 @@ TEST(PlaceholderModel, EllrChainCountsTheUnrolledLoopsRemainder)
   EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::pellr, s, 8).serial_entries, 16.0);
   s.min_len = s.max_len = 3;
   EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::pellr, s, 8).serial_entries, 12.0);
+  // JAD's thread walks its sorted row's own length under the same unroll (jad.cu): counted as PELLR.
+  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::jad, s, 8).serial_entries, 12.0);
+  s.min_len = 1;
+  s.max_len = 8;
+  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::jad, s, 8).serial_entries, 16.0);
+  s.min_len = 8;
+  s.max_len = 1600;
+  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::jad, s, 8).serial_entries, 1608.0);
 }
 
 TEST(PlaceholderModel, HybCooPartStreamsAtCooRate)
