@@ -408,7 +408,11 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
     case format_id::jad:
       c.device_bytes = nnz * entry + rows * idx + (s.max_len + 1.0) * idx;
       c.moved_bytes = nnz * entry + rows * idx;
-      c.serial_entries = s.max_len;
+      // jad_spmv (jad.cu) walks a sorted row's own length under the same `#pragma unroll 4` as PELLR, so the
+      // same unrolled rounds and dependent remainder (one length per warp, two at a boundary). Counting entries
+      // left JAD's small chain-bound matrices (rows of 5-19: airfoil1, Pd, 4elt, delaunay_n15, bcspwr10, power,
+      // fe_4elt2) 9-15 % under on the H100 gated held-out sets of sessions 24-27 (docs/models.md, session 28).
+      c.serial_entries = unroll4_chain_entries(s.max_len, s.min_len);
       c.slot_work = sorted;
       break;
     case format_id::hyb:
@@ -800,12 +804,14 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   {
     // Per format: (lanes position u in [0, 1] by the format's lanes_position, measured chain / uncorrected chain,
     // one to 16 lanes or more, in L2) of the chain-dominated samples. The lane groups are counted in lanes, not
-    // in u, so that JAD's saturating u (two lanes sit halfway) leaves them as they were.
+    // in u, so that JAD's saturating u (two lanes sit halfway) leaves them as they were, except where JAD's chains
+    // of about one lane set the line's low end (below).
     struct chain_ratio {
       double u, r;
       bool few;  // one to 16 lanes
       bool in_l2;
       bool x_in_l2;  // x (min(cols, nnz) values) fits in the L2
+      bool one_lane;  // about one lane in the format's own position (JAD: in the sorted order, where known)
     };
     std::array<std::vector<chain_ratio>, format_count> ratios;
     constexpr double few_lanes = 15.0 / 31.0;  // one to 16 lanes
@@ -820,7 +826,9 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       const double net = o.measured_us - t.fixed_us - p.format_fixed_us[i] - t.after_chain_us;
       ratios[i].push_back({lanes_position(o.format, t.lanes), net / t.serial_us,
                            lanes_position(t.lanes) <= few_lanes, t.in_l2,
-                           !(o.input.device.l2_bytes > 0) || x_bytes < o.input.device.l2_bytes});
+                           !(o.input.device.l2_bytes > 0) || x_bytes < o.input.device.l2_bytes,
+                           lanes_position(o.format, t.lanes) <= few_lanes &&
+                               (o.format != format_id::jad || o.input.stats.sorted_chain_lanes > 0)});
     }
     constexpr std::size_t per_group = 3;
     for (int i = 0; i < format_count; ++i) {
@@ -830,14 +838,30 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       // The slope from the chains in the L2 only: from DRAM the latency per entry depends on what misses (x
       // beyond the L2 or not, a long row streaming alone or beside the bulk) more than on the lanes, and
       // mixing the two regimes hid the lanes (H100 warm-up, 2026-11-23).
+      // The line is in u. Grouped by lanes (1-16, 17-32), the few-lane group's median u lies near 0.25 for the
+      // linear position but near 0.76 for JAD's saturating one (2-16 lanes sit at u 0.52-0.97), so its value at
+      // one lane was an extrapolation about 3 times the span between the two medians, set by chains of 2-16 lanes
+      // and not by the one-lane chains the warm-up measures: on the H100 the session-27 block placement moved the
+      // 8-long-row blocks from 1.40-1.49 to 1.10-1.13 of their raw chain, the few-lane median from 1.36 to 1.26,
+      // and JAD's factor at one lane from 0.98 to 0.60, where the one-lane blocks measured 0.91-0.94 and the
+      // held-out single long rows (hangGlider_2, adder_dcop_05, watt_2) 0.95-1.02 (-29..-35 %). For a saturating
+      // position the groups are split in u itself: the chains of about one lane (u <= few_lanes: fewer than 1.9
+      // lanes, the warm-up's single long rows, at least 2 of them) against all the others. Without such chains,
+      // the lanes groups as before. JAD's one lane is one in the sorted order: samples without the sorted
+      // statistic (written before session 24) carry the natural lanes, where the pareto rows (1.03-1.36 natural,
+      // 2.0-4.7 sorted) would join the single long rows.
+      std::size_t one_lane = 0;
+      for (const auto& c : ratios[i]) one_lane += c.in_l2 && c.one_lane;
+      const bool by_u = saturating_lanes(static_cast<format_id>(i)) && one_lane >= 2;
       std::vector<double> u_lo, r_lo, u_hi, r_hi;
       for (const auto& c : ratios[i]) {
         if (!c.in_l2) continue;
-        (c.few ? u_lo : u_hi).push_back(c.u);
-        (c.few ? r_lo : r_hi).push_back(c.r);
+        const bool lo = by_u ? c.one_lane : c.few;
+        (lo ? u_lo : u_hi).push_back(c.u);
+        (lo ? r_lo : r_hi).push_back(c.r);
       }
       double slope = 0.0;
-      if (u_lo.size() >= per_group && u_hi.size() >= per_group) {
+      if (u_lo.size() >= (by_u ? 2 : per_group) && u_hi.size() >= per_group) {
         const double ul = online::median(std::move(u_lo)), uh = online::median(std::move(u_hi));
         const double rl = online::median(std::move(r_lo)), rh = online::median(std::move(r_hi));
         if (uh > ul && rh > rl) {

@@ -541,6 +541,14 @@ TEST(PlaceholderModel, EllrChainCountsTheUnrolledLoopsRemainder)
   EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::pellr, s, 8).serial_entries, 16.0);
   s.min_len = s.max_len = 3;
   EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::pellr, s, 8).serial_entries, 12.0);
+  // JAD's thread walks its sorted row's own length under the same unroll (jad.cu): counted as PELLR.
+  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::jad, s, 8).serial_entries, 12.0);
+  s.min_len = 1;
+  s.max_len = 8;
+  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::jad, s, 8).serial_entries, 16.0);
+  s.min_len = 8;
+  s.max_len = 1600;
+  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::jad, s, 8).serial_entries, 1608.0);
 }
 
 TEST(PlaceholderModel, HybCooPartStreamsAtCooRate)
@@ -975,10 +983,53 @@ TEST(PlaceholderModel, JadChainSaturatesWithLanes)
   const int j = static_cast<int>(jad);
   ASSERT_EQ(used.chain[j], 9);
   EXPECT_EQ(used.lanes[j], 9);
-  // The line through the groups' medians (lanes 2 -> ratio 1.15, 24 -> 1.49) in the 1 - 1 / lanes position.
+  // The line through the groups' medians (one lane -> ratio 0.78, 8 lanes -> 1.43) in the 1 - 1 / lanes position.
   EXPECT_NEAR(aijp::chain_factor(p, jad, 1.0), 0.78, 0.03);
   EXPECT_NEAR(aijp::chain_factor(p, jad, 2.0), 1.15, 0.03);
   EXPECT_NEAR(aijp::chain_factor(p, jad, 32.0), 1.50, 0.03);
+}
+
+// JAD's factor at one lane comes from the chains of about one lane where the warm-up has them, not from the
+// line through the 1-16 and 17-32 lane groups extrapolated from the few-lane median (u ~0.76 in the saturating
+// position): the H100 session-27 warm-up with its blocks placed off row 0 measured one long row at 0.91-0.94 of the
+// raw chain, 20-32 at 1.45-1.50, and 8 long rows at 1.10-1.13 (1.40-1.49 with the blocks at row 0); the lanes
+// groups put one lane at 0.60 and the held-out single long rows (0.95-1.02) 29-35 % under.
+TEST(PlaceholderModel, JadFactorAtOneLaneFromOneLaneChains)
+{
+  aijp::bandwidth_model_params p;
+  p.l2_bytes = 50.0 * (1 << 20);
+  const aijp::format_id jad = aijp::format_id::jad;
+  const auto fit = [&](const std::vector<std::pair<int, double>>& lanes_ratio, bool sorted_known = true) {
+    std::vector<aijp::fixed_cost_observation> obs;
+    int k = 0;
+    for (const auto& [l, r] : lanes_ratio) {
+      auto in = chain_bound_input(4096 + 64 * k, 1000 + 50 * k, p.l2_bytes);
+      ++k;
+      in.stats.chain_warp_nnz = static_cast<aijp::size_type>(l) * in.stats.max_len;
+      in.stats.sorted_chain_lanes = sorted_known ? l : 0.0;
+      const double chain = in.stats.max_len * p.serial_entry_l2_ns * 1e-3;
+      obs.push_back({jad, in, aijp::explain_bandwidth_model(jad, in, p).fixed_us + r * chain});
+    }
+    aijp::bandwidth_model_params q = p;
+    const auto used = aijp::fit_format_corrections(obs, q);
+    EXPECT_EQ(used.lanes[static_cast<int>(jad)], static_cast<int>(lanes_ratio.size()));
+    return q;
+  };
+  // The session-27 placed warm-up's blocks in the L2 (two windows each), rounded.
+  const std::vector<std::pair<int, double>> placed = {{1, 0.91}, {1, 0.94}, {2, 1.06}, {2, 1.10}, {8, 1.10}, {8, 1.13},
+                                                      {20, 1.45}, {20, 1.48}, {32, 1.46}, {32, 1.50}};
+  const auto q = fit(placed);
+  EXPECT_NEAR(aijp::chain_factor(q, jad, 1.0), 0.925, 0.01);  // the one-lane chains' median
+  EXPECT_GT(aijp::chain_factor(q, jad, 32.0), 1.3);
+  // Fewer than two chains of about one lane: the lanes groups as before (their line's value at one lane is
+  // below every ratio measured here).
+  const std::vector<std::pair<int, double>> no_single(placed.begin() + 2, placed.end());
+  const auto r = fit(no_single);
+  EXPECT_LT(aijp::chain_factor(r, jad, 1.0), 0.8);
+  // Samples without the sorted statistic (natural lanes only) do not say which chains JAD walks with one lane:
+  // the lanes groups too.
+  const auto n = fit(placed, false);
+  EXPECT_LT(aijp::chain_factor(n, jad, 1.0), 0.8);
 }
 
 // Chains beyond the L2 get their own factor where the warm-up has enough of them: the chains in the L2 keep
