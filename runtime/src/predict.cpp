@@ -31,6 +31,11 @@ constexpr double csr_vector_stacked_unroll = 2.0;
 // (bench/results/2026-11-24_h100_session25_run2_accuracy_gated_samples.jsonl.xz,
 // 2026-11-23_h200_session6_accuracy_samples.jsonl.xz); COO's fitted rate (0.92-0.95) put that HYB 15 % (H100)
 // and 26 % (H200) under. It keeps the 0.7 it shared with COO before COO's rate was fitted.
+// Only beyond the L2, where it was measured: a HYB whose working set fits in the L2 streams its COO part from
+// the L2 at the rate of the rest of its bytes. The H100 gated warm-ups' HYBs without an ELL part (K = 0: fewer
+// than 4096 rows, every entry in the COO part, the ELL kernel only writing y) measured 7.06-7.29 us flat from
+// 4000 to 45000 entries, where 0.7 made the stream term grow from 0.05 to 0.36 us, and the held-out ego-Facebook
+// (176468 entries, 7.1-7.7 us) had been predicted 17-22 % over (docs/models.md, Session 28: hyb).
 constexpr double hyb_coo_efficiency = 0.7;
 
 // What HYB's COO part moves: its entries with row indices, and y read and written by the atomics.
@@ -47,7 +52,7 @@ struct placeholder_terms {
 
 // `streamed_bytes`: what the layout moves per SpMV with x once and y (HYB weighs its COO part by it).
 placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const bandwidth_model_params& p, int vb,
-                                       double streamed_bytes)
+                                       double streamed_bytes, bool in_l2)
 {
   placeholder_terms t;
   switch (f) {
@@ -89,10 +94,10 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
       t.efficiency = p.coo_efficiency;
       break;
     case format_id::hyb:
-      if (s.hyb_coo_nnz > 0 && streamed_bytes > 0) {
-        // The ELL part streams at full rate, the COO part (its entries with row indices, and y read and
-        // written by the atomics) at hyb_coo_efficiency: without this a HYB whose COO part holds nearly
-        // everything (a block of dense rows) was predicted 30 % below COO itself.
+      if (s.hyb_coo_nnz > 0 && streamed_bytes > 0 && !in_l2) {
+        // Beyond the L2 the ELL part streams at full rate, the COO part (its entries with row indices, and y
+        // read and written by the atomics) at hyb_coo_efficiency: without this a HYB whose COO part holds
+        // nearly everything (a block of dense rows) was predicted 30 % below COO itself. In the L2: one rate.
         const double coo_part = std::min(hyb_coo_bytes(s, vb), streamed_bytes);
         t.efficiency = streamed_bytes / ((streamed_bytes - coo_part) + coo_part / hyb_coo_efficiency);
       }
@@ -507,17 +512,18 @@ struct placeholder_parts {
 
 // HYB's COO part is a kernel of its own launched after the ELL kernel (kernels/src/formats/hyb.cu), so it
 // cannot overlap the ELL part's chain of K entries: a HYB bound by that chain takes the chain and then the
-// COO part, streamed (its entries with row indices, y read and written by the atomics, at hyb_coo_efficiency) or
+// COO part, streamed (its entries with row indices, y read and written by the atomics, at hyb_coo_efficiency
+// beyond the L2, at the full rate in it) or
 // bound by its x gathers in the L2, whichever is longer. Without a chain the whole product streams as one
 // and the COO part is inside the stream and L2 terms. On the H100 gated held-out set the small HYBs with both
 // parts (4900-33000 rows) had been predicted 0-15 % under their measurements by the chain-or-stream maximum,
 // the longer chains the most (bcsstk16, astro-ph; bench/results/2026-11-24_h100_session22_accuracy_gated_samples.jsonl.xz).
-double hyb_coo_part_us(const row_stats& s, int vb, double x_sectors_per_nnz, const bandwidth_model_params& p)
+double hyb_coo_part_us(const row_stats& s, int vb, double x_sectors_per_nnz, const bandwidth_model_params& p, bool in_l2)
 {
   if (s.hyb_coo_nnz <= 0) return 0.0;
   const double coo_nnz = static_cast<double>(s.hyb_coo_nnz);
   const double coo_bytes = hyb_coo_bytes(s, vb);
-  const double stream = p.stream_read_gbs > 0 ? coo_bytes / (p.stream_read_gbs * 1e3 * hyb_coo_efficiency) : 0.0;
+  const double stream = p.stream_read_gbs > 0 ? coo_bytes / (p.stream_read_gbs * 1e3 * (in_l2 ? 1.0 : hyb_coo_efficiency)) : 0.0;
   const double gathers = x_sectors_per_nnz > 0 ? x_sectors_per_nnz * coo_nnz * 32.0 : coo_nnz * vb;
   const double l2 = p.l2_gather_gbs > 0 ? (coo_bytes + gathers) / (p.l2_gather_gbs * 1e3) : 0.0;
   return std::max(stream, l2);
@@ -552,11 +558,11 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   placeholder_parts r;
   r.rows = static_cast<double>(s.rows);
   const layout_traffic& c = r.traffic = layout_traffic_of(f, s, vb, &in.device, in.x_sectors_per_nnz);
-  const placeholder_terms pt = placeholder_terms_of(f, s, p, vb, c.moved_bytes + vectors);
+  const bool in_l2 = in.device.l2_bytes > 0 && c.footprint_bytes < in.device.l2_bytes;
+  const placeholder_terms pt = placeholder_terms_of(f, s, p, vb, c.moved_bytes + vectors, in_l2);
   const double scatter = sorted_scatter_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted);
   r.bytes = c.moved_bytes + vectors + scatter;
   r.fixed_us = c.launches * p.launch_us + pt.fixed_us;
-  const bool in_l2 = in.device.l2_bytes > 0 && c.footprint_bytes < in.device.l2_bytes;
   r.serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
   // JAD walks the rows sorted by length, so its longest chain is walked by the 32 longest rows, not by the
   // longest row's natural group: the lanes in the sorted order, where known. On the H100 held-out sets the
@@ -578,7 +584,7 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   r.stream_us = (r.bytes - scatter + reread) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
   // One L2 rate for every format, ALG2 included (see placeholder_terms_of).
   r.l2_us = p.l2_gather_gbs > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (p.l2_gather_gbs * 1e3) : 0.0;
-  if (f == format_id::hyb && r.serial_us > 0) r.after_chain_us = hyb_coo_part_us(s, vb, in.x_sectors_per_nnz, p);
+  if (f == format_id::hyb && r.serial_us > 0) r.after_chain_us = hyb_coo_part_us(s, vb, in.x_sectors_per_nnz, p, in_l2);
   return r;
 }
 

@@ -582,6 +582,37 @@ TEST(PlaceholderModel, HybCooPartStreamsAtCooRate)
   EXPECT_NEAR(regular[0].predicted_us, regular[1].predicted_us, 1e-9);
 }
 
+TEST(PlaceholderModel, HybCooPartInTheL2StreamsAtTheFullRate)
+{
+  // A HYB of fewer than 4096 rows has no ELL part (K = 0): its COO kernel holds every entry. With the working set
+  // in the L2 the whole product streams at one rate, as ELL's and COO's in-L2 bytes do; the 0.7 of HYB's COO
+  // part holds beyond the L2 only (where the circuit measured it).
+  aijp::prediction_input in;
+  in.device = h100_like();
+  in.device.l2_bytes = 50 << 20;
+  in.free_memory_bytes = 80LL << 30;
+  aijp::row_stats& s = in.stats;
+  s.rows = s.cols = 4039;  // ego-Facebook's size
+  s.nnz = 176468;
+  s.mean = static_cast<double>(s.nnz) / s.rows;
+  s.min_len = 1;
+  s.max_len = 1045;
+  s.hyb_ell_width = 0;
+  s.hyb_coo_nnz = s.nnz;
+  s.n_iter_natural = s.n_iter_sorted = 8000;
+  in.x_sectors_per_nnz = 0.14;
+  aijp::bandwidth_model_params p;
+  const auto in_l2 = aijp::explain_bandwidth_model(aijp::format_id::hyb, in, p);
+  ASSERT_TRUE(in_l2.in_l2);
+  const double vb = 8, bytes = in_l2.moved_bytes + s.cols * vb + s.rows * vb;
+  EXPECT_NEAR(in_l2.stream_us, bytes / (p.stream_read_gbs * 1e3), 1e-9);
+  // Beyond the L2 the COO part (all of it here) streams at 0.7 of the rate.
+  in.device.l2_bytes = 1 << 20;
+  const auto beyond = aijp::explain_bandwidth_model(aijp::format_id::hyb, in, p);
+  ASSERT_FALSE(beyond.in_l2);
+  EXPECT_GT(beyond.stream_us, 1.3 * in_l2.stream_us);
+}
+
 TEST(PlaceholderModel, HybCooPartRunsAfterTheEllChain)
 {
   // HYB launches its COO kernel after the ELL kernel: when the ELL part's chain of K entries bounds the product,
@@ -605,12 +636,20 @@ TEST(PlaceholderModel, HybCooPartRunsAfterTheEllChain)
   p.l2_gather_gbs = 4600.0;
   const auto with_coo = aijp::explain_bandwidth_model(aijp::format_id::hyb, in, p);
   ASSERT_GT(with_coo.raw_chain_us, 2 * std::max(with_coo.stream_us, with_coo.l2_us));  // chain-bound
-  // The COO part at COO's rate: its entries with row indices and y read and written by the atomics, or its L2
-  // traffic with the x gathers, whichever is longer.
+  // The COO part: its entries with row indices and y read and written by the atomics, streamed (in the L2 at
+  // the full rate, beyond it at HYB's COO rate 0.7), or its L2 traffic with the x gathers, whichever is longer.
   const double coo_bytes = 80000.0 * (8 + 8) + 2.0 * 5000 * 8;
-  const double coo_us = std::max(coo_bytes / (p.stream_read_gbs * 1e3 * 0.7), (coo_bytes + 0.1 * 80000 * 32) / (4600.0 * 1e3));
+  const double coo_l2 = (coo_bytes + 0.1 * 80000 * 32) / (4600.0 * 1e3);
+  const double coo_us = std::max(coo_bytes / (p.stream_read_gbs * 1e3), coo_l2);
   EXPECT_NEAR(with_coo.chain_us, with_coo.raw_chain_us + coo_us, 1e-9);
   EXPECT_NEAR(with_coo.predicted_us, with_coo.fixed_us + with_coo.raw_chain_us + coo_us, 1e-9);
+  {
+    aijp::prediction_input beyond = in;
+    beyond.device.l2_bytes = 1 << 20;  // the same matrix beyond a 1 MiB L2
+    const auto b = aijp::explain_bandwidth_model(aijp::format_id::hyb, beyond, p);
+    EXPECT_FALSE(b.in_l2);
+    EXPECT_NEAR(b.chain_us, b.raw_chain_us + std::max(coo_bytes / (p.stream_read_gbs * 1e3 * 0.7), coo_l2), 1e-9);
+  }
   // The chain factor fitted on such samples is net of the COO part: samples measured at fixed + 1.5 x chain +
   // the COO part give 1.5 (ELL parts of 120-190 entries: chains of two launches and more).
   std::vector<aijp::fixed_cost_observation> obs;
