@@ -66,6 +66,7 @@ struct AIJPOptions {
   PetscInt    sample_max     = 256;         /* -mat_aijpredict_online_sample_max: online::policy::sample_every_max */
   PetscInt    first_spacing  = 8;           /* -mat_aijpredict_online_first_spacing: online::policy::sample_first_spacing */
   PetscReal   trace_ms       = 0.25;        /* -mat_aijpredict_trace_ms: under -info, report each product whose host time exceeds it */
+  PetscBool   trace_buffer   = PETSC_FALSE; /* -mat_aijpredict_trace_buffer: keep those reports in memory, print them at MatDestroy */
   PetscReal   upload_share   = 0.1;         /* -mat_aijpredict_upload_share: analyse at the upload when the analysis is at most this share of it */
 };
 
@@ -110,6 +111,17 @@ struct Mat_SeqAIJPredict {
   double           start_us       = 0;           /* host time of the last start_background (AIJPStep) */
   PetscInt         step_begun     = 0;           /* product count when the background step running now began */
   PetscBool        background_said = PETSC_FALSE; /* said once that one CPU rules out background steps */
+  /* -mat_aijpredict_trace_buffer: the traced products (see MatProduct_SeqAIJPredict), printed at MatDestroy. */
+  struct traced_product {
+    PetscInt    mult;                    /* the product's count (p->mults) */
+    PetscInt    since_start;             /* products since the running or last step began (-1: none yet) */
+    double      gap_us;                  /* host time since the previous product returned */
+    double      reuse_us, apply_us, step_us;
+    std::string stage;                   /* the staged step's last part, an exploration */
+  };
+  std::vector<traced_product>           trace;
+  PetscInt                              trace_dropped = 0;
+  std::chrono::steady_clock::time_point trace_last{}; /* when the previous product returned */
 };
 
 PetscLogEvent         AIJP_EVENT_ANALYZE, AIJP_EVENT_CONVERT, AIJP_EVENT_SPMV;
@@ -337,6 +349,7 @@ PetscErrorCode AIJPRefreshReport(Mat A, Mat_SeqAIJPredict *p)
    locality samples, prediction, and the first launch of each kernel involved (H100, 4884 x 4884 bcsstk16:
    analysis 1.18 ms, conversion to csr_vector 1.10 ms; bench/results/2026-11-23_h100_e2e_small_2.txt). */
 #define AIJP_ANALYSIS_COST_US 2000.0
+#define AIJP_TRACE_MAX        65536 /* -mat_aijpredict_trace_buffer: lines kept per matrix (then counted only) */
 
 
 /* The CPUs this process may run on (its affinity mask when first asked; the hardware's count where that is
@@ -792,8 +805,8 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
      (a quarter of a millisecond) is reported with where its time went (short solves are where such a product shows). The
      clock is read only then: four reads are ~1 % of a small product's host time. */
   using clock  = std::chrono::steady_clock;
-  PetscBool trace = PETSC_FALSE;
-  PetscCall(PetscInfoEnabled(((PetscObject)A)->classid, &trace));
+  PetscBool trace = p->opt.trace_buffer;
+  if (!trace) PetscCall(PetscInfoEnabled(((PetscObject)A)->classid, &trace));
   clock::time_point t[4];
   const auto        stamp = [&](int k) {
     if (trace) t[k] = clock::now();
@@ -814,12 +827,16 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
   if (trace) {
     const auto   part = [&](int a, int b) { return std::chrono::duration<double, std::milli>(t[b] - t[a]).count(); };
     const double ms   = part(0, 3);
+    const double gap_us = p->trace_last == clock::time_point{} ? 0.0 : std::chrono::duration<double, std::micro>(t[0] - p->trace_last).count();
     if (ms > p->opt.trace_ms || (p->step_begun == p->mults && part(0, 1) > 0.005)) { /* long, or the product that started a step */
       std::string stage = p->gpu->staged_last_part();
       const auto &ex = p->gpu->report().exploration;
       if (ex && !ex->finished) stage += std::string(stage.empty() ? "" : "; ") + "exploring " + aijp::format_name(ex->to);
-      PetscCall(PetscInfo(A, "aijpredict: product %" PetscInt_FMT " took %.3f ms of host time (reuse step %.3f, product %.3f, staged step %.3f%s%s)\n", p->mults, ms, part(0, 1), part(1, 2), part(2, 3), stage.empty() ? "" : ": ", stage.c_str()));
+      if (!p->opt.trace_buffer) PetscCall(PetscInfo(A, "aijpredict: product %" PetscInt_FMT " took %.3f ms of host time (reuse step %.3f, product %.3f, staged step %.3f%s%s)\n", p->mults, ms, part(0, 1), part(1, 2), part(2, 3), stage.empty() ? "" : ": ", stage.c_str()));
+      else if (p->trace.size() < AIJP_TRACE_MAX) PetscCallCXX(p->trace.push_back({p->mults, p->step_begun > 0 ? p->mults - p->step_begun : -1, gap_us, 1e3 * part(0, 1), 1e3 * part(1, 2), 1e3 * part(2, 3), std::move(stage)}));
+      else p->trace_dropped++;
     }
+    p->trace_last = clock::now(); /* the gap to the next product excludes this bookkeeping */
   }
 #endif
   PetscFunctionReturn(PETSC_SUCCESS);
@@ -991,6 +1008,23 @@ PetscErrorCode MatConvert_SeqAIJPredict_SeqAIJ(Mat A, MatType, MatReuse reuse, M
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+#if !defined(AIJP_PETSC_UNSUPPORTED_BUILD)
+/* -mat_aijpredict_trace_buffer: the products kept by MatProduct_SeqAIJPredict, one line each, on stdout (rank's
+   own: PETSC_COMM_SELF). Columns: the product's count, products since the step began, host time (us) since the
+   previous product returned (the solver's work between them; a solve boundary shows as a long gap), then the
+   product's host time split as the -info trace splits it, and the staged step's last part. */
+PetscErrorCode AIJPPrintTrace(Mat_SeqAIJPredict *p)
+{
+  PetscFunctionBegin;
+  PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict trace: %zu products over %.3f ms of host time (-mat_aijpredict_trace_ms) or starting a step%s; columns: product, since the step began, gap us, reuse us, product us, staged us, total us, stage\n", p->trace.size(), (double)p->opt.trace_ms,
+                        p->trace_dropped ? (", " + std::to_string(p->trace_dropped) + " more not kept").c_str() : ""));
+  for (const auto &e : p->trace)
+    PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict trace: %" PetscInt_FMT " %" PetscInt_FMT " %.1f %.1f %.1f %.1f %.1f %s\n", e.mult, e.since_start, e.gap_us, e.reuse_us, e.apply_us, e.step_us, e.reuse_us + e.apply_us + e.step_us, e.stage.empty() ? "-" : e.stage.c_str()));
+  p->trace.clear();
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+#endif
+
 PetscErrorCode MatDestroy_SeqAIJPredict(Mat A)
 {
   Mat_SeqAIJPredict *p = AIJP(A);
@@ -1010,6 +1044,7 @@ PetscErrorCode MatDestroy_SeqAIJPredict(Mat A)
       PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict: %" PetscInt_FMT " x %" PetscInt_FMT " matrix destroyed after %" PetscInt_FMT " products, all on cuSPARSE CSR: not analysed (%s)\n", (PetscInt)p->gpu->rows(), (PetscInt)p->gpu->cols(), p->mults,
                             p->analysis_waits ? "the most a format could save over these products did not pay for an analysis" : "a matrix is analysed after -mat_aijpredict_defer_mults products"));
     }
+    if (p->opt.trace_buffer && (!p->trace.empty() || p->trace_dropped)) PetscCall(AIJPPrintTrace(p));
 #endif
     PetscCall(AIJPFreeDeviceData(p));
     delete p;
@@ -1166,6 +1201,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCheck(o->upload_share >= 0 && o->upload_share <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_upload_share must be in [0, 1]");
   PetscCall(PetscOptionsReal("-mat_aijpredict_trace_ms", "Under -info, report each product whose host time (reuse check, product, staged part) exceeds this many milliseconds, with where it went", "MatCreateSeqAIJPredict", o->trace_ms, &o->trace_ms, nullptr));
   PetscCheck(o->trace_ms >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_trace_ms must be >= 0");
+  PetscCall(PetscOptionsBool("-mat_aijpredict_trace_buffer", "Keep the products -mat_aijpredict_trace_ms selects (and each step's start) in memory without -info and print them at MatDestroy: one line per product with the host time since the previous one", "MatCreateSeqAIJPredict", o->trace_buffer, &o->trace_buffer, nullptr));
   PetscCall(PetscOptionsInt("-mat_aijpredict_online_sample_max", "Online refinement: a settled plan times one product in 8, and each observation (8 samples) doubles that interval up to one in this many (a timed product costs ~7 us of host time); 8: no thinning", "MatCreateSeqAIJPredict", o->sample_max, &o->sample_max, nullptr));
   PetscCheck(o->sample_max >= 8 && o->sample_max <= 1000000, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_online_sample_max must be in [8, 1000000]");
   PetscCall(PetscOptionsInt("-mat_aijpredict_online_first_spacing", "Online refinement: where the product takes at most 15 % of the host time between products (a host-bound solve: GMRES on a small matrix), a new plan's first 16 samples are every n-th product instead of every one (a timed product costs ~7 us of host time); 1: every product", "MatCreateSeqAIJPredict", o->first_spacing, &o->first_spacing, nullptr));
@@ -1301,6 +1337,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_online <bool>    - time sampled products, refine the model, try the runner-up, then cuSPARSE CSR (ALG2 when it runs), once (default true)
 .  -mat_aijpredict_free_band <f>    - online: csr_vector / csr_scalar, never measured on the matrix, are also tried when predicted within this fraction of short products' measured time (default 0.15; 0: off)
 .  -mat_aijpredict_trace_ms <ms>     - under -info, report each product whose host time exceeds ms, with where it went (default 0.25)
+.  -mat_aijpredict_trace_buffer      - keep those reports in memory (no -info needed) and print them at MatDestroy, with the host time between products
 .  -mat_aijpredict_online_sample_max <n> - online: a settled plan times one product in 8, then each observation doubles the interval up to one in n (default 256; 8: no thinning)
 .  -mat_aijpredict_online_first_spacing <n> - online: where the product takes at most 15% of the host time between products, a new plan's first 16 samples are every n-th product (default 8; 1: every product)
 .  -mat_aijpredict_partition <bool> - row-partitioned multi-format plans when they pay (default true)
