@@ -463,6 +463,13 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
   PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
   if (!installed) PetscFunctionReturn(PETSC_SUCCESS);
   const auto &r = p->gpu->report();
+  /* The lines below format every part's host time: inside a product, only when -info prints them. */
+  PetscBool info = PETSC_FALSE;
+  PetscCall(PetscInfoEnabled(((PetscObject)A)->classid, &info));
+  if (!info) {
+    if (changed) PetscCall(AIJPReport(A, p));
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   if (r.staged_polls() > 0) {
     PetscCall(PetscInfo(A, "aijpredict: staged step done in %d parts over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms of device time read back; %.3f ms from start to end), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.staged_polls(), r.staged_polls() + r.staged_skipped, r.staged_host_ms(), r.staged_max_poll_ms(), 1e-3 * r.staged_device_us, r.background_ms, r.install_ms, p->step_begun, p->mults, wait ? ", finished at once" : "", changed ? "new plan installed" : "the plan stays"));
     std::string us;
@@ -822,6 +829,7 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
      installs its plan after the product is queued rather than before, so that its host time (launches, the
      decision, allocations) overlaps the product's kernels instead of a device left idle by the solver's last
      host wait (dot products, norms). No-op without a step. */
+  const bool stepping = trace && p->gpu->background_running();
   if (!transpose) PetscCall(AIJPInstallStep(A, p, false));
   stamp(3);
   if (trace) {
@@ -832,6 +840,8 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
       std::string stage = p->gpu->staged_last_part();
       const auto &ex = p->gpu->report().exploration;
       if (ex && !ex->finished) stage += std::string(stage.empty() ? "" : "; ") + "exploring " + aijp::format_name(ex->to);
+      if (p->step_begun == p->mults && p->start_us > 0) stage += std::string(stage.empty() ? "" : "; ") + "start_background " + std::to_string((int)std::lround(p->start_us)) + " us";
+      if (stepping && !p->gpu->background_running()) stage += std::string(stage.empty() ? "" : "; ") + "installed in " + std::to_string((int)std::lround(1e3 * p->gpu->report().install_ms)) + " us";
       if (!p->opt.trace_buffer) PetscCall(PetscInfo(A, "aijpredict: product %" PetscInt_FMT " took %.3f ms of host time (reuse step %.3f, product %.3f, staged step %.3f%s%s)\n", p->mults, ms, part(0, 1), part(1, 2), part(2, 3), stage.empty() ? "" : ": ", stage.c_str()));
       else if (p->trace.size() < AIJP_TRACE_MAX) PetscCallCXX(p->trace.push_back({p->mults, p->step_begun > 0 ? p->mults - p->step_begun : -1, gap_us, 1e3 * part(0, 1), 1e3 * part(1, 2), 1e3 * part(2, 3), std::move(stage)}));
       else p->trace_dropped++;

@@ -8,7 +8,7 @@ prog="$1"; lib="$2"; shift 2
 out=$("$prog" -dll_append "$lib" -mat_type aijpredict -mat_view ::ascii_info -mat_aijpredict_trace_buffer \
       -mat_aijpredict_trace_ms 0 -mat_aijpredict_defer_mults 0 "$@" 2>&1) || { echo "$out"; echo "FAIL: the run failed"; exit 1; }
 echo "$out"
-if ! grep -q "aijpredict: SpMV format" <<<"$out"; then
+if ! grep -Eq "aijpredict: (SpMV format|GPU copy)" <<<"$out"; then
   grep -q "aijpredict trace:" <<<"$out" && { echo "FAIL: trace lines without products on the GPU"; exit 1; }
   echo "SKIP: the products did not run on a GPU"; exit 77
 fi
