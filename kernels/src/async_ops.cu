@@ -381,13 +381,17 @@ void step_worker::start()
     if (m->ready_devices.count(device)) return;
   }
   // The worker's own first CUDA calls for this device (its runtime state, the stream, a first use of it)
-  // here, outside the products, rather than at its first step inside a solve.
+  // here, outside the products, rather than at its first step inside a solve. Placed off this thread's CPU
+  // now (the thread that makes the context runs the products): a worker that went to sleep on the products'
+  // CPU wakes there at its first hand-over and takes that CPU from the products' thread until it moves (on the
+  // H100 machine the staged hand-over then cost its product 25-58 us of host time, against 2-3 us to wake a
+  // worker asleep on another CPU: bench/results/2026-11-25_h100_session28_trace.txt).
   auto ready = std::make_shared<std::promise<void>>();
   auto done = ready->get_future();
   submit([ready](cudaStream_t s) {
     if (s) (void)cudaStreamQuery(s);
     ready->set_value();
-  }, -1);
+  }, current_cpu());
   done.wait();
   std::lock_guard<std::mutex> lk(m->mu);
   m->ready_devices.insert(device);

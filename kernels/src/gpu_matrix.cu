@@ -2513,8 +2513,9 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   rep.staged_worker_ms = job->worker_ms;
   rep.staged_worker_stages = job->worker_stages;
   rep.staged_prefetched = job->prefetched;
-  rep.install_ms = ms_since(t0);
   if (changed) *changed = job->changed;
+  job.reset();  // its pinned blocks, events and temporaries go back to their pools: part of the install
+  rep.install_ms = ms_since(t0);
 }
 
 template <typename Value>
