@@ -841,7 +841,11 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
       const auto &ex = p->gpu->report().exploration;
       if (ex && !ex->finished) stage += std::string(stage.empty() ? "" : "; ") + "exploring " + aijp::format_name(ex->to);
       if (p->step_begun == p->mults && p->start_us > 0) stage += std::string(stage.empty() ? "" : "; ") + "start_background " + std::to_string((int)std::lround(p->start_us)) + " us";
-      if (stepping && !p->gpu->background_running()) stage += std::string(stage.empty() ? "" : "; ") + "installed in " + std::to_string((int)std::lround(1e3 * p->gpu->report().install_ms)) + " us";
+      if (stepping && !p->gpu->background_running()) {
+        const auto &r = p->gpu->report();
+        stage += std::string(stage.empty() ? "" : "; ") + "installed in " + std::to_string((int)std::lround(1e3 * r.install_ms)) + " us";
+        if (r.background_worker_cpu >= 0) stage += " (the worker woke on CPU " + std::to_string(r.background_worker_cpu) + ", the products' thread on CPU " + std::to_string(r.background_caller_cpu) + " when it handed over)";
+      }
       if (!p->opt.trace_buffer) PetscCall(PetscInfo(A, "aijpredict: product %" PetscInt_FMT " took %.3f ms of host time (reuse step %.3f, product %.3f, staged step %.3f%s%s)\n", p->mults, ms, part(0, 1), part(1, 2), part(2, 3), stage.empty() ? "" : ": ", stage.c_str()));
       else if (p->trace.size() < AIJP_TRACE_MAX) PetscCallCXX(p->trace.push_back({p->mults, p->step_begun > 0 ? p->mults - p->step_begun : -1, gap_us, 1e3 * part(0, 1), 1e3 * part(1, 2), 1e3 * part(2, 3), std::move(stage)}));
       else p->trace_dropped++;

@@ -1,5 +1,10 @@
 // block_pool and event_pool (async_ops.hpp): page-locked host and device blocks, and events, kept for reuse.
 #include "async_ops.hpp"
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include "device_buffer.hpp"
 
 #include <chrono>
@@ -306,6 +311,8 @@ struct step_worker::impl {
 #if defined(__linux__)
   cpu_set_t inherited{};  // the mask the thread started with (the process's, from the context's thread)
   bool have_inherited = false;  // false also with AIJPREDICT_STEP_WORKER_PIN=0: the scheduler places it
+  pid_t tid = 0;          // the worker's thread id, for placing it from the submitting thread (guarded by mu)
+  int placed_off = -2;    // the CPU its mask leaves out now (-1: none left out; -2: not placed yet)
 #endif
 
   cudaStream_t stream_for(int device)
@@ -317,22 +324,35 @@ struct step_worker::impl {
     return s;
   }
 
-  // Every CPU the thread started with but `avoid` (where that leaves one); else the inherited mask.
-  void place(int avoid)
+  // Every CPU the thread started with but `avoid` (where that leaves one); else the inherited mask. `who`:
+  // the worker's thread id (0: the calling thread is the worker). Called with mu held.
+  void place(int avoid, pid_t who = 0)
   {
 #if defined(__linux__)
     if (!have_inherited) return;
     cpu_set_t set = inherited;
-    if (avoid >= 0 && avoid < CPU_SETSIZE && CPU_ISSET(avoid, &set) && CPU_COUNT(&set) >= 2) CPU_CLR(avoid, &set);
-    (void)sched_setaffinity(0, sizeof(set), &set);  // best effort: a refusal leaves the scheduler's choice
+    int off = -1;
+    if (avoid >= 0 && avoid < CPU_SETSIZE && CPU_ISSET(avoid, &set) && CPU_COUNT(&set) >= 2) {
+      CPU_CLR(avoid, &set);
+      off = avoid;
+    }
+    if (off == placed_off) return;
+    if (sched_setaffinity(who, sizeof(set), &set) == 0) placed_off = off;  // a refusal leaves the scheduler's choice
 #else
     (void)avoid;
+    (void)who;
 #endif
   }
 
   void loop()
   {
     worker_thread = true;
+#if defined(__linux__)
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      tid = static_cast<pid_t>(syscall(SYS_gettid));
+    }
+#endif
     for (;;) {
       item it;
       {
@@ -340,8 +360,8 @@ struct step_worker::impl {
         cv.wait(lock, [this] { return !queue.empty(); });
         it = std::move(queue.front());
         queue.pop_front();
+        place(it.avoid_cpu);  // submit() placed it already where it could; -1 (start) lets it anywhere
       }
-      place(it.avoid_cpu);
       cudaStream_t s = nullptr;
       try {
         AIJP_CUDA_CHECK(cudaSetDevice(it.device));
@@ -406,6 +426,12 @@ void step_worker::submit(std::function<void(cudaStream_t)> task, int avoid_cpu)
   {
     std::lock_guard<std::mutex> lock(m->mu);
     m->queue.push_back({std::move(task), device, avoid_cpu});
+    // Off the caller's CPU before it wakes: a sleeping thread wakes on the CPU it slept on, and one asleep on
+    // the caller's CPU (the products' thread moved there since the last task) takes that CPU from the caller
+    // until its own placement moves it (one system call here, only when the CPU to leave out changed).
+#if defined(__linux__)
+    if (avoid_cpu >= 0 && m->tid != 0) m->place(avoid_cpu, m->tid);
+#endif
   }
   m->cv.notify_one();
 }

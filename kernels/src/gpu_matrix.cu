@@ -1696,8 +1696,8 @@ struct gpu_matrix<Value>::background_job {
   detail::poll_event ready;    // thread mode: where the products' stream stood at the start (a pooled event)
   std::future<void> finished;  // thread mode: set by detail::step_worker once run() returned
   std::atomic<bool> done{false};
-  int caller_cpu = -1;  // the products' thread's CPU at the start (thread mode)
-  int worker_cpu = -1;  // the worker's at the end
+  int caller_cpu = -1;  // the products' thread's CPU at the start (thread mode) or the hand-over (host_worker)
+  int worker_cpu = -1;  // the worker's at the end (thread mode), or where it woke for the hand-over
   // Written by the worker before `done` is set, read after it is seen set.
   bool changed = false;
   std::exception_ptr error;
@@ -1764,7 +1764,8 @@ struct gpu_matrix<Value>::background_job {
   void hand_to_worker(cudaStream_t stream)
   {
     worker_busy.store(true, std::memory_order_relaxed);
-    submit_to_worker([this, stream](cudaStream_t) {
+    caller_cpu = submit_to_worker([this, stream](cudaStream_t) {
+      worker_cpu = detail::current_cpu();  // where it woke (plan_report::background_worker_cpu)
       const auto w0 = clock_type::now();
       try {
         while (on_worker(at)) {
@@ -1784,7 +1785,6 @@ struct gpu_matrix<Value>::background_job {
         error = std::current_exception();
         at = stage::finished;
       }
-      worker_cpu = detail::current_cpu();
       worker_ms += ms_since(w0);
       worker_busy.store(false, std::memory_order_release);
     });
@@ -2503,7 +2503,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   }
   rep.background_ms = job->wall_ms;
   rep.background_what = background_step_name(job->step);
-  rep.background_caller_cpu = job->caller_cpu;  // -1 for a staged step (its worker CPU only with host_worker)
+  rep.background_caller_cpu = job->caller_cpu;  // -1 for a staged step without host_worker
   rep.background_worker_cpu = job->worker_cpu;
   rep.staged_poll_us = std::move(job->poll_us);  // empty for a thread
   rep.staged_poll_stage = std::move(job->poll_stage);

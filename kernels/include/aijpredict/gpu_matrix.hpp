@@ -178,7 +178,8 @@ struct plan_report {
   double background_ms = 0.0;
   double staged_start_us = 0.0;  ///< host time of starting the last staged step (in the product that began it)
   /// Thread mode: the CPU the thread that started the step ran on, which the worker was kept off where the
-  /// process may run on another, and the CPU the worker ended the step on (-1: not known, or staged).
+  /// process may run on another, and the CPU the worker ended the step on. A staged step with host_worker: the
+  /// products' thread's CPU at the hand-over and the CPU the worker woke on (-1: not known, or staged alone).
   int background_caller_cpu = -1, background_worker_cpu = -1;
   std::string background_what;  ///< which step that was (background_step_name)
   /// A staged step (background_mode::staged): the host time of each poll that issued or checked its work,
