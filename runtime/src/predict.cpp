@@ -204,9 +204,25 @@ double lanes_position(double lanes) { return std::clamp((lanes - 1.0) / (stats_w
 // layouts' fitted slopes are near 0 on the H100, so they keep it.
 bool saturating_lanes(format_id f) { return f == format_id::jad; }
 
-// lanes_position for format f: 1 - 1 / lanes scaled to [0, 1] where the chain saturates (saturating_lanes).
+// csr_scalar's chain lanes are the rows of the longest row's SM still running (csr_scalar_chain_lanes), up to
+// 256 x 8; its lanes position is the other layouts' (lanes - 1) / 31, not clamped at 32 lanes but at
+// csr_scalar_lanes_span (position 63 / 31), so the fitted slope keeps its unit (per 31 lanes). On
+// the H100 gated warm-ups the chains in the L2 grow from 0.67 of the raw chain behind one long row to 0.92-1.23
+// behind a block of 32 (one warp of long rows on the SM), and the held-out FEM matrices, whose whole block of
+// 256 rows walks rows of 30-100 entries at once (bcsstk16: 190 busy rows, bcsstk13: 115, mcfe: 105), measure
+// 1.06-1.31, the warm-up's 256 constant rows of 40 on each SM 1.8-1.9: the step's cost keeps growing past a
+// warp and flattens within a few warps. The span is chosen, not fitted: 32 (one warp, the other formats'
+// clamp) took at most a point off the held-out csr_scalar mean and raised the p95 of the session-28 runs; 64
+// took 1-3 points off the mean on 8 of 10 H100 gated pairs (+0.3 and +0.8 on the other two) and 5-14 off the
+// p95 on all; 96-128 did better on the placed warm-ups and worse on the older ones, 256 worse
+// (docs/models.md, Session 28: csr_scalar).
+constexpr double csr_scalar_lanes_span = 64.0;
+
+// lanes_position for format f: 1 - 1 / lanes scaled to [0, 1] where the chain saturates (saturating_lanes);
+// for csr_scalar (lanes - 1) / 31 up to csr_scalar_lanes_span lanes.
 double lanes_position(format_id f, double lanes)
 {
+  if (f == format_id::csr_scalar) return std::clamp((lanes - 1.0) / (stats_warp_size - 1.0), 0.0, (csr_scalar_lanes_span - 1.0) / (stats_warp_size - 1.0));
   if (!saturating_lanes(f)) return lanes_position(lanes);
   const double l = std::clamp(lanes, 1.0, static_cast<double>(stats_warp_size));
   return (1.0 - 1.0 / l) / (1.0 - 1.0 / stats_warp_size);
@@ -265,6 +281,19 @@ int csr_vector_lanes(const row_stats& s) { return layout_ref::csr_vector_lanes(s
 double csr_vector_typical_length(const row_stats& s)
 {
   return 2 * s.mode_count >= s.rows && s.rows > 0 ? static_cast<double>(s.mode_len) : s.mean;
+}
+
+double csr_scalar_chain_lanes(const row_stats& s, const device_properties* device)
+{
+  if (device == nullptr || device->sm_count <= 0 || device->max_threads_per_sm <= 0 || s.max_len <= 0 || s.rows <= 0)
+    return chain_lanes(s);
+  const double block = layout_ref::csr_block_size;
+  const double blocks = std::ceil(static_cast<double>(s.rows) / block);
+  const double resident = std::max(1, device->max_threads_per_sm / layout_ref::csr_block_size);
+  const double on_sm = std::min(static_cast<double>(s.rows), block * std::min(resident, std::ceil(blocks / device->sm_count)));
+  const double group = std::min(static_cast<double>(stats_warp_size), on_sm);
+  const double busy = (chain_lanes(s) * s.max_len + (on_sm - group) * s.mean) / s.max_len;
+  return std::clamp(busy, 1.0, on_sm);
 }
 
 int csr_vector_slots(const row_stats& s, const device_properties* device)
@@ -573,8 +602,10 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   // statistic recomputed on the host for the committed samples (docs/models.md, Session 24, JAD/SELL).
   // csr_vector walks its longest row with the lanes of one group, each of them issuing one load per step for
   // every row of its group that is still running (the stacked slots): csr_vector_chain_lanes.
+  // csr_scalar's step waits on the L1 that serves every row of the SM still running: csr_scalar_chain_lanes.
   r.lanes = f == format_id::jad          ? sorted_chain_lanes(s)
             : f == format_id::csr_vector ? csr_vector_chain_lanes(s, &in.device)
+            : f == format_id::csr_scalar ? csr_scalar_chain_lanes(s, &in.device)
                                          : chain_lanes(s);
   r.in_l2 = in_l2;
   // The scatter's visits miss the L2 in the share of the working set that does not fit in it.
@@ -830,6 +861,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       if (t.serial_us < 2 * p.launch_us || t.serial_us < 2 * std::max(t.stream_us, t.l2_us)) continue;
       const double x_bytes = static_cast<double>(std::min(o.input.stats.cols, o.input.stats.nnz)) * o.input.value_bytes;
       const double net = o.measured_us - t.fixed_us - p.format_fixed_us[i] - t.after_chain_us;
+      // The lane groups in lanes: 1-16 and more (csr_scalar: busy rows of its SM, csr_scalar_chain_lanes).
       ratios[i].push_back({lanes_position(o.format, t.lanes), net / t.serial_us,
                            lanes_position(t.lanes) <= few_lanes, t.in_l2,
                            !(o.input.device.l2_bytes > 0) || x_bytes < o.input.device.l2_bytes,

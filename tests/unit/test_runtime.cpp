@@ -138,8 +138,11 @@ TEST(PlaceholderModel, JadChainTakesTheLanesOfTheSortedOrder)
   const auto walked = aijp::explain_bandwidth_model(aijp::format_id::jad, tail, p);
   EXPECT_EQ(walked.lanes, 30.0);
   EXPECT_GT(walked.chain_us, 1.5 * alone.chain_us);
-  // The natural-order layouts keep the natural group's lanes.
-  EXPECT_EQ(aijp::explain_bandwidth_model(aijp::format_id::csr_scalar, tail, p).lanes, aijp::chain_lanes(in.stats));
+  // The natural-order layouts keep the natural group's lanes (csr_scalar: its SM's busy rows, from the same
+  // natural statistics).
+  EXPECT_EQ(aijp::explain_bandwidth_model(aijp::format_id::ellr, tail, p).lanes, aijp::chain_lanes(in.stats));
+  EXPECT_EQ(aijp::explain_bandwidth_model(aijp::format_id::csr_scalar, tail, p).lanes,
+            aijp::csr_scalar_chain_lanes(in.stats, &in.device));
 }
 
 TEST(RowStats, BellGarlandHybWidth)
@@ -1026,6 +1029,64 @@ TEST(PlaceholderModel, JadChainSaturatesWithLanes)
   EXPECT_NEAR(aijp::chain_factor(p, jad, 1.0), 0.78, 0.03);
   EXPECT_NEAR(aijp::chain_factor(p, jad, 2.0), 1.15, 0.03);
   EXPECT_NEAR(aijp::chain_factor(p, jad, 32.0), 1.50, 0.03);
+}
+
+// csr_scalar's chain lanes are the rows of the longest row's SM still running over its steps (the L1 serves all
+// of them), not the rows of its warp: a small FEM-like matrix whose 256-row block walks rows of 60 next to a
+// longest row of 80 has ~190 busy rows; one long row among short rows stays near one. Its lanes position is
+// the other layouts' (lanes - 1) / 31 up to two warps of busy rows (64) and flat beyond.
+TEST(PlaceholderModel, CsrScalarChainLanesCountTheRowsOfItsSm)
+{
+  const aijp::device_properties d = h100_like();
+  aijp::row_stats fem;
+  fem.rows = 4884;  // 20 blocks of 256 rows: one per SM
+  fem.max_len = 80;
+  fem.mean = 60.0;
+  fem.chain_warp_nnz = 32 * 70;
+  // (32 x 70 + 224 x 60) / 80 = 196.
+  EXPECT_NEAR(aijp::csr_scalar_chain_lanes(fem, &d), (32.0 * 70 + 224.0 * 60) / 80, 1e-9);
+  EXPECT_NEAR(aijp::csr_scalar_chain_lanes(fem, nullptr), aijp::chain_lanes(fem), 1e-12);  // no geometry
+  aijp::row_stats one = fem;
+  one.rows = 1800;
+  one.max_len = 1300;
+  one.mean = 6.0;
+  one.chain_warp_nnz = 1300 + 31 * 6;
+  EXPECT_NEAR(aijp::csr_scalar_chain_lanes(one, &d), (1300.0 + 31 * 6 + 224 * 6) / 1300, 1e-9);
+  // A tiny matrix: the SM holds its 40 rows only.
+  aijp::row_stats tiny;
+  tiny.rows = 40;
+  tiny.max_len = 4;
+  tiny.mean = 4.0;
+  tiny.chain_warp_nnz = 128;
+  EXPECT_NEAR(aijp::csr_scalar_chain_lanes(tiny, &d), 40.0, 1e-9);
+  // 2M rows: 8 resident blocks per SM (2048 rows), and 8 long rows of 200000 among rows of 12.
+  aijp::row_stats big;
+  big.rows = 2000000;
+  big.max_len = 200000;
+  big.mean = 12.0;
+  big.chain_warp_nnz = 8 * 200000 + 24 * 12;
+  EXPECT_NEAR(aijp::csr_scalar_chain_lanes(big, &d), (8.0 * 200000 + 24 * 12 + 2016 * 12) / 200000, 1e-9);
+
+  aijp::bandwidth_model_params p;
+  const aijp::format_id cs = aijp::format_id::csr_scalar;
+  p.format_chain_scale[static_cast<int>(cs)] = 1.0;
+  p.format_chain_lanes[static_cast<int>(cs)] = 1.0;
+  p.format_chain_lanes[static_cast<int>(aijp::format_id::ell)] = 1.0;
+  EXPECT_NEAR(aijp::chain_factor(p, cs, 1.0), 1.0, 1e-12);
+  EXPECT_NEAR(aijp::chain_factor(p, cs, 32.0), 2.0, 1e-12);
+  EXPECT_NEAR(aijp::chain_factor(p, cs, 64.0), 1.0 + 63.0 / 31, 1e-12);
+  EXPECT_NEAR(aijp::chain_factor(p, cs, 200.0), 1.0 + 63.0 / 31, 1e-12);  // flat beyond two warps
+  EXPECT_NEAR(aijp::chain_factor(p, aijp::format_id::ell, 64.0), 2.0, 1e-12);  // the others: flat beyond 32
+
+  // The explained lanes of the placeholder are these.
+  aijp::prediction_input in;
+  in.stats = fem;
+  in.stats.cols = fem.rows;
+  in.stats.nnz = static_cast<aijp::size_type>(fem.rows * fem.mean);
+  in.device = d;
+  in.device.l2_bytes = 50 << 20;
+  in.value_bytes = 8;
+  EXPECT_NEAR(aijp::explain_bandwidth_model(cs, in, p).lanes, aijp::csr_scalar_chain_lanes(fem, &d), 1e-9);
 }
 
 // JAD's factor at one lane comes from the chains of about one lane where the warm-up has them, not from the

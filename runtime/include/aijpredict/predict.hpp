@@ -152,7 +152,8 @@ struct bandwidth_model_params {
 };
 
 /// The chain term's factor for `lanes` lanes (chain_lanes): format_chain_scale x (1 + format_chain_lanes x
-/// (lanes - 1) / 31); JAD: (1 - 1 / lanes) / (1 - 1 / 32) in place of (lanes - 1) / 31.
+/// (lanes - 1) / 31); JAD: (1 - 1 / lanes) / (1 - 1 / 32) in place of (lanes - 1) / 31; csr_scalar (whose
+/// lanes are csr_scalar_chain_lanes, up to 2048): (lanes - 1) / 31 clamped at 64 lanes instead of 32.
 double chain_factor(const bandwidth_model_params& p, format_id f, double lanes);
 /// The same for a chain from DRAM (the layout beyond the L2): format_chain_scale_dram in place of
 /// format_chain_scale where it was fitted.
@@ -218,6 +219,15 @@ int csr_vector_lanes(const row_stats& s);
 /// and csr_vector measured 232 us where the mean-based estimate said 142 (H100,
 /// bench/results/2026-11-23_h100_session4_final_partition_online.txt).
 double csr_vector_typical_length(const row_stats& s);
+
+/// Rows of the SM that holds csr_scalar's longest row still running, on average, over that row's max_len
+/// steps: the longest row's 32-row group (chain_warp_nnz) plus the other rows resident on its SM at the mean
+/// length, divided by max_len, in [1, rows on the SM]. The SM holds min(rows, 256 x min(resident blocks per
+/// SM, ceil(blocks / sm_count))) rows of the thread-per-row kernel's 256-thread blocks (one block per SM
+/// for a matrix under 256 x sm_count rows). Every one of those rows' lanes issues a load of its own line at
+/// each step, and the L1 of the SM serves all of them: the unit of csr_scalar's chain lanes (predict.cpp,
+/// csr_scalar_lanes_span). Without the device geometry: chain_lanes.
+double csr_scalar_chain_lanes(const row_stats& s, const device_properties* device);
 
 /// Rows per lane group of our csr_vector kernel on `device` (layout_ref::csr_vector_slots, the rule the
 /// kernel applies): 4 when one row per group needs more blocks than one wave of resident blocks, else 1.
@@ -333,7 +343,7 @@ struct placeholder_breakdown {
   double l2_us = 0;       ///< L2 traffic at the calibrated gather rate
   double predicted_us = 0;
   double raw_chain_us = 0;   ///< the chain before the fitted factor (entries x the L2 or DRAM latency)
-  double lanes = 1;          ///< chain_lanes of the statistics
+  double lanes = 1;          ///< the chain's lanes (chain_lanes; csr_vector, jad, csr_scalar: their own count)
   bool in_l2 = false;        ///< the layout's bytes fit in the L2 (the chain at the L2 latency)
   double moved_bytes = 0;    ///< layout_traffic::moved_bytes
 };
