@@ -1,10 +1,5 @@
 // block_pool and event_pool (async_ops.hpp): page-locked host and device blocks, and events, kept for reuse.
 #include "async_ops.hpp"
-
-#if defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 #include "device_buffer.hpp"
 
 #include <chrono>
@@ -311,7 +306,6 @@ struct step_worker::impl {
 #if defined(__linux__)
   cpu_set_t inherited{};  // the mask the thread started with (the process's, from the context's thread)
   bool have_inherited = false;  // false also with AIJPREDICT_STEP_WORKER_PIN=0: the scheduler places it
-  pid_t tid = 0;          // the worker's thread id, for placing it from the submitting thread (guarded by mu)
   int placed_off = -2;    // the CPU its mask leaves out now (-1: none left out; -2: not placed yet)
 #endif
 
@@ -324,9 +318,9 @@ struct step_worker::impl {
     return s;
   }
 
-  // Every CPU the thread started with but `avoid` (where that leaves one); else the inherited mask. `who`:
-  // the worker's thread id (0: the calling thread is the worker). Called with mu held.
-  void place(int avoid, pid_t who = 0)
+  // Every CPU the thread started with but `avoid` (where that leaves one); else the inherited mask (one
+  // system call, only when the CPU to leave out changed). Called by the worker, with mu held.
+  void place(int avoid)
   {
 #if defined(__linux__)
     if (!have_inherited) return;
@@ -337,22 +331,15 @@ struct step_worker::impl {
       off = avoid;
     }
     if (off == placed_off) return;
-    if (sched_setaffinity(who, sizeof(set), &set) == 0) placed_off = off;  // a refusal leaves the scheduler's choice
+    if (sched_setaffinity(0, sizeof(set), &set) == 0) placed_off = off;  // a refusal leaves the scheduler's choice
 #else
     (void)avoid;
-    (void)who;
 #endif
   }
 
   void loop()
   {
     worker_thread = true;
-#if defined(__linux__)
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      tid = static_cast<pid_t>(syscall(SYS_gettid));
-    }
-#endif
     for (;;) {
       item it;
       {
@@ -360,7 +347,7 @@ struct step_worker::impl {
         cv.wait(lock, [this] { return !queue.empty(); });
         it = std::move(queue.front());
         queue.pop_front();
-        place(it.avoid_cpu);  // submit() placed it already where it could; -1 (start) lets it anywhere
+        place(it.avoid_cpu);
       }
       cudaStream_t s = nullptr;
       try {
@@ -426,12 +413,6 @@ void step_worker::submit(std::function<void(cudaStream_t)> task, int avoid_cpu)
   {
     std::lock_guard<std::mutex> lock(m->mu);
     m->queue.push_back({std::move(task), device, avoid_cpu});
-    // Off the caller's CPU before it wakes: a sleeping thread wakes on the CPU it slept on, and one asleep on
-    // the caller's CPU (the products' thread moved there since the last task) takes that CPU from the caller
-    // until its own placement moves it (one system call here, only when the CPU to leave out changed).
-#if defined(__linux__)
-    if (avoid_cpu >= 0 && m->tid != 0) m->place(avoid_cpu, m->tid);
-#endif
   }
   m->cv.notify_one();
 }
