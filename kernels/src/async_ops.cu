@@ -389,10 +389,10 @@ void step_worker::start()
   }
   // The worker's own first CUDA calls for this device (its runtime state, the stream, a first use of it)
   // here, outside the products, rather than at its first step inside a solve. Placed off this thread's CPU
-  // now (the thread that makes the context runs the products): a worker that went to sleep on the products'
-  // CPU wakes there at its first hand-over and takes that CPU from the products' thread until it moves (on the
-  // H100 machine the staged hand-over then cost its product 25-58 us of host time, against 2-3 us to wake a
-  // worker asleep on another CPU: bench/results/2026-11-25_h100_session28_trace.txt).
+  // now (the thread that makes the context runs the products), so that it does not go to sleep on the
+  // products' CPU and wake there at its first hand-over. (On the H100 machine this did not change what the
+  // staged hand-over costs its product, 25-58 us of host time, where waking a worker asleep on another CPU
+  // costs the caller 2-3 us: the cause is still open, bench/results/2026-11-25_h100_session28_trace.txt.)
   auto ready = std::make_shared<std::promise<void>>();
   auto done = ready->get_future();
   submit([ready](cudaStream_t s) {
