@@ -466,11 +466,7 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
   /* The lines below format every part's host time: inside a product, only when -info prints them. */
   PetscBool info = PETSC_FALSE;
   PetscCall(PetscInfoEnabled(((PetscObject)A)->classid, &info));
-  if (!info) {
-    if (changed) PetscCall(AIJPReport(A, p));
-    PetscFunctionReturn(PETSC_SUCCESS);
-  }
-  if (r.staged_polls() > 0) {
+  if (info && r.staged_polls() > 0) {
     PetscCall(PetscInfo(A, "aijpredict: staged step done in %d parts over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms of device time read back; %.3f ms from start to end), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.staged_polls(), r.staged_polls() + r.staged_skipped, r.staged_host_ms(), r.staged_max_poll_ms(), 1e-3 * r.staged_device_us, r.background_ms, r.install_ms, p->step_begun, p->mults, wait ? ", finished at once" : "", changed ? "new plan installed" : "the plan stays"));
     std::string us;
     for (std::size_t k = 0; k < r.staged_poll_us.size(); ++k) {
@@ -480,7 +476,7 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
     }
     if (r.staged_prefetched || !r.staged_worker_stages.empty()) PetscCall(PetscInfo(A, "aijpredict: staged step: %s%s%s%.3f ms on the step worker (CPU %d)\n", r.staged_prefetched ? "decided from the passes read back after the upload; " : "", r.staged_worker_stages.empty() ? "no stage on the worker: " : "stages on the worker (", r.staged_worker_stages.empty() ? "" : (r.staged_worker_stages + "): ").c_str(), r.staged_worker_ms, r.background_worker_cpu));
     PetscCall(PetscInfo(A, "aijpredict: staged step, host time of each part (us) @ the product after the start it ran in, with its stage where it changes:%s\n", us.c_str()));
-  } else PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms on CPU %d (the products' thread on CPU %d when it started), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.background_ms, r.background_worker_cpu, r.background_caller_cpu, r.install_ms, p->step_begun, p->mults, wait ? ", waited for" : "", changed ? "new plan installed" : "the plan stays"));
+  } else if (info) PetscCall(PetscInfo(A, "aijpredict: background step done in %.3f ms on CPU %d (the products' thread on CPU %d when it started), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.background_ms, r.background_worker_cpu, r.background_caller_cpu, r.install_ms, p->step_begun, p->mults, wait ? ", waited for" : "", changed ? "new plan installed" : "the plan stays"));
   if (changed) PetscCall(AIJPReport(A, p));
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -838,12 +834,12 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
     const double gap_us = p->trace_last == clock::time_point{} ? 0.0 : std::chrono::duration<double, std::micro>(t[0] - p->trace_last).count();
     if (ms > p->opt.trace_ms || (p->step_begun == p->mults && part(0, 1) > 0.005)) { /* long, or the product that started a step */
       std::string stage = p->gpu->staged_last_part();
-      const auto &ex = p->gpu->report().exploration;
-      if (ex && !ex->finished) stage += std::string(stage.empty() ? "" : "; ") + "exploring " + aijp::format_name(ex->to);
-      if (p->step_begun == p->mults && p->start_us > 0) stage += std::string(stage.empty() ? "" : "; ") + "start_background " + std::to_string((int)std::lround(p->start_us)) + " us";
+      const auto  note  = [&stage](const std::string &what) { stage += (stage.empty() ? "" : "; ") + what; };
+      const auto &r     = p->gpu->report();
+      if (r.exploration && !r.exploration->finished) note(std::string("exploring ") + aijp::format_name(r.exploration->to));
+      if (p->step_begun == p->mults && p->start_us > 0) note("start_background " + std::to_string((int)std::lround(p->start_us)) + " us");
       if (stepping && !p->gpu->background_running()) {
-        const auto &r = p->gpu->report();
-        stage += std::string(stage.empty() ? "" : "; ") + "installed in " + std::to_string((int)std::lround(1e3 * r.install_ms)) + " us";
+        note("installed in " + std::to_string((int)std::lround(1e3 * r.install_ms)) + " us");
         if (r.background_worker_cpu >= 0) stage += " (the worker woke on CPU " + std::to_string(r.background_worker_cpu) + ", the products' thread on CPU " + std::to_string(r.background_caller_cpu) + " when it handed over)";
       }
       if (!p->opt.trace_buffer) PetscCall(PetscInfo(A, "aijpredict: product %" PetscInt_FMT " took %.3f ms of host time (reuse step %.3f, product %.3f, staged step %.3f%s%s)\n", p->mults, ms, part(0, 1), part(1, 2), part(2, 3), stage.empty() ? "" : ": ", stage.c_str()));

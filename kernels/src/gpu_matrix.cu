@@ -2005,7 +2005,6 @@ struct gpu_matrix<Value>::background_job {
     }
     const auto t0 = clock_type::now();
     harvest_passes();
-    const double harvest_us = 1e3 * ms_since(t0);
     // Pacing: the parts' host time beyond the product they overlap, and their device time, stay within
     // opts.stage_duty of the wall time since the step began.
     if (!block && over_duty(spent_us, opts.stage_duty, active_ms(t0))) {
@@ -2016,11 +2015,11 @@ struct gpu_matrix<Value>::background_job {
     if (!block && on_worker(from)) {
       // One part on the products' thread: the hand-over (a queued task and a wake-up). The stages run on the
       // worker; later products check its flag until it is done.
-      const auto t_hand = clock_type::now();
+      const auto t_hand = clock_type::now();  // the read-backs (and the pacing's check) before it
       hand_to_worker(stream);  // `at` and the plan are the worker's now
-      const double hand_us = 1e3 * ms_since(t_hand);
       char split[96];
-      std::snprintf(split, sizeof split, " (read-backs %.1f us, hand-over %.1f us)", harvest_us, hand_us);
+      std::snprintf(split, sizeof split, " (read-backs %.1f us, hand-over %.1f us)", 1e3 * ms_between(t0, t_hand),
+                    1e3 * ms_since(t_hand));
       record_part(1e3 * ms_since(t0), std::string(stage_name(from)) + ": handed to the worker" + split);
       return false;
     }
