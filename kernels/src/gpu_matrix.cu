@@ -2607,7 +2607,10 @@ std::string gpu_matrix<Value>::staged_last_part() const
            (part.empty() ? "" : ": " + part);
   }
   if (!job_ || job_->poll_stage.empty()) return {};
-  return job_->poll_stage.back();
+  // With its recorded host time: a trace compares it with the time the caller saw the poll take.
+  char us[40];
+  std::snprintf(us, sizeof us, " [part %.1f us]", job_->poll_us.empty() ? 0.0 : job_->poll_us.back());
+  return job_->poll_stage.back() + us;
 }
 
 template <typename Value>

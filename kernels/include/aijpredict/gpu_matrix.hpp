@@ -346,7 +346,7 @@ class gpu_matrix {
   bool prefetch_pending() const;
   /// A staged step not installed yet: its last part's stage, as plan_report::staged_poll_stage names it; an
   /// exploration's candidate being converted in parts: which and its part (empty otherwise). For a report of
-  /// a slow product.
+  /// a slow product. A staged part's label ends with its recorded host time ("[part 12.3 us]").
   std::string staged_last_part() const;
 
   /// Same sparsity pattern, new values (host array of nnz entries in the CSR order given at construction).
