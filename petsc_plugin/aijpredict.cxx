@@ -481,11 +481,12 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
   PetscCall(PetscInfoEnabled(((PetscObject)A)->classid, &info));
   if (info && r.staged_polls() > 0) {
     PetscCall(PetscInfo(A, "aijpredict: staged step done in %d parts over %d products (%.3f ms of host time in them, at most %.3f ms in one; %.3f ms of device time read back; %.3f ms from start to end), installed in %.3f ms (started at product %" PetscInt_FMT ", installed before product %" PetscInt_FMT "%s): %s\n", r.staged_polls(), r.staged_polls() + r.staged_skipped, r.staged_host_ms(), r.staged_max_poll_ms(), 1e-3 * r.staged_device_us, r.background_ms, r.install_ms, p->step_begun, p->mults, wait ? ", finished at once" : "", changed ? "new plan installed" : "the plan stays"));
-    std::string us;
+    std::string                    us;
+    const std::vector<std::string> labels = r.staged_poll_labels();
     for (std::size_t k = 0; k < r.staged_poll_us.size(); ++k) {
       us += " " + std::to_string((int)std::lround(r.staged_poll_us[k]));
       if (k < r.staged_poll_product.size()) us += "@" + std::to_string(r.staged_poll_product[k]);
-      if (k < r.staged_poll_stage.size() && (k == 0 || r.staged_poll_stage[k] != r.staged_poll_stage[k - 1])) us += " (" + r.staged_poll_stage[k] + ")";
+      if (k < labels.size() && (k == 0 || labels[k] != labels[k - 1])) us += " (" + labels[k] + ")";
     }
     if (r.staged_prefetched || !r.staged_worker_stages.empty()) PetscCall(PetscInfo(A, "aijpredict: staged step: %s%s%s%.3f ms on the step worker (CPU %d)\n", r.staged_prefetched ? "decided from the passes read back after the upload; " : "", r.staged_worker_stages.empty() ? "no stage on the worker: " : "stages on the worker (", r.staged_worker_stages.empty() ? "" : (r.staged_worker_stages + "): ").c_str(), r.staged_worker_ms, r.background_worker_cpu));
     PetscCall(PetscInfo(A, "aijpredict: staged step, host time of each part (us) @ the product after the start it ran in, with its stage where it changes:%s\n", us.c_str()));

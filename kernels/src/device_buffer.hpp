@@ -26,19 +26,15 @@ struct allocation_log {
     const long k = count.fetch_add(1, std::memory_order_relaxed);
     bytes[k % kept].store(signed_bytes, std::memory_order_relaxed);
   }
-  /// " [2 allocations: 128 KiB, 128 KiB host]" for those made since count was `before` (the sizes of the
-  /// last `kept` of them); empty when none was.
-  std::string since(long before) const
+  /// The sizes of the allocations made since count was `before` (the last `kept` of them, oldest first) into
+  /// `out`; returns how many it wrote.
+  int last(long before, long long (&out)[kept]) const
   {
     const long end = count.load(std::memory_order_relaxed);
-    if (end <= before) return {};
-    std::string s = " [" + std::to_string(end - before) + (end - before == 1 ? " allocation:" : " allocations:");
     const long first = std::max(before, end - kept);
-    for (long k = first; k < end; ++k) {
-      const long long b = bytes[k % kept].load(std::memory_order_relaxed);
-      s += (k > first ? ", " : " ") + std::to_string((b < 0 ? -b : b) >> 10) + (b < 0 ? " KiB host" : " KiB");
-    }
-    return s + "]";
+    int n = 0;
+    for (long k = first; k < end; ++k) out[n++] = bytes[k % kept].load(std::memory_order_relaxed);
+    return n;
   }
 };
 inline allocation_log& driver_allocations()

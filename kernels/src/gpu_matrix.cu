@@ -47,17 +47,6 @@ struct thread_disturbance {
     if (getrusage(RUSAGE_THREAD, &u) != 0) return {};
     return {u.ru_minflt + u.ru_majflt, u.ru_nivcsw};
   }
-  /// " [3 page faults, 1 preemption]" since `before`; empty when neither happened.
-  std::string since(const thread_disturbance& before) const
-  {
-    const long f = faults - before.faults;
-    const long p = preempted - before.preempted;
-    if (f <= 0 && p <= 0) return {};
-    std::string s = " [";
-    if (f > 0) s += std::to_string(f) + (f == 1 ? " page fault" : " page faults");
-    if (p > 0) s += (f > 0 ? ", " : "") + std::to_string(p) + (p == 1 ? " preemption" : " preemptions");
-    return s + "]";
-  }
 };
 
 // cuSPARSE loads the kernels of its sliced-ELL SpMV at their first use in a process (lazy loading inside the
@@ -1789,13 +1778,13 @@ struct gpu_matrix<Value>::background_job {
       worker_busy.store(false, std::memory_order_release);
     });
   }
-  // Books a part the products' thread ran: its host time `us`, the product it ran after, its label, and its
-  // host time beyond the overlap against the pacing.
-  void record_part(double us, std::string label)
+  // Books a part the products' thread ran: its host time `us`, the product it ran after, what it did
+  // (unformatted), and its host time beyond the overlap against the pacing.
+  void record_part(double us, staged_part_note&& what)
   {
     poll_us.push_back(us);
     poll_product.push_back(static_cast<int>(polls));
-    poll_stage.push_back(std::move(label));
+    poll_notes.push_back(std::move(what));
     spent_us += std::max(0.0, us - overlap_us);
   }
   // The step's next stage once it has run (again): plan first when it asked for a partition.
@@ -1810,8 +1799,16 @@ struct gpu_matrix<Value>::background_job {
   double conversion_host_ms = 0;
   std::vector<double> poll_us;  // host time of each advance that did work
   std::vector<int> poll_product;  // the product each of them ran after (1: the first after the start; `polls`)
-  std::vector<std::string> poll_stage;  // the stage each of them began in (">next" when it moved on)
-  std::string part_label;               // what the part did, where the stage does several things
+  std::vector<staged_part_note> poll_notes;  // what each of them did (the stage it began in, ">next" ...)
+  staged_part_note part;                     // what the running part did, where the stage does several things
+  // Sets what the running part did: `fmt` a static text or a format whose conversions all take doubles.
+  void note_part(const char* fmt, double a = 0, double b = 0, double c = 0, double d = 0, double e = 0, double f = 0)
+  {
+    part.what = fmt;
+    part.piece = nullptr;
+    part.subject = nullptr;
+    part.v[0] = a, part.v[1] = b, part.v[2] = c, part.v[3] = d, part.v[4] = e, part.v[5] = f;
+  }
   static const char* stage_name(stage st)
   {
     switch (st) {
@@ -1893,7 +1890,8 @@ struct gpu_matrix<Value>::background_job {
   // whether it launched a kernel.
   void piece_part(const char* pass, detail::piece_kind k)
   {
-    part_label = std::string(pass) + ": " + piece_name(k);
+    note_part(pass);
+    part.piece = piece_name(k);
     pass_known = true;
     polled_pass = k == detail::piece_kind::launch;
   }
@@ -2017,13 +2015,16 @@ struct gpu_matrix<Value>::background_job {
       // worker; later products check its flag until it is done.
       const auto t_hand = clock_type::now();  // the read-backs (and the pacing's check) before it
       hand_to_worker(stream);  // `at` and the plan are the worker's now
-      char split[96];
-      std::snprintf(split, sizeof split, " (read-backs %.1f us, hand-over %.1f us)", 1e3 * ms_between(t0, t_hand),
-                    1e3 * ms_since(t_hand));
-      record_part(1e3 * ms_since(t0), std::string(stage_name(from)) + ": handed to the worker" + split);
+      const auto t_end = clock_type::now();
+      staged_part_note what;
+      what.from = stage_name(from);
+      what.what = "handed to the worker (read-backs %.1f us, hand-over %.1f us)";
+      what.v[0] = 1e3 * ms_between(t0, t_hand);
+      what.v[1] = 1e3 * ms_between(t_hand, t_end);
+      record_part(1e3 * ms_between(t0, t_end), std::move(what));
       return false;
     }
-    part_label.clear();
+    part = staged_part_note{};
     polled_pass = false;
     pass_known = false;
     const long allocations = detail::driver_allocations().count.load(std::memory_order_relaxed);
@@ -2058,18 +2059,24 @@ struct gpu_matrix<Value>::background_job {
       at = stage::finished;
     }
     const double us = 1e3 * ms_since(t0);
-    std::string label = from == at ? std::string(stage_name(from)) : std::string(stage_name(from)) + ">" + stage_name(at);
-    if (!part_label.empty()) label += ": " + part_label;
-    label += detail::driver_allocations().since(allocations);
-    if (opts.stage_diagnostics) label += thread_disturbance::now().since(disturbed);
-    if (issues_device_work(from) && us >= 10) {
-      // Where a part's host time went: its own work, the event pair timing its passes, the rest (pacing,
-      // bookkeeping).
-      char split[80];
-      std::snprintf(split, sizeof(split), " {work %.0f, events %.0f}", work_us, events_us);
-      label += split;
+    // Numbers only: the label is formatted when someone reads it (staged_part_note).
+    part.from = stage_name(from);
+    part.to = from == at ? nullptr : stage_name(at);
+    const long allocated = detail::driver_allocations().count.load(std::memory_order_relaxed);
+    if (allocated > allocations) {
+      part.allocations = static_cast<int>(allocated - allocations);
+      detail::driver_allocations().last(allocations, part.allocation_bytes);
     }
-    record_part(us, std::move(label));
+    if (opts.stage_diagnostics) {
+      const auto now = thread_disturbance::now();
+      part.page_faults = now.faults - disturbed.faults;
+      part.preemptions = now.preempted - disturbed.preempted;
+    }
+    if (issues_device_work(from) && us >= 10) {  // where a part's host time went: its own work, its event pair
+      part.work_us = work_us;
+      part.events_us = events_us;
+    }
+    record_part(us, std::move(part));
     if (at == stage::finished) {
       wall_ms = ms_since(started);
       return true;
@@ -2096,14 +2103,14 @@ struct gpu_matrix<Value>::background_job {
             if (side && !ready_recorded) {  // where the passes' stream starts: after the products queued so far
               products_ready.record(stream);
               ready_recorded = true;
-              part_label = "passes' stream: event";
+              note_part("passes' stream: event");
               pass_known = true;
               if (!block) return false;
             }
             if (side && !side_waits) {
               AIJP_CUDA_CHECK(cudaStreamWaitEvent(side, products_ready.get(), 0));
               side_waits = true;
-              part_label = "passes' stream: wait";
+              note_part("passes' stream: wait");
               pass_known = true;
               if (!block) return false;
             }
@@ -2118,7 +2125,7 @@ struct gpu_matrix<Value>::background_job {
               // The query in a part of its own: it costs more than any one call of the passes.
               device_memory_info(&free_memory, nullptr);
               free_queried = true;
-              part_label = "free memory";
+              note_part("free memory");
               pass_known = true;
               if (!block) return false;
             }
@@ -2171,9 +2178,7 @@ struct gpu_matrix<Value>::background_job {
           return false;
         }
         gathered = typename impl::gathered_input{stats_job.result(), locality.result(), free_memory};
-        char line[80];
-        std::snprintf(line, sizeof(line), "read back in %.0f us", gathered_us);
-        part_label = line;
+        note_part("read back in %.0f us", gathered_us);
         // The decision in a part of its own: with the read-backs it took 46-100 us of host time in one part
         // on the H100 machine (session 21).
         at = stage::deciding;
@@ -2193,10 +2198,8 @@ struct gpu_matrix<Value>::background_job {
             ++predicted;
             if (1e3 * ms_since(t1) >= prediction_slice_us) break;
           }
-          char line[80];
-          std::snprintf(line, sizeof(line), "predictions %zu-%zu of %zu (%.0f us)", first + 1, predicted, opts.candidates.size(),
-                        1e3 * ms_since(t1));
-          part_label = line;
+          note_part("predictions %.0f-%.0f of %.0f (%.0f us)", static_cast<double>(first + 1), static_cast<double>(predicted),
+                    static_cast<double>(opts.candidates.size()), 1e3 * ms_since(t1));
           if (predicted == opts.candidates.size()) gathered->estimates = std::move(partial_estimates);
           return false;
         }
@@ -2204,9 +2207,7 @@ struct gpu_matrix<Value>::background_job {
           // The online refinement's timing events, taken from the pool, in a part of their own.
           const auto t1 = clock_type::now();
           m.on.timer = std::make_unique<detail::spmv_timer>();
-          char line[80];
-          std::snprintf(line, sizeof(line), "online timer (%.0f us)", 1e3 * ms_since(t1));
-          part_label = line;
+          note_part("online timer (%.0f us)", 1e3 * ms_since(t1));
           return false;
         }
         if (!block && opts.online && !gathered->factors) {
@@ -2215,19 +2216,14 @@ struct gpu_matrix<Value>::background_job {
             // the H100 machine, session 21).
             const auto t1 = clock_type::now();
             gathered->factors = m.online_factors_of(*corr, *gathered->estimates, gathered->stats, gathered->loc.x_sectors_per_nnz);
-            char line[80];
-            std::snprintf(line, sizeof(line), "online factors (%.0f us)", 1e3 * ms_since(t1));
-            part_label = line;
+            note_part("online factors (%.0f us)", 1e3 * ms_since(t1));
             return false;
           }
         }
         const auto t1 = clock_type::now();
         m.analyze(*ctx, opts, stream, &*gathered);
-        char line[200];
-        std::snprintf(line, sizeof(line), "decision (%.0f us: predictions %.0f, online %.0f (timer %.0f, factors %.0f), choice %.0f)",
-                      1e3 * ms_since(t1), m.report.predict_us, m.report.online_us, m.report.timer_us, m.report.factors_us,
-                      m.report.choice_us);
-        part_label = line;
+        note_part("decision (%.0f us: predictions %.0f, online %.0f (timer %.0f, factors %.0f), choice %.0f)", 1e3 * ms_since(t1),
+                  m.report.predict_us, m.report.online_us, m.report.timer_us, m.report.factors_us, m.report.choice_us);
         changed = true;
         at = after_step();
         return false;
@@ -2310,9 +2306,8 @@ struct gpu_matrix<Value>::background_job {
           // Its first fill in the next part: the builder and its first fill took 93-131 us of host time in
           // one part for lap7 16^3 (session 21).
           if (!block) {
-            char line[80];
-            std::snprintf(line, sizeof(line), "%s builder made in %.0f us", format_name(building), 1e3 * ms_since(t0));
-            part_label = line;
+            note_part("builder made in %.0f us", 1e3 * ms_since(t0));
+            part.subject = format_name(building);
             return false;
           }
           return advance_once(stream, block);
@@ -2322,9 +2317,8 @@ struct gpu_matrix<Value>::background_job {
         const double build_ms = ms_since(t0);
         conversion_host_ms += build_ms;
         m.converted(building, conversion_host_ms);
-        char line[96];
-        std::snprintf(line, sizeof(line), "%s built whole in %.0f us", format_name(building), 1e3 * build_ms);
-        part_label = line;
+        note_part("built whole in %.0f us", 1e3 * build_ms);
+        part.subject = format_name(building);
         return true;
       }
       case stage::converting: {
@@ -2358,7 +2352,7 @@ struct gpu_matrix<Value>::background_job {
         bool built = false;
         try {
           built = builder->advance(stream);
-          part_label = builder->last_part();
+          part.text = builder->last_part();
           if (!built && block) builder->wait();
         } catch (const device_out_of_memory& e) {  // as build_partition's caller would, on cuSPARSE CSR
           builder.reset();
@@ -2505,7 +2499,7 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
   rep.background_caller_cpu = job->caller_cpu;  // -1 for a staged step without host_worker
   rep.background_worker_cpu = job->worker_cpu;
   rep.staged_poll_us = std::move(job->poll_us);  // empty for a thread
-  rep.staged_poll_stage = std::move(job->poll_stage);
+  rep.staged_poll_notes = std::move(job->poll_notes);
   rep.staged_poll_product = std::move(job->poll_product);
   rep.staged_skipped = job->skipped;
   rep.staged_device_us = job->device_us;
@@ -2606,11 +2600,11 @@ std::string gpu_matrix<Value>::staged_last_part() const
     return "converting " + std::string(format_name(on.explore_pending.to)) + " to explore it, part " + std::to_string(on.explore_parts) +
            (part.empty() ? "" : ": " + part);
   }
-  if (!job_ || job_->poll_stage.empty()) return {};
+  if (!job_ || job_->poll_notes.empty()) return {};
   // With its recorded host time: a trace compares it with the time the caller saw the poll take.
   char us[40];
   std::snprintf(us, sizeof us, " [part %.1f us]", job_->poll_us.empty() ? 0.0 : job_->poll_us.back());
-  return job_->poll_stage.back() + us;
+  return job_->poll_notes.back().label() + us;
 }
 
 template <typename Value>
@@ -2760,6 +2754,50 @@ template <typename Value>
 size_type gpu_matrix<Value>::nnz() const
 {
   return impl_->csr.nnz;
+}
+
+std::string staged_part_note::label() const
+{
+  std::string s = from;
+  if (to) s += std::string(">") + to;
+  if (what) {
+    char line[256];
+    std::snprintf(line, sizeof line, what, v[0], v[1], v[2], v[3], v[4], v[5]);  // conversions take doubles only
+    s += ": ";
+    if (subject) s += std::string(subject) + " ";
+    s += line;
+    if (piece) s += std::string(": ") + piece;
+  }
+  if (!text.empty()) s += ": " + text;
+  if (allocations > 0) {
+    s += " [" + std::to_string(allocations) + (allocations == 1 ? " allocation:" : " allocations:");
+    const int shown = std::min(allocations, 8);
+    for (int k = 0; k < shown; ++k) {
+      const long long b = allocation_bytes[k];
+      s += (k > 0 ? ", " : " ") + std::to_string((b < 0 ? -b : b) >> 10) + (b < 0 ? " KiB host" : " KiB");
+    }
+    s += "]";
+  }
+  if (page_faults > 0 || preemptions > 0) {
+    s += " [";
+    if (page_faults > 0) s += std::to_string(page_faults) + (page_faults == 1 ? " page fault" : " page faults");
+    if (preemptions > 0) s += (page_faults > 0 ? ", " : "") + std::to_string(preemptions) + (preemptions == 1 ? " preemption" : " preemptions");
+    s += "]";
+  }
+  if (work_us >= 0) {
+    char split[80];
+    std::snprintf(split, sizeof split, " {work %.0f, events %.0f}", work_us, events_us);
+    s += split;
+  }
+  return s;
+}
+
+std::vector<std::string> plan_report::staged_poll_labels() const
+{
+  std::vector<std::string> out;
+  out.reserve(staged_poll_notes.size());
+  for (const auto& n : staged_poll_notes) out.push_back(n.label());
+  return out;
 }
 
 double plan_report::staged_host_ms() const

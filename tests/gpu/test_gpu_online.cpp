@@ -519,7 +519,7 @@ TEST_F(GpuOnline, StagedPlanConvertsTheExploredCandidateInParts)
     const std::string last = m.staged_last_part();
     const bool running = m.background_running();
     m.finish_background(s_);
-    const auto& stages = m.report().staged_poll_stage;
+    const auto stages = m.report().staged_poll_labels();
     std::string tail;
     for (std::size_t k = stages.size() > 8 ? stages.size() - 8 : 0; k < stages.size(); ++k) tail += " | " + stages[k];
     FAIL() << "the staged analysis did not end in 20000 products (running " << running << ", last part '" << last << "', "

@@ -69,7 +69,7 @@ TEST_F(GpuStaged, AnalysisMakesTheSynchronousChoiceOverSeveralProducts)
     EXPECT_DOUBLE_EQ(m.report().x_sectors_per_nnz, sync.report().x_sectors_per_nnz);
     // One CUDA call per part of the passes (piece_queue), in stream order: each pass's memset, kernel(s),
     // read-back and event appear as parts of their own, and the predictions take parts of their own.
-    const auto& stages = m.report().staged_poll_stage;
+    const auto stages = m.report().staged_poll_labels();
     std::string all;
     for (const auto& st : stages) all += st + " | ";
     const auto part_index = [&](const std::string& what) {
@@ -126,7 +126,7 @@ TEST_F(GpuStaged, SellConversionsAreSplitIntoManyParts)
     EXPECT_GT(parts, 20) << "a part is 0.2 % of a product here";
     EXPECT_GE(before, parts);
     // The layout's one allocation is a part of its own, and its label says so with its size.
-    const auto& labels = m.report().staged_poll_stage;
+    const auto labels = m.report().staged_poll_labels();
     const int with_layout = static_cast<int>(std::count_if(labels.begin(), labels.end(), [&](const std::string& l) {
       return l.find("[1 allocation: ") != std::string::npos && l.find(" KiB]") != std::string::npos;
     }));
@@ -403,7 +403,7 @@ TEST_F(GpuStaged, LayoutsComeFromTheReserveUntilItIsUsedUp)
   std::cout << m.report().to_string();
   EXPECT_GT(first, 0.5 * csr_bytes) << "sell_delta16's layout (10 bytes per stored entry) came from the reserve";
   EXPECT_LE(first, reserve);
-  EXPECT_FALSE(names_allocation_over(m.report().staged_poll_stage, 0.25 * csr_bytes))
+  EXPECT_FALSE(names_allocation_over(m.report().staged_poll_labels(), 0.25 * csr_bytes))
       << "no part allocated the layout from the driver";
   EXPECT_NE(m.report().to_string().find("layout reserve beside the CSR copy"), std::string::npos);
   aijp::test::check_products_and_refresh(m, a, "sell_delta16 in the reserve", 5);
@@ -414,7 +414,7 @@ TEST_F(GpuStaged, LayoutsComeFromTheReserveUntilItIsUsedUp)
   ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
   poll_until_installed(m, a, x, dx, format_id::sell_delta16, &changed);
   ASSERT_EQ(m.format(), format_id::sell_sigma) << m.report().decision;
-  EXPECT_TRUE(names_allocation_over(m.report().staged_poll_stage, 0.5 * csr_bytes))
+  EXPECT_TRUE(names_allocation_over(m.report().staged_poll_labels(), 0.5 * csr_bytes))
       << "the second layout came from the driver";
   EXPECT_LE(m.report().reserve_used_bytes, reserve);
   EXPECT_GE(m.report().reserve_used_bytes, first) << "regions are never handed out twice";
@@ -482,7 +482,7 @@ TEST_F(GpuStaged, PrefetchedPassesAndHostWorkerMakeTheSynchronousChoice)
         const int products = poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
         const auto& rep = m.report();
         std::string all;
-        for (const auto& st : rep.staged_poll_stage) all += st + " | ";
+        for (const auto& st : rep.staged_poll_labels()) all += st + " | ";
         std::cout << spec << (prefetch ? " prefetched" : "") << (worker ? " worker" : "") << ": " << before_step << " products for the prefetch, "
                   << products << " for the step; parts: " << all << " worker: " << rep.staged_worker_stages << " (" << rep.staged_worker_ms
                   << " ms)\n";

@@ -112,7 +112,7 @@ struct plan_options {
   /// (H100, session 24-25: bench/results/2026-11-24_h100_session25_thread_steps.txt). The products' thread
   /// only hands the stages over and checks a flag. Needs a second CPU (the PETSc plugin sets it only then).
   bool host_worker = false;
-  /// Staged steps: name in each part's label (plan_report::staged_poll_stage) the page faults and preemptions
+  /// Staged steps: name in each part's label (plan_report::staged_poll_labels) the page faults and preemptions
   /// it met (getrusage before and after: two system calls per part inside a short solve). The PETSc plugin
   /// turns it on under -info, where the labels are printed.
   bool stage_diagnostics = false;
@@ -153,6 +153,28 @@ struct exploration_record {
   std::string note;              ///< why it ended early (conversion failed), else empty
 };
 
+/// What one part of a staged step did, kept as static texts and numbers and formatted only when someone reads
+/// it (-info, -mat_aijpredict_trace_buffer, a test). The parts run on the products' thread inside short solves,
+/// where formatting is cold code: one snprintf of two numbers there took 10-27 us of host time while the part's
+/// own work (a hand-over to the step worker) took 8-13 us (H100, session 29), and building each part's label
+/// added 3-9 us to parts of 8-13 us.
+struct staged_part_note {
+  const char* from = "";       ///< the stage the part began in (a static name)
+  const char* to = nullptr;    ///< the stage it moved on to; null: it stayed
+  const char* subject = nullptr;  ///< what `what` is about, printed before it (a format's name)
+  const char* what = nullptr;  ///< what it did: a static text, or a printf format whose conversions all take doubles (v)
+  const char* piece = nullptr; ///< appended to `what` after ": " (a pass' call: "memset", "kernel", ...)
+  double v[6] = {};            ///< the numbers `what` formats
+  std::string text;            ///< what could not be kept unformatted (a partition builder's block), rarely set
+  int allocations = 0;         ///< driver allocations the part made, and the sizes of the last ones (bytes, < 0: host)
+  long long allocation_bytes[8] = {};
+  long page_faults = -1, preemptions = -1;  ///< plan_options::stage_diagnostics: what disturbed the part's thread
+  double work_us = -1, events_us = -1;      ///< a part issuing device work that took >= 10 us: its own work, its events
+  /// The label: "a>b: what: piece [2 allocations: 128 KiB, 64 KiB host] [1 page fault] {work 10, events 0}".
+  std::string label() const;
+};
+
+
 /// What the analysis found and decided; printed by -mat_aijpredict_view.
 struct plan_report {
   device_properties device;
@@ -185,10 +207,12 @@ struct plan_report {
   /// A staged step (background_mode::staged): the host time of each poll that issued or checked its work,
   /// one per product it was spread over, in order. Empty: it ran on a thread.
   std::vector<double> staged_poll_us;
+  /// What each of those polls did, unformatted (staged_part_note); staged_poll_labels() formats them.
+  std::vector<staged_part_note> staged_poll_notes;
   /// The stage each of those polls began in ("start", "gathering", "strips", "gathering strips", "dp", "replay",
   /// "convert", "converting", "building partition"; "a>b" when the poll moved on to b), and what the part did
-  /// where a stage does several things (": histogram", ": decision").
-  std::vector<std::string> staged_poll_stage;
+  /// where a stage does several things (": histogram", ": decision"), formatted now.
+  std::vector<std::string> staged_poll_labels() const;
   /// The product each of those polls ran after, counted from the one that started the step (0).
   std::vector<int> staged_poll_product;
   int staged_polls() const { return static_cast<int>(staged_poll_us.size()); }
@@ -344,7 +368,7 @@ class gpu_matrix {
   bool advance_prefetch(cudaStream_t stream);
   /// prefetch_analysis issued passes not yet read back.
   bool prefetch_pending() const;
-  /// A staged step not installed yet: its last part's stage, as plan_report::staged_poll_stage names it; an
+  /// A staged step not installed yet: its last part's stage, as plan_report::staged_poll_labels names it; an
   /// exploration's candidate being converted in parts: which and its part (empty otherwise). For a report of
   /// a slow product. A staged part's label ends with its recorded host time ("[part 12.3 us]").
   std::string staged_last_part() const;
