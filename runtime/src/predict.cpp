@@ -958,6 +958,25 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
         if (in_l2.size() >= per_group) p.format_chain_scale[i] = std::clamp(online::median(std::move(in_l2)), 0.25, 4.0);
       }
     }
+    // HYB's ELL part runs ELL's kernel (ell_common.cuh, ell_spmv over K slots instead of max_len): where
+    // fewer than per_group of HYB's own chains ran in the L2, its factor there is ELL's. On the H100 gated
+    // warm-ups all 7 chain-bound HYBs are constant rows of 512-2048 from DRAM, so HYB's factor in the L2 was
+    // the DRAM one (2.02-2.04) where ELL's 9 chains in the L2 give 2.35-2.38; the small HYBs with both parts
+    // (4000-33000 rows, ELL chains of 4-60 entries in the L2) were 0-20 % under in the warm-up and 3-12 %
+    // held out, and the fixed cost fitted over them and the K = 0 HYBs (+2.13..+2.19 us) put the latter
+    // 3-14 % over. With ELL's factor the fixed cost is +1.91..+2.01 us and hyb's held-out mean / p95 went
+    // from 5.2-6.2 / 10.8-11.8 % to 4.5-5.0 / 8.6-11.0 % (docs/models.md, Session 29: hyb).
+    const int hyb_i = static_cast<int>(format_id::hyb), ell_i = static_cast<int>(format_id::ell);
+    std::size_t hyb_l2 = 0, ell_l2 = 0;
+    for (const auto& c : ratios[hyb_i]) hyb_l2 += c.in_l2;
+    for (const auto& c : ratios[ell_i]) ell_l2 += c.in_l2;
+    if (used.chain[hyb_i] > 0 && used.chain[ell_i] > 0 && hyb_l2 < per_group && ell_l2 >= per_group) {
+      // The chains from DRAM keep HYB's own factor and slope.
+      if (!(p.format_chain_scale_dram[hyb_i] > 0)) p.format_chain_scale_dram[hyb_i] = p.format_chain_scale[hyb_i];
+      if (p.format_chain_lanes_dram[hyb_i] < 0) p.format_chain_lanes_dram[hyb_i] = p.format_chain_lanes[hyb_i];
+      p.format_chain_scale[hyb_i] = p.format_chain_scale[ell_i];
+      p.format_chain_lanes[hyb_i] = p.format_chain_lanes[ell_i];
+    }
   }
   fit_fixed();
   // A format measured here whose floor could not be fitted (too few samples below a quarter launch) gets
