@@ -952,6 +952,98 @@ aijp::prediction_input chain_bound_input(aijp::size_type rows, int long_row, dou
   return in;
 }
 
+// HYB's ELL part runs ELL's kernel: where none of HYB's chain-bound samples ran in the L2 (the warm-up's are
+// constant rows of 512-2048 from DRAM), its chain factor in the L2 is ELL's, and the chains from DRAM keep
+// HYB's own.
+TEST(PlaceholderModel, HybChainInTheL2TakesEllsFactorWithoutChainsOfItsOwnThere)
+{
+  aijp::bandwidth_model_params p;
+  std::vector<aijp::fixed_cost_observation> obs;
+  const auto measured_at = [&](aijp::format_id f, const aijp::prediction_input& in, double factor) {
+    const auto b = aijp::explain_bandwidth_model(f, in, p);
+    EXPECT_GT(b.raw_chain_us, 2 * std::max({p.launch_us, b.stream_us, b.l2_us}));  // chain-bound
+    return b.fixed_us + factor * b.raw_chain_us;
+  };
+  for (int k = 0; k < 6; ++k) {
+    // ELL: one long row in a small matrix, in the L2.
+    const auto e = chain_bound_input(64 + 16 * k, 500 + 100 * k, 50 << 20);
+    obs.push_back({aijp::format_id::ell, e, measured_at(aijp::format_id::ell, e, 2.4)});
+    // HYB: rows of one length K (no COO part) beyond a 64 KiB L2.
+    auto h = uniform_rows(64, 500 + 100 * k, 0.25);
+    h.device.l2_bytes = 64 << 10;
+    obs.push_back({aijp::format_id::hyb, h, measured_at(aijp::format_id::hyb, h, 2.0)});
+  }
+  aijp::bandwidth_model_params fitted = p;
+  const auto used = aijp::fit_format_corrections(obs, fitted, 5);
+  ASSERT_EQ(used.chain[static_cast<int>(aijp::format_id::hyb)], 6);
+  EXPECT_NEAR(aijp::chain_factor(fitted, aijp::format_id::hyb, 1.0, true), 2.4, 1e-6);
+  EXPECT_NEAR(aijp::chain_factor(fitted, aijp::format_id::hyb, 1.0, false), 2.0, 1e-6);
+  // Without ELL's chains HYB keeps its one factor for both.
+  std::vector<aijp::fixed_cost_observation> hyb_only;
+  for (const auto& o : obs) {
+    if (o.format == aijp::format_id::hyb) hyb_only.push_back(o);
+  }
+  aijp::bandwidth_model_params own = p;
+  aijp::fit_format_corrections(hyb_only, own, 5);
+  EXPECT_NEAR(aijp::chain_factor(own, aijp::format_id::hyb, 1.0, true), 2.0, 1e-6);
+}
+
+// A HYB of fewer rows than the Bell-Garland threshold has no ELL part (K = 0): its ELL kernel only writes y, and
+// its fixed cost is fitted apart from the other HYBs' (hyb_empty_ell_us, their difference).
+TEST(PlaceholderModel, HybWithoutEllPartHasItsOwnFixedCost)
+{
+  aijp::bandwidth_model_params p;
+  const auto hyb_input = [](aijp::size_type rows, aijp::index_type width, aijp::size_type coo_nnz) {
+    auto in = uniform_rows(rows, width, 0.1);
+    in.stats.hyb_ell_width = width;
+    in.stats.hyb_coo_nnz = coo_nnz;
+    in.stats.nnz += coo_nnz;
+    in.stats.max_len = width + 100;
+    in.stats.mean = static_cast<double>(in.stats.nnz) / rows;
+    return in;
+  };
+  std::vector<aijp::fixed_cost_observation> obs;
+  for (int k = 0; k < 6; ++k) {
+    const auto empty = hyb_input(2000, 0, 300000 + 40000 * k);  // K = 0: every entry in the COO part
+    const auto both = hyb_input(8000, 4, 250000 + 40000 * k);   // an ELL part of 4 and a COO part
+    for (const auto* in : {&empty, &both}) {
+      const auto b = aijp::explain_bandwidth_model(aijp::format_id::hyb, *in, p);
+      const double v = std::max({b.stream_us, b.chain_us, b.l2_us});
+      ASSERT_GT(v, 0.25 * p.launch_us);  // above a quarter launch: no floor
+      ASSERT_LT(v, 2 * p.launch_us);     // dominated by fixed costs
+      obs.push_back({aijp::format_id::hyb, *in, b.fixed_us + v + (in == &empty ? 1.5 : 2.0)});
+    }
+  }
+  aijp::bandwidth_model_params fitted = p;
+  const auto used = aijp::fit_format_corrections(obs, fitted, 5);
+  EXPECT_EQ(used.fixed[static_cast<int>(aijp::format_id::hyb)], 6);
+  EXPECT_EQ(used.hyb_empty_ell, 6);
+  EXPECT_NEAR(fitted.format_fixed_us[static_cast<int>(aijp::format_id::hyb)], 2.0, 1e-9);
+  EXPECT_NEAR(fitted.hyb_empty_ell_us, -0.5, 1e-9);
+  for (const auto& o : obs) {
+    EXPECT_NEAR(aijp::explain_bandwidth_model(aijp::format_id::hyb, o.input, fitted).predicted_us, o.measured_us, 1e-9);
+  }
+  // Kept in the cache under its own key, absent while neutral.
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(fitted, m);
+  EXPECT_DOUBLE_EQ(m.at("fixed_us_empty_ell.hyb"), fitted.hyb_empty_ell_us);
+  aijp::bandwidth_model_params r;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_DOUBLE_EQ(r.hyb_empty_ell_us, fitted.hyb_empty_ell_us);
+  aijp::params_to_metrics(p, m);
+  EXPECT_EQ(m.count("fixed_us_empty_ell.hyb"), 0u);
+  // Too few K = 0 HYBs: one fixed cost for all, no difference.
+  obs.erase(obs.begin() + 2, obs.end());
+  for (int k = 0; k < 6; ++k) {
+    const auto both = hyb_input(8000, 4, 250000 + 40000 * k);
+    const auto b = aijp::explain_bandwidth_model(aijp::format_id::hyb, both, p);
+    obs.push_back({aijp::format_id::hyb, both, b.fixed_us + std::max({b.stream_us, b.chain_us, b.l2_us}) + 2.0});
+  }
+  aijp::bandwidth_model_params one = p;
+  EXPECT_EQ(aijp::fit_format_corrections(obs, one, 5).hyb_empty_ell, 0);
+  EXPECT_EQ(one.hyb_empty_ell_us, 0.0);
+}
+
 // The chain factor: over the samples whose longest-row chain clearly dominates, measured minus fixed costs over
 // the chain; samples of other regimes do not move it, and the prediction's chain scales with it.
 TEST(PlaceholderModel, ChainFactorFittedFromChainBoundSamples)

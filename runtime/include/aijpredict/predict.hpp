@@ -111,6 +111,12 @@ struct bandwidth_model_params {
   /// beyond the L2 (docs/models.md, Session 26). HYB's COO part keeps its own rate (predict.cpp,
   /// hyb_coo_efficiency). Cache key "stream_efficiency.coo".
   double coo_efficiency = 0.7;
+  /// What a HYB without an ELL part (K = 0: fewer rows than the Bell-Garland threshold, every entry in the
+  /// COO part) costs beyond HYB's fixed cost (format_fixed_us), in microseconds (0: the same, as in cache files
+  /// written before it). Fitted like the fixed costs (fit_format_corrections) on those HYBs alone, where at
+  /// least `min_samples` of them and of the other HYBs are dominated by fixed costs. Cache key
+  /// "fixed_us_empty_ell.hyb".
+  double hyb_empty_ell_us = 0.0;
   /// Per-format factor on the serial chain's latency per entry (indexed by format_id; 1 for cache files
   /// written before it): the median of (measured - fixed costs) / chain over the warm-up's samples a chain
   /// clearly dominates (fit_format_corrections). The 90 / 270 ns per entry above are one format's; on the
@@ -312,6 +318,7 @@ struct format_fit {
   std::array<int, format_count> chain_dram{};  ///< observations behind format_chain_scale_dram (0: not fitted)
   std::array<int, format_count> floor{};  ///< observations behind format_floor_us (0: not fitted)
   int coo_efficiency = 0;  ///< observations behind bandwidth_model_params::coo_efficiency (0: not fitted)
+  int hyb_empty_ell = 0;  ///< observations behind bandwidth_model_params::hyb_empty_ell_us (0: not fitted)
 };
 
 /// Fits the placeholder's per-format corrections from measured products. p.format_floor_us: for each format
@@ -327,7 +334,9 @@ struct format_fit {
 /// p.format_chain_lanes; then the fixed costs again. p.coo_efficiency: with at least `min_samples` COO
 /// observations that stream from DRAM (bytes beyond the L2, the streaming term at the full rate above the L2
 /// term), the median of their bytes (coo_x_reread_bytes included) / (bandwidth x (measured - fixed costs)),
-/// fitted before the floors and again once COO's fixed cost is fitted.
+/// fitted before the floors and again once COO's fixed cost is fitted. p.hyb_empty_ell_us: where at least
+/// `min_samples` HYBs without an ELL part and as many other HYBs are dominated by fixed costs, HYB's fixed cost
+/// is fitted on the others and the K = 0 HYBs' own fixed cost apart; the difference.
 /// The fit starts from neutral corrections (refitting gives the same values); formats without enough
 /// observations keep their fixed costs and chain factors, but a format with any observation and no fitted
 /// floor loses its floor (one left from other measurements would bound every prediction from below).
