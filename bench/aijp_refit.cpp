@@ -146,6 +146,10 @@ int main(int argc, char** argv)
         std::printf(" (%d)", fitted.chain[f]);
       }
     }
+    if (fitted.cusparse_sell_wide > 0) {
+      std::printf("\n# placeholder cusparse_sell chains in the L2 above %.0f stored entries: %.2f (%d)", params.cusparse_sell_wide_padded,
+                  params.cusparse_sell_wide_chain_scale, fitted.cusparse_sell_wide);
+    }
     if (fitted.coo_efficiency > 0) std::printf("\n# placeholder COO streaming efficiency: %.3f (%d)", params.coo_efficiency, fitted.coo_efficiency);
     if (fitted.hyb_empty_ell > 0) std::printf("\n# placeholder HYB without an ELL part: %+.2f us beyond HYB's fixed cost (%d)", params.hyb_empty_ell_us, fitted.hyb_empty_ell);
     std::printf("\n");

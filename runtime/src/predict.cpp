@@ -159,6 +159,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   optional("stream_efficiency.coo", p.coo_efficiency, 1.0);
   const auto he = m.find("fixed_us_empty_ell.hyb");
   if (he != m.end() && std::isfinite(he->second) && std::abs(he->second) <= 1e3) p.hyb_empty_ell_us = he->second;
+  optional("chain_wide_padded.cusparse_sell", p.cusparse_sell_wide_padded, 1e15);
+  optional("chain_scale_wide.cusparse_sell", p.cusparse_sell_wide_chain_scale, 4.0);
   return true;
 }
 
@@ -193,6 +195,8 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
   put("floor_us_per_doubling.cusparse_csr", p.cusparse_csr_floor_us_per_doubling, 0.0);
   put("stream_efficiency.coo", p.coo_efficiency, bandwidth_model_params{}.coo_efficiency);
   put("fixed_us_empty_ell.hyb", p.hyb_empty_ell_us, 0.0);
+  put("chain_wide_padded.cusparse_sell", p.cusparse_sell_wide_padded, 0.0);
+  put("chain_scale_wide.cusparse_sell", p.cusparse_sell_wide_chain_scale, 0.0);
 }
 
 std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + format_name(f); }
@@ -266,6 +270,8 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.format_chain_lanes = from.format_chain_lanes;
   to.format_chain_scale_dram = from.format_chain_scale_dram;
   to.format_chain_lanes_dram = from.format_chain_lanes_dram;
+  to.cusparse_sell_wide_padded = from.cusparse_sell_wide_padded;
+  to.cusparse_sell_wide_chain_scale = from.cusparse_sell_wide_chain_scale;
 }
 
 bool has_format_corrections(const bandwidth_model_params& p)
@@ -275,7 +281,9 @@ bool has_format_corrections(const bandwidth_model_params& p)
          p.format_chain_lanes != neutral.format_chain_lanes || p.format_chain_scale_dram != neutral.format_chain_scale_dram ||
          p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_floor_us != neutral.format_floor_us ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
-         p.coo_efficiency != neutral.coo_efficiency || p.hyb_empty_ell_us != neutral.hyb_empty_ell_us;
+         p.coo_efficiency != neutral.coo_efficiency || p.hyb_empty_ell_us != neutral.hyb_empty_ell_us ||
+         p.cusparse_sell_wide_padded != neutral.cusparse_sell_wide_padded ||
+         p.cusparse_sell_wide_chain_scale != neutral.cusparse_sell_wide_chain_scale;
 }
 
 double l1_bytes_per_sm(const device_properties* device)
@@ -632,10 +640,23 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   return r;
 }
 
+// Whether cuSPARSE SELL's chain runs at its rate for layouts above the boundary in stored entries
+// (bandwidth_model_params::cusparse_sell_wide_padded): in the L2 only, where it was measured; from DRAM every
+// sampled layout lies far above it and format_chain_scale_dram describes them.
+bool cusparse_sell_wide(format_id f, double padded_entries, bool in_l2, const bandwidth_model_params& p)
+{
+  return f == format_id::cusparse_sell && in_l2 && p.cusparse_sell_wide_padded > 0 && p.cusparse_sell_wide_chain_scale > 0 &&
+         padded_entries > p.cusparse_sell_wide_padded;
+}
+
 // The chain with its fitted factor, and what runs after it (HYB's COO part).
 double chain_us_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
 {
-  return t.serial_us * chain_factor(p, f, t.lanes, t.in_l2) + t.after_chain_us;
+  const double factor =
+      cusparse_sell_wide(f, t.traffic.padded_entries, t.in_l2, p)
+          ? p.cusparse_sell_wide_chain_scale * (1.0 + p.format_chain_lanes[static_cast<int>(f)] * lanes_position(f, t.lanes))
+          : chain_factor(p, f, t.lanes, t.in_l2);
+  return t.serial_us * factor + t.after_chain_us;
 }
 
 // The terms that grow with the matrix: streaming, the chain and the L2 traffic.
@@ -884,6 +905,8 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       bool in_l2;
       bool x_in_l2;  // x (min(cols, nnz) values) fits in the L2
       bool one_lane;  // about one lane in the format's own position (JAD: in the sorted order, where known)
+      double padded;  // the layout's stored entries (cuSPARSE SELL's two rates)
+      bool wide = false;  // above cusparse_sell_wide_padded: fitted apart
     };
     std::array<std::vector<chain_ratio>, format_count> ratios;
     constexpr double few_lanes = 15.0 / 31.0;  // one to 16 lanes
@@ -901,9 +924,53 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
                            lanes_position(t.lanes) <= few_lanes, t.in_l2,
                            !(o.input.device.l2_bytes > 0) || x_bytes < o.input.device.l2_bytes,
                            lanes_position(o.format, t.lanes) <= few_lanes &&
-                               (o.format != format_id::jad || o.input.stats.sorted_chain_lanes > 0)});
+                               (o.format != format_id::jad || o.input.stats.sorted_chain_lanes > 0),
+                           t.traffic.padded_entries});
     }
     constexpr std::size_t per_group = 3;
+    // cuSPARSE SELL's chains in the L2 run at two rates, split by the stored entries (see
+    // bandwidth_model_params::cusparse_sell_wide_padded): on the H100 gated warm-ups the blocks of 16000 rows
+    // with long rows of 400 and 1600 (140K and 179K stored entries) took 0.44-0.47 of the raw chain and the
+    // pareto rows of 8000 and 32000 rows (301K, 1.1M) 0.79-1.0, at every lane count. Ordered by stored entries,
+    // the split is the one whose two medians leave the least absolute deviation, with at least per_group chains
+    // on each side; it counts only where the upper median is at least 1.25 x the lower one (a step, not the
+    // spread of one rate). The boundary is the geometric middle of the gap between the two groups: the warm-up
+    // places the step only within that gap.
+    p.cusparse_sell_wide_padded = 0.0;
+    p.cusparse_sell_wide_chain_scale = 0.0;
+    used.cusparse_sell_wide = 0;
+    {
+      auto& rs = ratios[static_cast<int>(format_id::cusparse_sell)];
+      std::vector<std::size_t> l2;
+      for (std::size_t k = 0; k < rs.size(); ++k) {
+        if (rs[k].in_l2 && rs[k].padded > 0) l2.push_back(k);
+      }
+      std::sort(l2.begin(), l2.end(), [&](std::size_t a, std::size_t b) { return rs[a].padded < rs[b].padded; });
+      const auto deviation = [&](std::size_t from, std::size_t to, double& med) {
+        std::vector<double> r;
+        for (std::size_t j = from; j < to; ++j) r.push_back(rs[l2[j]].r);
+        med = online::median(r);
+        double d = 0;
+        for (double v : r) d += std::abs(v - med);
+        return d;
+      };
+      double best = std::numeric_limits<double>::infinity();
+      std::size_t split = 0;
+      for (std::size_t k = per_group; k + per_group <= l2.size(); ++k) {
+        if (!(rs[l2[k]].padded > rs[l2[k - 1]].padded)) continue;  // a boundary between two sizes only
+        double lo = 0, hi = 0;
+        const double d = deviation(0, k, lo) + deviation(k, l2.size(), hi);
+        if (hi >= 1.25 * lo && lo > 0 && d < best) {
+          best = d;
+          split = k;
+        }
+      }
+      if (split > 0) {
+        for (std::size_t j = split; j < l2.size(); ++j) rs[l2[j]].wide = true;
+        p.cusparse_sell_wide_padded = std::sqrt(rs[l2[split - 1]].padded * rs[l2[split]].padded);
+        used.cusparse_sell_wide = static_cast<int>(l2.size() - split);
+      }
+    }
     for (int i = 0; i < format_count; ++i) {
       used.chain[i] = used.lanes[i] = 0;
       if (static_cast<int>(ratios[i].size()) < std::max(1, min_samples)) continue;
@@ -924,11 +991,11 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       // statistic (written before session 24) carry the natural lanes, where the pareto rows (1.03-1.36 natural,
       // 2.0-4.7 sorted) would join the single long rows.
       std::size_t one_lane = 0;
-      for (const auto& c : ratios[i]) one_lane += c.in_l2 && c.one_lane;
+      for (const auto& c : ratios[i]) one_lane += c.in_l2 && c.one_lane && !c.wide;
       const bool by_u = saturating_lanes(static_cast<format_id>(i)) && one_lane >= 2;
       std::vector<double> u_lo, r_lo, u_hi, r_hi;
       for (const auto& c : ratios[i]) {
-        if (!c.in_l2) continue;
+        if (!c.in_l2 || c.wide) continue;
         const bool lo = by_u ? c.one_lane : c.few;
         (lo ? u_lo : u_hi).push_back(c.u);
         (lo ? r_lo : r_hi).push_back(c.r);
@@ -947,10 +1014,11 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
         }
       }
       // The factor at one lane: the median over all chain samples of their ratio net of the lanes.
-      std::vector<double> at_one;
-      for (const auto& c : ratios[i]) at_one.push_back(c.r / (1.0 + slope * c.u));
+      std::vector<double> at_one, wide;
+      for (const auto& c : ratios[i]) (c.wide ? wide : at_one).push_back(c.r / (1.0 + slope * c.u));
       p.format_chain_scale[i] = std::clamp(online::median(std::move(at_one)), 0.25, 4.0);
       p.format_chain_lanes[i] = slope;
+      if (!wide.empty()) p.cusparse_sell_wide_chain_scale = std::clamp(online::median(std::move(wide)), 0.25, 4.0);
       // From DRAM on its own where enough chains ran beyond the L2 (see format_chain_scale_dram), with its own
       // lanes slope where both lane groups have at least 2 of them. Chains whose x gathers miss the L2 too are a
       // third regime the warm-up holds one matrix of (the 8M-row pareto, x 64 MB: 1.5-1.9x the 2M-row one's
@@ -988,7 +1056,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
         // moves it halfway to the DRAM factor (csr_vector 1.33 -> 1.91 with the session-13 grid's blocks).
         std::vector<double> in_l2;
         for (const auto& c : ratios[i]) {
-          if (c.in_l2) in_l2.push_back(c.r / (1.0 + slope * c.u));
+          if (c.in_l2 && !c.wide) in_l2.push_back(c.r / (1.0 + slope * c.u));
         }
         if (in_l2.size() >= per_group) p.format_chain_scale[i] = std::clamp(online::median(std::move(in_l2)), 0.25, 4.0);
       }
@@ -1031,6 +1099,10 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       out.cusparse_csr_floor_us_per_doubling = p.cusparse_csr_floor_us_per_doubling;
     if (used.coo_efficiency > 0 && i == static_cast<int>(format_id::coo)) out.coo_efficiency = p.coo_efficiency;
     if (used.hyb_empty_ell > 0 && i == static_cast<int>(format_id::hyb)) out.hyb_empty_ell_us = p.hyb_empty_ell_us;
+    if (used.chain[i] > 0 && i == static_cast<int>(format_id::cusparse_sell)) {
+      out.cusparse_sell_wide_padded = p.cusparse_sell_wide_padded;
+      out.cusparse_sell_wide_chain_scale = p.cusparse_sell_wide_chain_scale;
+    }
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];

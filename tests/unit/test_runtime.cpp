@@ -1268,6 +1268,73 @@ TEST(PlaceholderModel, ChainFactorFromDramFittedApart)
   EXPECT_EQ(aijp::chain_factor(old, sell, 1.0, false), 1.3);
 }
 
+// cuSPARSE SELL's chains in the L2 run at two rates split by the layout's stored entries (a black box: the
+// H100 warm-ups measured 0.44-0.47 of the raw chain up to 179K stored entries, 0.79-1.0 from 301K). The fit
+// splits its chains where the two medians fit best, puts the boundary in the geometric middle of the gap, and
+// predicts each side with its own factor; our own SELL kernel's chains keep one factor.
+TEST(PlaceholderModel, CusparseSellChainSplitByStoredEntries)
+{
+  aijp::bandwidth_model_params p;
+  p.l2_bytes = 50.0 * (1 << 20);
+  const aijp::format_id csell = aijp::format_id::cusparse_sell, sell = aijp::format_id::sell_c_sigma;
+  const auto stored = [](const aijp::prediction_input& in) { return 32.0 * static_cast<double>(in.stats.n_iter_natural); };
+  // The placeholder's fixed costs (cuSPARSE SELL: 1.5 us beyond its launch), none fitted: no sample is small.
+  const auto fixed = [&](aijp::format_id f, const aijp::prediction_input& in) { return aijp::explain_bandwidth_model(f, in, p).fixed_us; };
+  std::vector<aijp::fixed_cost_observation> obs;
+  double small_max = 0, large_min = 1e300;
+  for (int k = 0; k < 6; ++k) {
+    // Few rows: 19K-35K stored entries, 0.45 of the raw chain.
+    const auto small = chain_bound_input(1000 + 16 * k, 500 + 100 * k, p.l2_bytes);
+    // 200K rows: 620K stored entries and more, the chain still dominating the traffic, 0.8 of the raw chain.
+    const auto large = chain_bound_input(200000 + 1000 * k, 500 + 100 * k, p.l2_bytes);
+    small_max = std::max(small_max, stored(small));
+    large_min = std::min(large_min, stored(large));
+    for (const aijp::format_id f : {csell, sell}) {
+      obs.push_back({f, small, fixed(f, small) + 0.45 * small.stats.max_len * p.serial_entry_l2_ns * 1e-3});
+      obs.push_back({f, large, fixed(f, large) + 0.8 * large.stats.max_len * p.serial_entry_l2_ns * 1e-3});
+    }
+  }
+  const auto used = aijp::fit_format_corrections(obs, p);
+  EXPECT_EQ(used.cusparse_sell_wide, 6);
+  EXPECT_NEAR(p.cusparse_sell_wide_padded, std::sqrt(small_max * large_min), 1e-6);
+  EXPECT_NEAR(p.cusparse_sell_wide_chain_scale, 0.8, 1e-9);
+  EXPECT_NEAR(p.format_chain_scale[static_cast<int>(csell)], 0.45, 1e-9);
+  EXPECT_NEAR(p.format_chain_scale[static_cast<int>(sell)], 0.625, 1e-9);  // one factor: the median of both
+  const auto chain = [&](aijp::format_id f, const aijp::prediction_input& in) {
+    return aijp::explain_bandwidth_model(f, in, p).chain_us;
+  };
+  const auto small = chain_bound_input(1500, 800, p.l2_bytes), large = chain_bound_input(250000, 800, p.l2_bytes);
+  EXPECT_NEAR(chain(csell, small), 0.45 * 800 * p.serial_entry_l2_ns * 1e-3, 1e-9);
+  EXPECT_NEAR(chain(csell, large), 0.8 * 800 * p.serial_entry_l2_ns * 1e-3, 1e-9);
+  // Beyond the L2 the DRAM factor (or the one factor) serves, whatever the size.
+  const auto dram = chain_bound_input(250000, 800, 1 << 20);
+  EXPECT_NEAR(chain(csell, dram), 0.45 * 800 * p.serial_entry_dram_ns * 1e-3, 1e-9);
+  // Round trip through the cache's metrics; absent keys (older files): one rate.
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(p, m);
+  aijp::bandwidth_model_params r;
+  r.l2_bytes = p.l2_bytes;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_NEAR(r.cusparse_sell_wide_padded, p.cusparse_sell_wide_padded, 1e-6);
+  EXPECT_NEAR(r.cusparse_sell_wide_chain_scale, 0.8, 1e-9);
+  m.erase("chain_wide_padded.cusparse_sell");
+  m.erase("chain_scale_wide.cusparse_sell");
+  aijp::bandwidth_model_params old;
+  old.l2_bytes = p.l2_bytes;
+  ASSERT_TRUE(aijp::params_from_metrics(m, old));
+  EXPECT_EQ(old.cusparse_sell_wide_padded, 0.0);
+  EXPECT_NEAR(aijp::explain_bandwidth_model(csell, large, old).chain_us, 0.45 * 800 * p.serial_entry_l2_ns * 1e-3, 1e-9);
+  // One rate (no step of 1.25 x): no split.
+  std::vector<aijp::fixed_cost_observation> flat;
+  for (const auto& o : obs) {
+    if (o.format == csell) flat.push_back({csell, o.input, fixed(csell, o.input) + 0.45 * o.input.stats.max_len * p.serial_entry_l2_ns * 1e-3});
+  }
+  aijp::bandwidth_model_params q;
+  q.l2_bytes = p.l2_bytes;
+  EXPECT_EQ(aijp::fit_format_corrections(flat, q).cusparse_sell_wide, 0);
+  EXPECT_EQ(q.cusparse_sell_wide_padded, 0.0);
+}
+
 // The warm-up's fit of the per-format floors and fixed costs. The floor is the median measured time of the
 // samples whose traffic and chain terms are below a quarter launch; the fixed cost is the value that makes
 // max(floor, fixed + variable) fit the samples whose variable terms are at most two launches. Large matrices,

@@ -155,6 +155,19 @@ struct bandwidth_model_params {
   /// format_chain_lanes on the chains beyond the L2 alone, with at least 2 samples per lane group; cache key
   /// "chain_lanes_dram.<format>".
   std::array<double, format_count> format_chain_lanes_dram = per_format(-1.0);
+  /// cuSPARSE SELL's chains in the L2 run at one of two rates, set by the layout's stored entries (32 x
+  /// n_iter_natural, the sellValuesSize our layout passes to cusparseCreateSlicedEll), not by the rows, the
+  /// nonzeros, the slices or the lanes: on the H100 gated warm-ups and held-out sets every chain-bound product
+  /// of at most 179K stored entries took 0.33-0.53 of the raw chain (one to 32 long rows of 400-1600 in
+  /// 16000 rows: 0.44-0.47), every one of 191K or more 0.72-1.0 (mbeacxc's 16 slices as PGPgiantcompo's 334
+  /// and astro-ph's 523). cuSPARSE's kernel is a black box; a switch of its kernel or of its threads per row at
+  /// a size is the reading (docs/models.md, Session 29: cusparse_sell). This is the boundary in stored entries
+  /// (0 = one rate, as in cache files written before it): the geometric middle of the gap between the
+  /// warm-up's two groups of chains (fit_format_corrections). Cache key "chain_wide_padded.cusparse_sell".
+  double cusparse_sell_wide_padded = 0.0;
+  /// The chain factor in the L2 above that boundary (format_chain_scale's below it); the lanes slope is
+  /// format_chain_lanes'. Cache key "chain_scale_wide.cusparse_sell".
+  double cusparse_sell_wide_chain_scale = 0.0;
 };
 
 /// The chain term's factor for `lanes` lanes (chain_lanes): format_chain_scale x (1 + format_chain_lanes x
@@ -319,6 +332,7 @@ struct format_fit {
   std::array<int, format_count> floor{};  ///< observations behind format_floor_us (0: not fitted)
   int coo_efficiency = 0;  ///< observations behind bandwidth_model_params::coo_efficiency (0: not fitted)
   int hyb_empty_ell = 0;  ///< observations behind bandwidth_model_params::hyb_empty_ell_us (0: not fitted)
+  int cusparse_sell_wide = 0;  ///< chains above bandwidth_model_params::cusparse_sell_wide_padded (0: not fitted)
 };
 
 /// Fits the placeholder's per-format corrections from measured products. p.format_floor_us: for each format
@@ -336,7 +350,10 @@ struct format_fit {
 /// term), the median of their bytes (coo_x_reread_bytes included) / (bandwidth x (measured - fixed costs)),
 /// fitted before the floors and again once COO's fixed cost is fitted. p.hyb_empty_ell_us: where at least
 /// `min_samples` HYBs without an ELL part and as many other HYBs are dominated by fixed costs, HYB's fixed cost
-/// is fitted on the others and the K = 0 HYBs' own fixed cost apart; the difference.
+/// is fitted on the others and the K = 0 HYBs' own fixed cost apart; the difference. cuSPARSE SELL's chains in the L2,
+/// ordered by stored entries, split where the two groups' medians leave the least absolute deviation (at
+/// least 3 chains each, the upper median at least 1.25 x the lower): p.cusparse_sell_wide_padded and
+/// p.cusparse_sell_wide_chain_scale, the lower group alone fitting format_chain_scale and its lanes slope.
 /// The fit starts from neutral corrections (refitting gives the same values); formats without enough
 /// observations keep their fixed costs and chain factors, but a format with any observation and no fitted
 /// floor loses its floor (one left from other measurements would bound every prediction from below).
