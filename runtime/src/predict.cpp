@@ -216,8 +216,9 @@ bool saturating_lanes(format_id f) { return f == format_id::jad; }
 // took 1-3 points off the mean on 8 of 10 H100 gated pairs (+0.3 and +0.8 on the other two) and 5-14 off the
 // p95 on all; 96-128 did better on the placed warm-ups and worse on the older ones, 256 worse
 // (docs/models.md, Session 28: csr_scalar). With the position averaged over the steps (csr_scalar_chain_lanes,
-// session 29) the choice matters less: 48, 64, 96 and 128 gave held-out means within 0.3 points of each other
-// on the session-28 pairs (run A 8.6 / 8.5 / 8.4 / 8.6 %), 32 and 256 1-2 points more.
+// session 29) the choice matters less: 48, 64 and 96 gave held-out means within 0.3 points of each other on the
+// four session-27/28 gated pairs (run A 8.6 / 8.5 / 8.4 %; 128 too on the session-28 runs, +0.9 on session 27's),
+// 32 and 256 0.7-2.8 points more.
 constexpr double csr_scalar_lanes_span = 64.0;
 
 // lanes_position for format f: 1 - 1 / lanes scaled to [0, 1] where the chain saturates (saturating_lanes);
