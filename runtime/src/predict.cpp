@@ -231,7 +231,10 @@ bool saturating_lanes(format_id f) { return f == format_id::jad; }
 // clamp) took at most a point off the held-out csr_scalar mean and raised the p95 of the session-28 runs; 64
 // took 1-3 points off the mean on 8 of 10 H100 gated pairs (+0.3 and +0.8 on the other two) and 5-14 off the
 // p95 on all; 96-128 did better on the placed warm-ups and worse on the older ones, 256 worse
-// (docs/models.md, Session 28: csr_scalar).
+// (docs/models.md, Session 28: csr_scalar). With the position averaged over the steps (csr_scalar_chain_lanes,
+// session 29) the choice matters less: 48, 64 and 96 gave held-out means within 0.3 points of each other on the
+// four session-27/28 gated pairs (run A 8.6 / 8.5 / 8.4 %; 128 too on the session-28 runs, +0.9 on session 27's),
+// 32 and 256 0.7-2.8 points more.
 constexpr double csr_scalar_lanes_span = 64.0;
 
 // lanes_position for format f: 1 - 1 / lanes scaled to [0, 1] where the chain saturates (saturating_lanes);
@@ -313,8 +316,24 @@ double csr_scalar_chain_lanes(const row_stats& s, const device_properties* devic
   const double resident = std::max(1, device->max_threads_per_sm / layout_ref::csr_block_size);
   const double on_sm = std::min(static_cast<double>(s.rows), block * std::min(resident, std::ceil(blocks / device->sm_count)));
   const double group = std::min(static_cast<double>(stats_warp_size), on_sm);
-  const double busy = (chain_lanes(s) * s.max_len + (on_sm - group) * s.mean) / s.max_len;
-  return std::clamp(busy, 1.0, on_sm);
+  // The step's cost follows the rows busy at that step, clamped at csr_scalar_lanes_span, so the position is
+  // averaged over the steps after the clamp, not taken of the averaged rows: the SM's other rows (at the mean
+  // length) run beside the longest row's group for its first `mean` steps only, the group's own rows
+  // (chain_lanes) for all max_len. Clamping the average counted watt_2's 224 rows of 6 beside its row of 128
+  // as 12 busy rows over all 128 steps (position 0.37, where the steps give 0.11), and a FEM block of rows of
+  // 60 beside a longest row of 81 (bcsstk16: 194 busy rows) at the clamp over all its steps (now 55). Refitted
+  // on the H100 session-27/28 gated warm-ups, the slope in the L2 went from +0.20 to +0.41..+0.47 per 31 lanes
+  // (the 1000- and 8000-row matrices whose rows are all long, at 0.92-1.15 of their raw chain, now sit at 22-42
+  // lanes instead of 60-133), the factor at one lane 0.72 -> 0.70-0.72; held-out csr_scalar mean 0.7-1.5 points
+  // lower on the four gated pairs (docs/models.md, Session 29: csr_scalar).
+  // Returned as the lanes whose position is that average (the position is linear below the span).
+  const double span = (csr_scalar_lanes_span - 1.0) / (stats_warp_size - 1.0);
+  const auto position = [span](double lanes) { return std::clamp((lanes - 1.0) / (stats_warp_size - 1.0), 0.0, span); };
+  const double own = chain_lanes(s);
+  const double max_len = static_cast<double>(s.max_len);
+  const double beside = std::min(s.mean, max_len);  // steps the SM's other rows run beside the group
+  const double u = (beside * position(own + (on_sm - group)) + (max_len - beside) * position(own)) / max_len;
+  return std::clamp(1.0 + (stats_warp_size - 1.0) * u, 1.0, on_sm);
 }
 
 int csr_vector_slots(const row_stats& s, const device_properties* device)

@@ -1124,9 +1124,10 @@ TEST(PlaceholderModel, JadChainSaturatesWithLanes)
 }
 
 // csr_scalar's chain lanes are the rows of the longest row's SM still running over its steps (the L1 serves all
-// of them), not the rows of its warp: a small FEM-like matrix whose 256-row block walks rows of 60 next to a
-// longest row of 80 has ~190 busy rows; one long row among short rows stays near one. Its lanes position is
-// the other layouts' (lanes - 1) / 31 up to two warps of busy rows (64) and flat beyond.
+// of them), not the rows of its warp, with the position (the other layouts' (lanes - 1) / 31 up to two warps
+// of busy rows, 64, and flat beyond) averaged over the steps: the SM's other rows run beside the longest
+// row's group for their mean length only. A small FEM-like matrix whose 256-row block walks rows of 60 next to
+// a longest row of 80 is at the clamp for 60 of its 80 steps; one long row among short rows stays near one.
 TEST(PlaceholderModel, CsrScalarChainLanesCountTheRowsOfItsSm)
 {
   const aijp::device_properties d = h100_like();
@@ -1135,15 +1136,19 @@ TEST(PlaceholderModel, CsrScalarChainLanesCountTheRowsOfItsSm)
   fem.max_len = 80;
   fem.mean = 60.0;
   fem.chain_warp_nnz = 32 * 70;
-  // (32 x 70 + 224 x 60) / 80 = 196.
-  EXPECT_NEAR(aijp::csr_scalar_chain_lanes(fem, &d), (32.0 * 70 + 224.0 * 60) / 80, 1e-9);
+  // 60 steps at 28 + 224 busy rows (clamped at 64: position 63 / 31), 20 steps at the group's 28 (27 / 31); the
+  // averaged rows, (32 x 70 + 224 x 60) / 80 = 196, would have put all 80 at the clamp.
+  EXPECT_NEAR(aijp::csr_scalar_chain_lanes(fem, &d), 1.0 + (60.0 * 63 + 20.0 * 27) / 80, 1e-9);
   EXPECT_NEAR(aijp::csr_scalar_chain_lanes(fem, nullptr), aijp::chain_lanes(fem), 1e-12);  // no geometry
   aijp::row_stats one = fem;
   one.rows = 1800;
   one.max_len = 1300;
   one.mean = 6.0;
   one.chain_warp_nnz = 1300 + 31 * 6;
-  EXPECT_NEAR(aijp::csr_scalar_chain_lanes(one, &d), (1300.0 + 31 * 6 + 224 * 6) / 1300, 1e-9);
+  // 6 steps with the 224 other rows of its block (at the clamp), 1294 with its group's (1300 + 31 x 6) / 1300.
+  const double own = (1300.0 + 31 * 6) / 1300;
+  EXPECT_NEAR(aijp::csr_scalar_chain_lanes(one, &d), 1.0 + (6.0 * 63 + 1294.0 * (own - 1.0)) / 1300, 1e-9);
+  EXPECT_LT(aijp::csr_scalar_chain_lanes(one, &d), 1.5);
   // A tiny matrix: the SM holds its 40 rows only.
   aijp::row_stats tiny;
   tiny.rows = 40;
@@ -1157,7 +1162,8 @@ TEST(PlaceholderModel, CsrScalarChainLanesCountTheRowsOfItsSm)
   big.max_len = 200000;
   big.mean = 12.0;
   big.chain_warp_nnz = 8 * 200000 + 24 * 12;
-  EXPECT_NEAR(aijp::csr_scalar_chain_lanes(big, &d), (8.0 * 200000 + 24 * 12 + 2016 * 12) / 200000, 1e-9);
+  const double group = (8.0 * 200000 + 24 * 12) / 200000;
+  EXPECT_NEAR(aijp::csr_scalar_chain_lanes(big, &d), 1.0 + (12.0 * 63 + 199988.0 * (group - 1.0)) / 200000, 1e-9);
 
   aijp::bandwidth_model_params p;
   const aijp::format_id cs = aijp::format_id::csr_scalar;

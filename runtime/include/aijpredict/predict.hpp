@@ -239,13 +239,15 @@ int csr_vector_lanes(const row_stats& s);
 /// bench/results/2026-11-23_h100_session4_final_partition_online.txt).
 double csr_vector_typical_length(const row_stats& s);
 
-/// Rows of the SM that holds csr_scalar's longest row still running, on average, over that row's max_len
-/// steps: the longest row's 32-row group (chain_warp_nnz) plus the other rows resident on its SM at the mean
-/// length, divided by max_len, in [1, rows on the SM]. The SM holds min(rows, 256 x min(resident blocks per
-/// SM, ceil(blocks / sm_count))) rows of the thread-per-row kernel's 256-thread blocks (one block per SM
-/// for a matrix under 256 x sm_count rows). Every one of those rows' lanes issues a load of its own line at
-/// each step, and the L1 of the SM serves all of them: the unit of csr_scalar's chain lanes (predict.cpp,
-/// csr_scalar_lanes_span). Without the device geometry: chain_lanes.
+/// Rows of the SM that holds csr_scalar's longest row still running over that row's max_len steps, as the
+/// lanes whose position ((lanes - 1) / 31, clamped at csr_scalar_lanes_span) is the average over the steps of
+/// each step's clamped position: for the first min(mean, max_len) steps the longest row's 32-row group
+/// (chain_lanes) plus the other rows resident on its SM (at the mean length), for the rest the group alone;
+/// in [1, rows on the SM]. The SM holds min(rows, 256 x min(resident blocks per SM, ceil(blocks / sm_count)))
+/// rows of the thread-per-row kernel's 256-thread blocks (one block per SM for a matrix under 256 x sm_count
+/// rows). Every one of those rows' lanes issues a load of its own line at each step, and the L1 of the SM
+/// serves all of them: the unit of csr_scalar's chain lanes (predict.cpp, csr_scalar_lanes_span). Without the
+/// device geometry: chain_lanes.
 double csr_scalar_chain_lanes(const row_stats& s, const device_properties* device);
 
 /// Rows per lane group of our csr_vector kernel on `device` (layout_ref::csr_vector_slots, the rule the
