@@ -2,18 +2,20 @@
 // kernels/src/formats/cusparse_variants.cu builds it) change its rate along a long slice at a size of the layout?
 // On the H100 gated warm-ups and held-out sets its chain-bound products in the L2 took 0.33-0.53 of the raw chain
 // up to 179K stored entries (sellValuesSize) and 0.72-1.0 from 191K (docs/models.md, Session 29: cusparse_sell);
-// the warm-up has no chain between 179K and 301K, and mbeacxc (190.6K) lies in that gap. Each series holds the
+// the warm-up had no chain between 179K and 294K, and mbeacxc (190.6K) lies in that gap. Each series holds the
 // longest slice fixed and moves the stored entries across the gap, in steps of about 4K:
 //   block   rows of 8 (columns local to the row) and one row of `long` at row 330 (contiguous columns), the
-//           stored entries moved by the rows: the warm-up's `block` matrices, whose chain stays long;
-//   wide    16 slices (512 rows) of one length each, the stored entries moved by that length (512 x length):
-//           mbeacxc's shape, whose chain grows with the stored entries (time / length is what to read);
+//           stored entries moved by the rows (120K-340K): the warm-up's `block` matrices, whose chain stays;
+//   wide    16 slices (512 rows) of one length each, the stored entries moved by that length (512 x length,
+//           152K-229K): mbeacxc's shape, whose chain grows with the stored entries (time / length is the rate);
 //   float   the block series in single precision: a step at the same stored entries means a size in entries,
 //           at 1.5x the entries (same bytes of values and columns, 8 vs 12 bytes) a size in bytes.
-// Prints one line per product: series, value bytes, rows, slices, stored entries, longest slice, the median and
-// the minimum of `reps` products timed each by CUDA events (device time, as the gated warm-up), us.
-// Built by CMake as aijp_csell_switch (bench/CMakeLists.txt).
-//   aijp_csell_switch [--reps N] [--long L]
+// Prints one line per matrix: series, value bytes, rows, slices, stored entries, longest slice, the median and
+// the minimum over `reps` samples of the time per product, us. A sample is a batch of products run back to back
+// after an untimed one, so that the events bracket device work only and not cuSPARSE's host issue of the first
+// product (the products, an estimated 15-130 us on an H100, outlast their ~5-8 us issue, so the queue stays
+// ahead): the time is the device's, as the gated warm-up's.
+// Built by CMake as aijp_csell_switch (bench/CMakeLists.txt); aijp_csell_switch --help.
 #include <cuda_runtime.h>
 #include <cusparse.h>
 
@@ -85,7 +87,7 @@ struct result {
 };
 
 template <typename Value>
-result time_sell(cusparseHandle_t h, cudaStream_t s, const host_matrix& m, int reps)
+result time_sell(cusparseHandle_t h, cudaStream_t s, const host_matrix& m, int reps, int batch)
 {
   const int slices = (m.rows + slice - 1) / slice;
   std::vector<int> offsets(slices + 1, 0);
@@ -142,13 +144,14 @@ result time_sell(cusparseHandle_t h, cudaStream_t s, const host_matrix& m, int r
   CHECK(cudaEventCreate(&e1));
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
+    product();  // untimed: queued ahead of the start event, so that the batch follows it without a gap
     CHECK(cudaEventRecord(e0, s));
-    product();
+    for (int b = 0; b < batch; ++b) product();
     CHECK(cudaEventRecord(e1, s));
     CHECK(cudaEventSynchronize(e1));
     float ms = 0;
     CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1e3);
+    t.push_back(ms * 1e3 / batch);
   }
   std::sort(t.begin(), t.end());
   CHECK(cudaEventDestroy(e0));
@@ -174,18 +177,39 @@ void print(const char* series, int value_bytes, const host_matrix& m, const resu
 
 }  // namespace
 
+const char* const usage =
+    "Usage: aijp_csell_switch [--reps N] [--batch B] [--long L]\n"
+    "\n"
+    "Times cuSPARSE SELL (slice 32, CUSPARSE_SPMV_SELL_ALG1) on chain-bound matrices whose stored entries\n"
+    "(sellValuesSize) cross 120K-340K at a fixed longest slice, to see whether and where its rate steps\n"
+    "(docs/models.md, Session 29: cusparse_sell). Series: block (rows of 8 and one row of L, double), float (the\n"
+    "same in single precision), wide (16 slices of one length, 152K-229K). Writes a TSV table to stdout:\n"
+    "series, value_bytes, rows, slices, stored, longest, median_us, min_us (per product, device time).\n"
+    "\n"
+    "Options:\n"
+    "  --reps N    samples per matrix (default 20); the median and minimum are printed\n"
+    "  --batch B   products back to back per sample (default 10)\n"
+    "  --long L    length of the block's long row (default 400, at least 9); the warm-up's blocks use 400, 1600\n"
+    "  --help      this text\n";
+
 int main(int argc, char** argv)
 {
-  int reps = 50;
+  int reps = 20;
+  int batch = 10;
   int long_len = 400;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) {
+    if (a == "--help" || a == "-h") {
+      std::fputs(usage, stdout);
+      return 0;
+    } else if (a == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--batch" && i + 1 < argc) {
+      batch = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--long" && i + 1 < argc) {
       long_len = std::max(9, std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: aijp_csell_switch [--reps N] [--long L]\n");
+      std::fputs(usage, stderr);
       return 2;
     }
   }
@@ -195,19 +219,18 @@ int main(int argc, char** argv)
   SCHECK(cusparseCreate(&h));
   SCHECK(cusparseSetStream(h, s));
   std::printf("series\tvalue_bytes\trows\tslices\tstored\tlongest\tmedian_us\tmin_us\n");
-  // block: stored = 32 x (8 x (slices - 1) + long): 120K-340K stored entries in steps of 4096 (16 slices).
-  for (int slices = 16; slices * 256 <= 340000; slices += 16) {
+  // block: stored = 32 x (8 x (slices - 1) + long), 120K-340K in steps of 4096 (16 slices), more than 330 rows.
+  for (int slices = 16; 32LL * (8LL * (slices - 1) + long_len) <= 340000; slices += 16) {
     const int rows = slices * slice;
-    if (rows <= 330) continue;
+    if (rows <= 330 || 32LL * (8LL * (slices - 1) + long_len) < 120000) continue;
     const host_matrix m = block_matrix(rows, long_len);
-    if (32LL * (8LL * (slices - 1) + long_len) < 120000) continue;
-    print("block", 8, m, time_sell<double>(h, s, m, reps));
-    print("float", 4, m, time_sell<float>(h, s, m, reps));
+    print("block", 8, m, time_sell<double>(h, s, m, reps, batch));
+    print("float", 4, m, time_sell<float>(h, s, m, reps, batch));
   }
-  // wide: 16 slices of one length, stored = 512 x length: 150K-230K in steps of 4096 (8 per row).
+  // wide: 16 slices of one length, stored = 512 x length: 152K-229K in steps of 4096 (8 per row).
   for (int len = 296; len <= 448; len += 8) {
     const host_matrix m = wide_matrix(len);
-    print("wide", 8, m, time_sell<double>(h, s, m, reps));
+    print("wide", 8, m, time_sell<double>(h, s, m, reps, batch));
   }
   SCHECK(cusparseDestroy(h));
   CHECK(cudaStreamDestroy(s));

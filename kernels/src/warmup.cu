@@ -103,7 +103,34 @@ std::vector<warmup_point> warmup_grid(const device_properties& d, bool full)
     add(L::normal, 2000000, 24, 6, 2000000, F::other);
     add(L::normal, 4000000, 12, 3, 4000000, F::other);
   }
+  // cuSPARSE SELL's chains in the L2 run at two rates split by the layout's stored entries (sellValuesSize,
+  // 32 x n_iter_natural; bandwidth_model_params::cusparse_sell_wide_padded), a step the points above place only
+  // within a gap: no chain-bound product lies between the 1600-long blocks of 16000 rows (179.1K, fast) and
+  // the normal rows of 8000 x 12 +- 12 (293.8K, slow) (docs/models.md, Session 29: cusparse_sell). So that the
+  // fit places the step from measurements, the blocks of 1600 and of 400 on more rows of 8 (appended last):
+  // the same chains as the 16000-row blocks, 8 x rows + 32 x (long - 8) stored entries, 32 x pad more where
+  // the block starts a slice (its longer row before it is then the longest of the slice above). 1600 on
+  // 16800-28800 rows: 185344, 198176, 210944, 223776, 242944, 262240, 281344; 400 on 21600-33600 rows:
+  // 185376, 198144, 211040, 223968, 243040, 262144, 281504 (both shapes at each size; long rows 1 and 32 in
+  // turn, which the blocks measured the same). cuSPARSE SELL only: for the other formats these are twins of
+  // the 16000-row blocks (the same chains) that would only add weight to two shapes in their fits. Estimated
+  // cost on an H100, from the 16000-row blocks of the gated warm-up (cusparse_sell 19 and 70 us, ~1.7x that at
+  // the slow rate; time_spmv's 9 samples of 1 ms): ~15 ms per point with generation and plan, ~0.2 s in all.
+  if (full) {
+    const std::vector<std::pair<aijp::size_type, aijp::size_type>> gap = {  // (rows, long)
+        {16800, 1600}, {18400, 1600}, {20000, 1600}, {21600, 1600}, {24000, 1600}, {26400, 1600}, {28800, 1600},
+        {21600, 400},  {23200, 400},  {24800, 400},  {26400, 400},  {28800, 400},  {31200, 400},  {33600, 400}};
+    for (std::size_t i = 0; i < gap.size(); ++i) {
+      add(L::block, gap[i].first, 8, i % 2 == 0 ? 1.0 : 32.0, gap[i].second, F::other);
+      g.back().formats = {format_id::cusparse_sell};
+    }
+  }
   return g;
+}
+
+bool warmup_point::measures(format_id f) const
+{
+  return formats.empty() || std::find(formats.begin(), formats.end(), f) != formats.end();
 }
 
 namespace {
@@ -152,7 +179,7 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
     const std::string key = gp.key();
     if (opts.progress) opts.progress(step++, grid.size(), elapsed(), key);
     bool all_done = true;
-    for (auto f : opts.formats) all_done = all_done && done.count(key + "|" + format_name(f));
+    for (auto f : opts.formats) all_done = all_done && (!gp.measures(f) || done.count(key + "|" + format_name(f)));
     if (all_done) continue;
     auto m = generate_on_device<double>(gp.spec, stream);
     const auto v = m.view();
@@ -165,7 +192,7 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
     detail::device_buffer<double> x(v.cols), y(v.rows);
     AIJP_CUDA_CHECK(cudaMemsetAsync(x.data(), 0, v.cols * sizeof(double), stream));
     for (auto f : opts.formats) {
-      if (done.count(key + "|" + format_name(f))) continue;
+      if (!gp.measures(f) || done.count(key + "|" + format_name(f))) continue;
       plan_options po;
       po.forced = f;
       try {

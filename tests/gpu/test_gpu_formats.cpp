@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -422,16 +423,21 @@ TEST_F(GpuTest, DeviceGeneratedBlockOfLongRows)
   EXPECT_THROW(aijp::generate_on_device<double>(bad, nullptr), aijp::bad_input);
 }
 
-// The full warm-up grid ends with the points beyond the L2 (appended, so the earlier points keep their seeds
-// and a previous full run's samples file resumes): blocks of 200000-entry rows on 2M short rows and random
-// columns with x of 16 and 32 MB; the quick grid has none of them. The 2-row block is generated: its long
-// rows are exactly 200000 contiguous columns from block_layout's first column, where it places them, and its
-// statistics give 2 lanes on the chain.
-TEST_F(GpuTest, WarmupFullGridEndsWithChainsAndGathersBeyondL2)
+// The full warm-up grid's points appended after the first 149 (so the earlier points keep their seeds and a
+// previous full run's samples file resumes): the 7 beyond the L2 (seeds 150-156), then cuSPARSE SELL's 14
+// blocks in the gap of stored entries (seeds 157-170).
+constexpr std::size_t beyond_l2_first = 149, csell_gap_first = 156, csell_gap_points = 14;
+
+// The warm-up's points beyond the L2 (appended after the first 149): blocks of 200000-entry rows on 2M short
+// rows and random columns with x of 16 and 32 MB; the quick grid has none of them. The 2-row block is
+// generated: its long rows are exactly 200000 contiguous columns from block_layout's first column, where it
+// places them, and its statistics give 2 lanes on the chain.
+TEST_F(GpuTest, WarmupFullGridHasChainsAndGathersBeyondL2)
 {
   const auto& dev = shared_context().device();
   const auto quick = aijp::warmup_grid(dev, false);
   const auto full = aijp::warmup_grid(dev, true);
+  ASSERT_EQ(full.size(), csell_gap_first + csell_gap_points);
   std::set<std::string> keys;
   for (const auto& p : full) EXPECT_TRUE(keys.insert(p.key()).second) << "duplicate " << p.key();
   const std::vector<std::string> tail = {
@@ -443,10 +449,10 @@ TEST_F(GpuTest, WarmupFullGridEndsWithChainsAndGathersBeyondL2)
       "normal:rows=2000000,cols=2000000,mean=24,sigma=6,window=2000000",
       "normal:rows=4000000,cols=4000000,mean=12,sigma=3,window=4000000",
   };
-  ASSERT_GT(full.size(), tail.size());
-  const std::size_t first = full.size() - tail.size();
+  const std::size_t first = beyond_l2_first;
   for (std::size_t i = 0; i < tail.size(); ++i) {
     EXPECT_EQ(full[first + i].key(), tail[i] + ",seed=" + std::to_string(first + i + 1));
+    EXPECT_TRUE(full[first + i].formats.empty()) << "every format";
     for (const auto& p : quick) EXPECT_NE(p.key().rfind(tail[i], 0), 0u) << "quick grid point " << p.key();
   }
 
@@ -472,6 +478,109 @@ TEST_F(GpuTest, WarmupFullGridEndsWithChainsAndGathersBeyondL2)
   const auto s = aijp::compute_row_stats_device(v.rows, v.cols, v.row_ptr, nullptr);
   EXPECT_EQ(s.max_len, 200000);
   EXPECT_EQ(s.chain_warp_nnz, 2 * 200000 + 30 * 12 + (b.first_row % 32 > 0 ? b.pad : 0));
+}
+
+// SELL-32's stored entries (32 x n_iter_natural, cuSPARSE's sellValuesSize) of a warm-up block: the lengths the
+// generator draws where block_layout places the long rows (DeviceGeneratedBlockOfLongRows checks them on the
+// device), the longest row of each 32-row slice summed.
+long long block_sell_stored(const aijp::device_generator_spec& s)
+{
+  const auto b = aijp::block_layout(s);
+  const long long rows = static_cast<long long>(s.rows), first = static_cast<long long>(b.first_row);
+  const long long mean = std::llround(s.mean), len = static_cast<long long>(std::min(s.window, s.cols));
+  const long long count = static_cast<long long>(std::ceil(s.param));
+  long long n = 0;
+  for (long long slice = 0; slice < rows; slice += 32) {
+    long long longest = 0;
+    for (long long r = slice; r < std::min(rows, slice + 32); ++r) {
+      longest = std::max(longest, r >= first && r < first + count ? len : r + 1 == first ? mean + b.pad : mean);
+    }
+    n += longest;
+  }
+  return 32 * n;
+}
+
+// The stored entries of cuSPARSE SELL's gap series, as the warm-up's comment lists them.
+const std::vector<long long> csell_gap_stored = {185344, 198176, 210944, 223776, 242944, 262240, 281344,
+                                                 185376, 198144, 211040, 223968, 243040, 262144, 281504};
+
+// The full grid ends with 14 blocks that only cuSPARSE SELL times, all of whose layouts lie in the warm-up's gap
+// of chain-bound stored entries (above the 16000-row block of 1600, 179104; below the normal rows of 8000 x 12
+// +- 12, 293792: docs/models.md, Session 29), from its lower end to its upper end for each shape (1600 and 400
+// long), with 1 and 32 long rows in turn. Host only: runs without a device (the grid's sizes do not depend on
+// the device; its strips do, so an H100's properties).
+TEST(WarmupGrid, FullGridEndsWithCusparseSellBlocksInTheGap)
+{
+  aijp::device_properties d;
+  d.sm_count = 132;
+  d.max_threads_per_sm = 2048;
+  d.max_threads_per_block = 1024;
+  d.warp_size = 32;
+  const auto quick = aijp::warmup_grid(d, false);
+  const auto full = aijp::warmup_grid(d, true);
+  ASSERT_EQ(full.size(), csell_gap_first + csell_gap_points);
+  for (std::size_t i = 0; i < csell_gap_first; ++i) {
+    EXPECT_TRUE(full[i].formats.empty()) << full[i].key();
+    EXPECT_TRUE(full[i].measures(aijp::format_id::sell_c_sigma)) << full[i].key();
+  }
+  for (const auto& p : quick) EXPECT_TRUE(p.formats.empty()) << p.key();
+  std::array<long long, 2> lowest{1LL << 62, 1LL << 62}, highest{0, 0};
+  for (std::size_t i = 0; i < csell_gap_points; ++i) {
+    const auto& p = full[csell_gap_first + i];
+    SCOPED_TRACE(p.key());
+    const bool long1600 = i < csell_gap_points / 2;
+    EXPECT_EQ(p.spec.dist, aijp::device_generator_spec::lengths::block);
+    EXPECT_EQ(p.spec.seed, csell_gap_first + i + 1);
+    EXPECT_EQ(p.spec.mean, 8);
+    EXPECT_EQ(p.spec.window, long1600 ? 1600 : 400);
+    EXPECT_EQ(p.spec.param, i % 2 == 0 ? 1.0 : 32.0);
+    EXPECT_EQ(p.spec.rows % 32, 0);
+    ASSERT_EQ(p.formats.size(), 1u);
+    EXPECT_EQ(p.formats[0], aijp::format_id::cusparse_sell);
+    EXPECT_TRUE(p.measures(aijp::format_id::cusparse_sell));
+    EXPECT_FALSE(p.measures(aijp::format_id::sell_c_sigma));
+    const long long stored = block_sell_stored(p.spec);
+    EXPECT_EQ(stored, csell_gap_stored[i]);
+    EXPECT_GT(stored, 179104);
+    EXPECT_LT(stored, 293792);
+    lowest[long1600] = std::min(lowest[long1600], stored);
+    highest[long1600] = std::max(highest[long1600], stored);
+  }
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_LT(lowest[s], 186000) << "series " << s;   // within 7K of the gap's lower end
+    EXPECT_GT(highest[s], 281000) << "series " << s;  // within 13K of its upper end
+  }
+  // The host count is the one the samples record: the 16000-row blocks of the H100 gated warm-up (session 28).
+  aijp::device_generator_spec b = full[csell_gap_first].spec;
+  b.rows = b.cols = 16000;
+  for (const auto& [seed, k, len, want] : std::vector<std::tuple<int, double, aijp::size_type, long long>>{
+           {134, 1, 400, 140544}, {142, 32, 400, 140640}, {135, 1, 1600, 178944}, {143, 32, 1600, 179104}}) {
+    b.seed = seed;
+    b.param = k;
+    b.window = len;
+    EXPECT_EQ(block_sell_stored(b), want) << b.to_string();
+  }
+}
+
+// The gap series on the device: the statistics the warm-up records give the stored entries the host counts, and
+// cuSPARSE SELL takes every one of them.
+TEST_F(GpuTest, WarmupCusparseSellGapSeriesOnTheDevice)
+{
+  const auto full = aijp::warmup_grid(shared_context().device(), true);
+  ASSERT_EQ(full.size(), csell_gap_first + csell_gap_points);
+  for (std::size_t i = 0; i < csell_gap_points; ++i) {
+    const auto& p = full[csell_gap_first + i];
+    SCOPED_TRACE(p.key());
+    const auto m = aijp::generate_on_device<double>(p.spec, nullptr);
+    const auto v = m.view();
+    const auto s = aijp::compute_row_stats_device(v.rows, v.cols, v.row_ptr, nullptr);
+    EXPECT_EQ(32 * static_cast<long long>(s.n_iter_natural), csell_gap_stored[i]);
+    EXPECT_EQ(s.max_len, static_cast<aijp::index_type>(p.spec.window));
+    aijp::plan_options po;
+    po.forced = aijp::format_id::cusparse_sell;
+    aijp::gpu_matrix<double> g(shared_context(), v, aijp::memory_space::device, po, nullptr);
+    EXPECT_EQ(g.format(), aijp::format_id::cusparse_sell) << g.report().decision;
+  }
 }
 
 TEST_F(GpuTest, RejectsInvalidColumnIndexWithClearError)

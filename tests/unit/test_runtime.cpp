@@ -1341,6 +1341,127 @@ TEST(PlaceholderModel, CusparseSellChainSplitByStoredEntries)
   EXPECT_EQ(q.cusparse_sell_wide_padded, 0.0);
 }
 
+// A warm-up block in the L2: rows of 8 and one row of `long_row` (one lane), as the warm-up's cuSPARSE SELL gap
+// series (kernels/src/warmup.cu): 32 x ((rows / 32 - 1) x 8 + long_row) stored entries in slices of 32.
+aijp::prediction_input block_input(aijp::size_type rows, int long_row)
+{
+  aijp::prediction_input in;
+  in.device = h100_like();
+  in.device.l2_bytes = 50u << 20;
+  in.stats.rows = in.stats.cols = rows;
+  in.stats.nnz = (rows - 1) * 8 + long_row;
+  in.stats.mean = static_cast<double>(in.stats.nnz) / rows;
+  in.stats.mode_len = in.stats.min_len = 8;
+  in.stats.mode_count = rows - 1;
+  in.stats.max_len = long_row;
+  in.stats.n_iter_natural = in.stats.n_iter_sorted = (rows / 32 - 1) * 8 + long_row;
+  in.x_sectors_per_nnz = 0.25;
+  return in;
+}
+
+// cuSPARSE SELL's chains as the warm-up samples them around the gap of session 29, each measured at `rate(stored
+// entries, k)` of its raw chain (k numbers the sample): few-row chains (19K-35K stored entries), the 16000-row
+// blocks of 400 and 1600 (140K, 179K), the gap series of 400 and 1600 (185K-282K), rows of 3 with a long row
+// on 200K rows (620K and more). Every one is chain-bound in the L2 (the fit's condition).
+std::vector<aijp::fixed_cost_observation> csell_gap_samples(const aijp::bandwidth_model_params& p,
+                                                            const std::function<double(double, int)>& rate)
+{
+  std::vector<aijp::prediction_input> in;
+  for (int k = 0; k < 6; ++k) in.push_back(chain_bound_input(1000 + 16 * k, 500 + 100 * k, p.l2_bytes));
+  for (int k = 0; k < 5; ++k) {
+    in.push_back(block_input(16000, 400));
+    in.push_back(block_input(16000, 1600));
+  }
+  for (const aijp::size_type rows : {16800, 18400, 20000, 21600, 24000, 26400, 28800}) in.push_back(block_input(rows, 1600));
+  for (const aijp::size_type rows : {21600, 23200, 24800, 26400, 28800, 31200, 33600}) in.push_back(block_input(rows, 400));
+  for (int k = 0; k < 6; ++k) in.push_back(chain_bound_input(200000 + 1000 * k, 500 + 100 * k, p.l2_bytes));
+  std::vector<aijp::fixed_cost_observation> obs;
+  for (const auto& i : in) {
+    const auto b = aijp::explain_bandwidth_model(aijp::format_id::cusparse_sell, i, p);
+    EXPECT_TRUE(b.in_l2);
+    EXPECT_GT(b.raw_chain_us, 2 * std::max({p.launch_us, b.stream_us, b.l2_us}));  // chain-bound
+    const double stored = 32.0 * static_cast<double>(i.stats.n_iter_natural);
+    obs.push_back({aijp::format_id::cusparse_sell, i, b.fixed_us + rate(stored, static_cast<int>(obs.size())) * b.raw_chain_us});
+  }
+  return obs;
+}
+
+// With samples inside the gap the split follows the step wherever it lies: for a step between any two adjacent
+// sizes of the gap series (or below or above all of them), the boundary falls between the last fast and the
+// first slow sample, the slow ones alone are fitted apart, and the prediction takes each side's rate.
+TEST(PlaceholderModel, CusparseSellSplitFollowsAStepInsideTheGap)
+{
+  aijp::bandwidth_model_params base;
+  base.l2_bytes = 50.0 * (1 << 20);
+  const auto csell = aijp::format_id::cusparse_sell;
+  std::vector<double> gap;
+  for (const auto& o : csell_gap_samples(base, [](double, int) { return 0.46; })) {
+    const double stored = 32.0 * static_cast<double>(o.input.stats.n_iter_natural);
+    if (stored > 180000 && stored < 290000) gap.push_back(stored);
+  }
+  std::sort(gap.begin(), gap.end());
+  ASSERT_EQ(gap.size(), 14u);
+  // The step just above each gap sample in turn, and just below the first.
+  std::vector<double> steps = {gap.front() - 1};
+  for (const double g : gap) steps.push_back(g + 1);
+  for (const double step : steps) {
+    SCOPED_TRACE("step at " + std::to_string(step));
+    aijp::bandwidth_model_params p = base;
+    const auto obs = csell_gap_samples(p, [&](double stored, int) { return stored < step ? 0.46 : 0.8; });
+    double fast_max = 0, slow_min = 1e300;
+    int slow = 0;
+    for (const auto& o : obs) {
+      const double stored = 32.0 * static_cast<double>(o.input.stats.n_iter_natural);
+      if (stored < step) {
+        fast_max = std::max(fast_max, stored);
+      } else {
+        slow_min = std::min(slow_min, stored);
+        ++slow;
+      }
+    }
+    const auto used = aijp::fit_format_corrections(obs, p);
+    EXPECT_EQ(used.cusparse_sell_wide, slow);
+    EXPECT_GT(p.cusparse_sell_wide_padded, fast_max);
+    EXPECT_LT(p.cusparse_sell_wide_padded, slow_min);
+    EXPECT_NEAR(p.cusparse_sell_wide_padded, std::sqrt(fast_max * slow_min), 1e-6);
+    EXPECT_NEAR(p.cusparse_sell_wide_chain_scale, 0.8, 1e-9);
+    EXPECT_NEAR(p.format_chain_scale[static_cast<int>(csell)], 0.46, 1e-9);
+    for (const auto& o : obs) {
+      const auto b = aijp::explain_bandwidth_model(csell, o.input, p);
+      const double stored = 32.0 * static_cast<double>(o.input.stats.n_iter_natural);
+      EXPECT_NEAR(b.chain_us, (stored < step ? 0.46 : 0.8) * b.raw_chain_us, 1e-9) << stored;
+    }
+  }
+}
+
+// Samples that show no step give no split: one rate scattered by +-12 % in any order of size; one rate per
+// shape, as the fast chains measured (the few-row ones higher than the blocks); a gentle rise with size (0.42 to
+// 0.50 over the samples' 19K-635K stored entries, log-linear). Every split of such samples lowers the medians'
+// deviation a little; the 1.25 x step between the two medians is what keeps the fit from inventing a boundary.
+TEST(PlaceholderModel, CusparseSellNoSplitWithoutAStep)
+{
+  aijp::bandwidth_model_params base;
+  base.l2_bytes = 50.0 * (1 << 20);
+  const auto csell = aijp::format_id::cusparse_sell;
+  const std::vector<std::function<double(double, int)>> spreads = {
+      [](double, int k) { return 0.46 * (1 + 0.12 * std::sin(2.3 * k)); },
+      [](double stored, int) { return stored < 40000 ? 0.55 : stored < 400000 ? 0.45 : 0.50; },
+      [](double stored, int) { return 0.42 + 0.08 * std::log(stored / 19000) / std::log(635000.0 / 19000); },
+  };
+  for (std::size_t v = 0; v < spreads.size(); ++v) {
+    SCOPED_TRACE("spread " + std::to_string(v));
+    aijp::bandwidth_model_params p = base;
+    const auto obs = csell_gap_samples(p, spreads[v]);
+    const auto used = aijp::fit_format_corrections(obs, p);
+    EXPECT_EQ(used.cusparse_sell_wide, 0);
+    EXPECT_EQ(p.cusparse_sell_wide_padded, 0.0);
+    EXPECT_EQ(p.cusparse_sell_wide_chain_scale, 0.0);
+    EXPECT_GT(used.chain[static_cast<int>(csell)], 0);
+    EXPECT_GT(p.format_chain_scale[static_cast<int>(csell)], 0.40);
+    EXPECT_LT(p.format_chain_scale[static_cast<int>(csell)], 0.52);
+  }
+}
+
 // The warm-up's fit of the per-format floors and fixed costs. The floor is the median measured time of the
 // samples whose traffic and chain terms are below a quarter launch; the fixed cost is the value that makes
 // max(floor, fixed + variable) fit the samples whose variable terms are at most two launches. Large matrices,

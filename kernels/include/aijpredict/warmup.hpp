@@ -17,7 +17,12 @@ namespace aijp {
 struct warmup_point {
   device_generator_spec spec;
   model::family source = model::family::other;
+  /// Empty: every format of warmup_options::formats is timed on this matrix. Otherwise only those of them
+  /// listed here (a point that samples one format's behaviour and would only add weight to one shape in
+  /// the other formats' fits).
+  std::vector<format_id> formats;
   std::string key() const { return spec.to_string(); }
+  bool measures(format_id f) const;
 };
 
 /// The benchmark grid in units of this GPU's strips (quick or full; see the definition for the choices).
