@@ -1147,6 +1147,14 @@ double at_least_launches(format_id f, const row_stats& s, int value_bytes, const
   return std::max({predicted_us, latency, streaming});
 }
 
+double conversion_estimate_us(format_id f, double layout_bytes, double csr_bytes, double stream_gbs, bool first_cusparse_sell)
+{
+  if (f == format_id::csr_vector || f == format_id::csr_scalar) return csr_copy_install_us;
+  double us = 150.0 + 3.0 * (layout_bytes + csr_bytes) / (stream_gbs * 1e3);
+  if (f == format_id::cusparse_sell && first_cusparse_sell) us += cusparse_sell_first_use_us;
+  return us;
+}
+
 int select_best(const std::vector<format_estimate>& estimates)
 {
   int best = -1;

@@ -253,6 +253,25 @@ TEST(Formats, ParseNamesAndLists)
   EXPECT_THROW(aijp::parse_format_list(","), aijp::bad_input);
 }
 
+// The amortization's price of a conversion: a layout costs a fixed 150 us plus three passes over the CSR copy and
+// the layout at streaming bandwidth; a format on the CSR copy only its install, whatever the matrix's size;
+// cuSPARSE SELL's first use in a process adds the loading of its kernels, once.
+TEST(ConversionEstimate, LayoutsPayForTheirBytesFormatsOnTheCsrCopyOnlyTheInstall)
+{
+  using aijp::format_id;
+  const double gbs = 3000;             // 3 TB/s: 3 bytes per ns
+  const double csr = 12e6, layout = 9e6;  // bytes
+  EXPECT_DOUBLE_EQ(aijp::conversion_estimate_us(format_id::sell_c_sigma, layout, csr, gbs, false), 150.0 + 3.0 * 21e6 / 3e6);
+  EXPECT_DOUBLE_EQ(aijp::conversion_estimate_us(format_id::sell_c_sigma, layout, csr, gbs, true), 150.0 + 21.0) << "only cuSPARSE SELL loads kernels";
+  EXPECT_DOUBLE_EQ(aijp::conversion_estimate_us(format_id::cusparse_sell, layout, csr, gbs, true), 150.0 + 21.0 + aijp::cusparse_sell_first_use_us);
+  EXPECT_DOUBLE_EQ(aijp::conversion_estimate_us(format_id::cusparse_sell, layout, csr, gbs, false), 150.0 + 21.0);
+  for (const format_id f : {format_id::csr_vector, format_id::csr_scalar}) {
+    EXPECT_DOUBLE_EQ(aijp::conversion_estimate_us(f, csr, csr, gbs, true), aijp::csr_copy_install_us) << aijp::format_name(f);
+    EXPECT_DOUBLE_EQ(aijp::conversion_estimate_us(f, 100 * csr, 100 * csr, gbs, false), aijp::csr_copy_install_us) << aijp::format_name(f);
+  }
+  EXPECT_LT(aijp::csr_copy_install_us, aijp::conversion_estimate_us(format_id::ell, 0, 0, gbs, false));
+}
+
 TEST(PlaceholderModel, RanksByBytesAndRespectsMemory)
 {
   aijp::prediction_input in;

@@ -400,6 +400,19 @@ double at_least_launches(format_id f, const row_stats& s, int value_bytes, const
 /// predicted faster than cuSPARSE CSR to be chosen over it. Also the rule aijp_accuracy and aijp_refit report.
 constexpr double default_baseline_margin = 0.03;
 
+/// Estimated host cost (us) of converting the CSR copy to `f`, a layout of `layout_bytes` (the amortization's
+/// price of a conversion). A layout is read and written a few times (widths, scan, fill; sorts for the sorted
+/// layouts) plus allocations and launches: 150 us + 3x the bytes at `stream_gbs` (GB/s) matches the measured
+/// 0.12-0.25 ms on small matrices and 3-9 SpMVs on 50M-nonzero ones (bench/results/2026-11-22_h200_formats.txt).
+/// A format on the CSR copy (csr_vector, csr_scalar) builds no layout: making its format object and installing
+/// the plan took 6-23 us on the H100 (bench/results/2026-11-25_h100_session28_trace.txt), charged as
+/// csr_copy_install_us. cuSPARSE SELL's first use in a process loads its kernels (5.4-22.5 ms against 17-21 us for
+/// its second product on the H100 machine, bench/results/2026-11-24_h100_session14_first_use_short_solves.txt and
+/// _session15_first_use.txt): `first_cusparse_sell` adds cusparse_sell_first_use_us, the middle of those.
+constexpr double csr_copy_install_us = 25.0;
+constexpr double cusparse_sell_first_use_us = 12000.0;
+double conversion_estimate_us(format_id f, double layout_bytes, double csr_bytes, double stream_gbs, bool first_cusparse_sell);
+
 /// Index into `estimates` of the feasible format with the smallest predicted time; cuSPARSE CSR wins ties.
 /// Returns -1 when none is feasible.
 int select_best(const std::vector<format_estimate>& estimates);
