@@ -58,6 +58,7 @@ struct AIJPOptions {
   PetscBool   staged         = PETSC_TRUE;  /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
   PetscBool   prefetch       = PETSC_FALSE; /* -mat_aijpredict_prefetch: issue the analysis' device passes in the upload's solve, read them back in its later products */
   PetscBool   host_worker    = PETSC_FALSE; /* -mat_aijpredict_host_worker: a staged step's stages without CUDA calls run on the step worker (needs a second CPU) */
+  PetscBool   first_solve    = PETSC_FALSE; /* -mat_aijpredict_first_solve_analysis: with prefetch and host_worker, analyse in the upload's solve */
   PetscReal   stage_fraction = 0.03;        /* -mat_aijpredict_stage_fraction: a part's share of a product's predicted time */
   PetscReal   stage_duty     = 0.01;        /* -mat_aijpredict_stage_duty: the parts' share of the wall time (host) */
   PetscReal   stage_overlap  = 0.0;         /* -mat_aijpredict_stage_overlap: share of a product's predicted time a part overlaps */
@@ -368,6 +369,12 @@ int AIJPCpusAvailable()
   return cpus;
 }
 
+/* -mat_aijpredict_first_solve_analysis applies, and the passes prefetched at the upload are read back. */
+bool AIJPFirstSolveAnalysis(const Mat_SeqAIJPredict *p)
+{
+  return p->opt.first_solve && p->opt.staged && p->opt.prefetch && p->opt.host_worker && !p->opt.background && AIJPCpusAvailable() >= 2 && p->gpu->prefetch_ready();
+}
+
 /* The plan options every analysis and re-plan of this matrix uses, for `expected` products. */
 PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp::plan_options *opts)
 {
@@ -525,6 +532,19 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
   if (p->gpu->background_running()) PetscFunctionReturn(PETSC_SUCCESS); /* advanced after the product: AIJPInstallStep */
   const auto &rep = p->gpu->report();
   if (rep.analyzed && !rep.deferred && !rep.partition_pending) PetscFunctionReturn(PETSC_SUCCESS);
+  if (!rep.analyzed && AIJPFirstSolveAnalysis(p)) {
+    /* The passes issued at the upload are back, and the decision runs on the step worker: the products pay the
+       start and one hand-over, in the upload's solve, rather than an analysis worth ~2 ms spread over later
+       ones. The conversion is amortized over a solve's products at least (defer_mults). */
+    const double expected = std::max<double>({p->opt.expected_mults, (double)p->mults, (double)p->opt.defer_mults});
+    aijp::plan_options opts;
+    PetscCall(PetscGetCurrentCUDAStream(&stream));
+    PetscCall(AIJPPlanOptions(p, expected, &opts));
+    opts.first_part_unpaced = true;
+    p->next_check           = 2 * std::max(p->mults, p->opt.defer_mults);
+    PetscCall(AIJPStep(A, p, aijp::background_step::analyze, opts, stream, &started, &changed)); /* its start is not charged */
+    PetscFunctionReturn(PETSC_SUCCESS);
+  }
   if (!rep.analyzed && p->mults <= p->opt.defer_mults) PetscFunctionReturn(PETSC_SUCCESS);
   if (p->mults < p->next_check) PetscFunctionReturn(PETSC_SUCCESS);
   const auto checked = std::chrono::steady_clock::now(); /* a check: at most once per doubling of the count */
@@ -1214,6 +1234,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_partition", "Plan row-partitioned multi-format layouts (dynamic programming over row strips) and use one when its predicted time beats the best single format", "MatCreateSeqAIJPredict", o->partition, &o->partition, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_prefetch", "With staged steps: issue the analysis' device passes (row statistics, locality samples, then the row-length histogram) in the product that uploads the matrix and read them back without waiting at the next products, so that a staged analysis of a reused matrix starts at its decision and none of its parts issues a device pass; the upload's solve carries them (off by default: on an H100 lap7 16^3's first solve read 1.07x aijcusparse's with it in one session, 0.93-1.01x in another)", "MatCreateSeqAIJPredict", o->prefetch, &o->prefetch, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_worker", "With staged steps: run the stages that make no CUDA call (the copy of a plan never analysed, the decision, the partition planner's DP, a conversion to a format on the CSR copy) on the process's step worker thread instead of in parts on the products' thread, which then only hands them over and checks a flag; needs a second CPU (ignored on one); off by default: on an H100, with -mat_aijpredict_prefetch, the worst repeated short solve read 1.027-1.052x with it, against 1.033-1.042x with the defaults", "MatCreateSeqAIJPredict", o->host_worker, &o->host_worker, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_first_solve_analysis", "With -mat_aijpredict_prefetch and -mat_aijpredict_host_worker (two CPUs): start the analysis as soon as the passes issued at the upload are read back, with its hand-over to the step worker unpaced, so that the hand-over and the install land in the upload's solve rather than in a later one; a conversion is then made if it pays within the products so far or -mat_aijpredict_defer_mults, whichever is more (a format on the CSR copy costs only its install), else reconsidered as the product count doubles", "MatCreateSeqAIJPredict", o->first_solve, &o->first_solve, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_background", "Analyse and convert a reused matrix on a worker thread, on its own CUDA stream, while the products keep running the current format (cuSPARSE CSR before the first analysis); the new format is installed at the first product after it is ready. Needs a second CPU. Off by default: on one GPU the step's work shares the device with the products, so it spreads the cost over more products rather than removing it (false: inside the product that decides it)", "MatCreateSeqAIJPredict", o->background, &o->background, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_staged", "Analyse and convert a reused matrix in parts over the next products, on their stream, never waiting for the device (read-backs are polled at later products), paced by -mat_aijpredict_stage_duty; the products run the current format until the new one is complete. A partition is planned in slices and built block by block; a conversion to sell_delta16, sell_sigma or sell is split so each product carries at most -mat_aijpredict_stage_fraction of its time (an exploration's candidate of those formats too, after the products); other formats convert in one part. False: the whole analysis and conversion inside the product that decides it (one solve of repeated short solves took 1.4-2.4x there, against 1.09-1.6x staged on an H100). -mat_aijpredict_background takes precedence", "MatCreateSeqAIJPredict", o->staged, &o->staged, nullptr));
   PetscCall(PetscOptionsReal("-mat_aijpredict_stage_fraction", "Staged steps: the largest share of a conversion one product carries, as a fraction of the running format's predicted product time", "MatCreateSeqAIJPredict", o->stage_fraction, &o->stage_fraction, nullptr));
@@ -1377,6 +1398,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_reserve <f>      - device memory set aside with the CSR copy for later layouts, a fraction of its bytes counted twice up to 64 MiB (default 1; 0: none; only while the GPU keeps half its memory free)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
 .  -mat_aijpredict_prefetch <bool> - staged: issue the analysis' device passes in the upload's product, read back at the next ones (default false)
+.  -mat_aijpredict_first_solve_analysis <bool> - with prefetch and host_worker: analyse, hand over and install in the upload's solve (default false)
 .  -mat_aijpredict_host_worker <bool> - staged: run the stages without CUDA calls on the step worker thread; needs a second CPU (default false)
 .  -mat_aijpredict_host_copy        - without a GPU, multiply with a host copy refreshed like the device copy (testing)
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice

@@ -50,23 +50,13 @@ struct thread_disturbance {
 };
 
 // cuSPARSE loads the kernels of its sliced-ELL SpMV at their first use in a process (lazy loading inside the
-// library, out of reach of the context's preload, module_preload.hpp): its first product cost 5.4, 12.0 and
-// 22.5 ms on the H100 machine against 17-21 us for the second (aijp_first_use_cost, bench/results/
-// 2026-11-24_h100_session14_first_use_short_solves.txt and _session15_first_use.txt). A conversion to it is
-// charged the middle value until the process has built one.
-constexpr double cusparse_sell_first_use_us = 12000.0;
+// library, out of reach of the context's preload, module_preload.hpp): a conversion to it is charged that
+// (aijp::conversion_estimate_us) until the process has built one.
 std::atomic<bool> cusparse_sell_built{false};
 
-// Estimated host cost of converting the CSR copy to `f` (a layout of `layout_bytes`): conversion reads the
-// CSR copy and writes the layout a few times (widths, scan, fill; sorts for the sorted layouts), plus a fixed
-// cost of allocations and launches: 3x the bytes at streaming bandwidth + 150 us matches the measured
-// 0.12-0.25 ms on small matrices and 3-9 SpMVs on 50M-nonzero ones (bench/results/2026-11-22_h200_formats.txt);
-// plus cuSPARSE SELL's first use in the process.
 double conversion_estimate_us(format_id f, double layout_bytes, double csr_bytes, double stream_gbs)
 {
-  double us = 150.0 + 3.0 * (layout_bytes + csr_bytes) / (stream_gbs * 1e3);
-  if (f == format_id::cusparse_sell && !cusparse_sell_built.load(std::memory_order_relaxed)) us += cusparse_sell_first_use_us;
-  return us;
+  return aijp::conversion_estimate_us(f, layout_bytes, csr_bytes, stream_gbs, !cusparse_sell_built.load(std::memory_order_relaxed));
 }
 
 // Rows per part of a conversion split so that each part's device work (`work_us` for the whole fill, spread
@@ -2418,9 +2408,10 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
     } else {
       job->untimed_pass_us = product_us;
     }
-    // Starting the step is host time in this product too: the first part waits for its share of it.
+    // Starting the step is host time in this product too: the first part waits for its share of it (unless
+    // the caller wants the first part at once: plan_options::first_part_unpaced).
     job->start_us = 1e3 * ms_since(t_start);
-    job->spent_us = job->start_us;
+    job->spent_us = opts.first_part_unpaced ? 0.0 : job->start_us;
     job_ = std::move(job);
     m.step_running = true;
     return true;
@@ -2589,6 +2580,12 @@ template <typename Value>
 bool gpu_matrix<Value>::prefetch_pending() const
 {
   return impl_->prefetch && !impl_->prefetch->result;
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::prefetch_ready() const
+{
+  return impl_->prefetch && impl_->prefetch->result;
 }
 
 template <typename Value>

@@ -590,6 +590,57 @@ TEST_F(GpuStaged, ChargedStartHoldsThePartsBack)
   check_product(m, a, x, dx, "after the charged step");
 }
 
+// plan_options::first_part_unpaced (the plugin's -mat_aijpredict_first_solve_analysis): an analysis that starts
+// from prefetched passes with the host worker hands over at the first poll even under a duty that a charged
+// start would hold it back by (the start's host time is not charged), installs the synchronous choice, and a
+// charge made after the start still holds back the parts that follow the hand-over (none here: the stages run
+// on the worker, so the step installs without another part on the products' thread).
+TEST_F(GpuStaged, UnpacedFirstPartHandsOverAtTheFirstPoll)
+{
+  const auto ctx = make_context();
+  for (const char* spec : {"lap7:16x16x16", "powerlaw:rows=20000,deg=8,exp=2.1"}) {
+    SCOPED_TRACE(spec);
+    const auto a = aijp::gen::from_spec(spec);
+    const auto x = aijp::test::random_vector(a.cols, 31);
+    device_vec<double> dx(x);
+    aijp::plan_options opts;
+    opts.online = false;
+    aijp::gpu_matrix<double> sync(*ctx, a.view(), opts, nullptr);
+    aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+    EXPECT_FALSE(m.prefetch_ready());
+    m.prefetch_analysis(nullptr);
+    EXPECT_FALSE(m.prefetch_ready());
+    int before = 0;
+    while (!m.advance_prefetch(nullptr)) {
+      check_product(m, a, x, dx, "while the prefetched passes run");
+      ASSERT_LT(++before, 100000) << "the prefetched passes never came back";
+    }
+    EXPECT_TRUE(m.prefetch_ready());
+    opts.host_worker = true;
+    opts.stage_duty = 0.01;
+    opts.first_part_unpaced = true;
+    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+    check_product(m, a, x, dx, "the product that started the step");
+    EXPECT_FALSE(m.poll_background(nullptr));
+    EXPECT_NE(m.staged_last_part().find("handed to the worker"), std::string::npos)
+        << "the first poll did not hand over: '" << m.staged_last_part() << "'";
+    bool changed = false;
+    const int products = poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
+    const auto& rep = m.report();
+    EXPECT_TRUE(changed);
+    EXPECT_TRUE(rep.analyzed);
+    EXPECT_TRUE(rep.staged_prefetched);
+    EXPECT_EQ(m.format(), sync.format()) << "staged: " << rep.decision << "\nsynchronous: " << sync.report().decision;
+    EXPECT_EQ(rep.staged_skipped, 0) << "a poll waited for the pacing: " << rep.to_string();
+    if (!rep.partitioned && rep.proposed.strips == 0 &&
+        (m.format() == format_id::csr_vector || m.format() == format_id::csr_scalar || m.format() == format_id::cusparse_csr)) {
+      EXPECT_EQ(rep.staged_polls(), 1) << "one part on the products' thread, the hand-over, for a format on the CSR copy";
+    }
+    std::cout << spec << ": " << before << " products for the prefetch, " << products << " more to the install of " << aijp::format_name(m.format()) << "\n";
+    aijp::test::check_products_and_refresh(m, a, "after the unpaced analysis", 37);
+  }
+}
+
 TEST_F(GpuStaged, EmptyMatrix)
 {
   aijp::csr_matrix<double> a;

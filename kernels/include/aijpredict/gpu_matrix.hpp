@@ -112,6 +112,12 @@ struct plan_options {
   /// (H100, session 24-25: bench/results/2026-11-24_h100_session25_thread_steps.txt). The products' thread
   /// only hands the stages over and checks a flag. Needs a second CPU (the PETSc plugin sets it only then).
   bool host_worker = false;
+  /// Staged steps: the step's first part may run at the first poll, whatever the start cost (the start's host
+  /// time is not charged to the pacing). Meant for an analysis that starts from prefetched passes with
+  /// host_worker, whose first part is the hand-over to the worker: started and handed over in the upload's
+  /// solve, it installs there too instead of in a later solve (the PETSc plugin's
+  /// -mat_aijpredict_first_solve_analysis). Later parts (a conversion that launches kernels) stay paced.
+  bool first_part_unpaced = false;
   /// Staged steps: name in each part's label (plan_report::staged_poll_labels) the page faults and preemptions
   /// it met (getrusage before and after: two system calls per part inside a short solve). The PETSc plugin
   /// turns it on under -info, where the labels are printed.
@@ -368,6 +374,8 @@ class gpu_matrix {
   bool advance_prefetch(cudaStream_t stream);
   /// prefetch_analysis issued passes not yet read back.
   bool prefetch_pending() const;
+  /// The passes prefetch_analysis issued are read back: a staged analysis started now begins at its decision.
+  bool prefetch_ready() const;
   /// A staged step not installed yet: its last part's stage, as plan_report::staged_poll_labels names it; an
   /// exploration's candidate being converted in parts: which and its part (empty otherwise). For a report of
   /// a slow product. A staged part's label ends with its recorded host time ("[part 12.3 us]").
