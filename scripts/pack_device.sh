@@ -19,8 +19,19 @@ rm -rf "$out"; mkdir -p "$out/lib" "$out/petsc"
 grep -qx '/.device/' "$AIJP_ROOT/.git/info/exclude" 2>/dev/null || grep -qx '/.device/' "$AIJP_ROOT/.gitignore" || {
   echo "pack_device.sh: .device/ must be git-ignored" >&2; exit 1; }
 
-# Build tree without objects and static archives; binaries stripped of debug info.
-tar -C "$AIJP_BUILD" --exclude='*.o' --exclude='*.a' --exclude='CMakeFiles/*.dir' --exclude='*.log' -cf - . |
+# Build tree without objects and static archives, nor CMake's compiler checks and dependency lists (nothing
+# there runs them); binaries stripped of debug info. The experiment binaries of bench/experiments (4-5 MB each)
+# only where AIJP_PACK_EXPERIMENTS names them (space-separated, e.g. "aijp_csell_switch aijp_wake_cost"; unset:
+# all of them): the working tree and .device travel together under 64 MiB.
+experiments=$(sed -n 's/^add_executable(\(aijp_[a-z0-9_]*\) experiments\/.*/\1/p' "$AIJP_ROOT/bench/CMakeLists.txt")
+skip_exp=()
+if [ -n "${AIJP_PACK_EXPERIMENTS+set}" ]; then
+  for e in $experiments; do
+    case " $AIJP_PACK_EXPERIMENTS " in *" $e "*) ;; *) skip_exp+=(--exclude="./bench/$e") ;; esac
+  done
+fi
+tar -C "$AIJP_BUILD" --exclude='*.o' --exclude='*.a' --exclude='CMakeFiles/*.dir' --exclude='*.log' \
+    --exclude='CMakeFiles/3.*' --exclude='compiler_depend.*' "${skip_exp[@]}" -cf - . |
   (mkdir -p "$out/build" && tar -C "$out/build" -xf -)
 find "$out/build" -type f -perm -u+x -exec sh -c 'file -b "$1" | grep -q ELF && strip --strip-debug "$1"' _ {} \; 2>/dev/null || true
 
