@@ -56,9 +56,10 @@ struct AIJPOptions {
   PetscBool   partition      = PETSC_TRUE;  /* -mat_aijpredict_partition: row-partitioned multi-format plans when they pay */
   PetscBool   background     = PETSC_FALSE; /* -mat_aijpredict_background: analyse and convert a reused matrix on a worker thread */
   PetscBool   staged         = PETSC_TRUE;  /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
-  PetscBool   prefetch       = PETSC_FALSE; /* -mat_aijpredict_prefetch: issue the analysis' device passes in the upload's solve, read them back in its later products */
-  PetscBool   host_worker    = PETSC_FALSE; /* -mat_aijpredict_host_worker: a staged step's stages without CUDA calls run on the step worker (needs a second CPU) */
-  PetscBool   first_solve    = PETSC_FALSE; /* -mat_aijpredict_first_solve_analysis: with prefetch and host_worker, analyse in the upload's solve */
+  PetscBool   prefetch       = PETSC_TRUE;  /* -mat_aijpredict_prefetch: issue the analysis' device passes in the upload's solve, read them back in its later products */
+  PetscBool   host_worker    = PETSC_TRUE;  /* -mat_aijpredict_host_worker: a staged step's stages without CUDA calls run on the step worker (needs a second CPU) */
+  PetscBool   first_solve    = PETSC_TRUE;  /* -mat_aijpredict_first_solve_analysis: with prefetch and host_worker, analyse in the upload's solve */
+  PetscReal   first_convert  = 200;         /* -mat_aijpredict_first_solve_convert_us: that analysis converts at once below this estimate */
   PetscReal   stage_fraction = 0.03;        /* -mat_aijpredict_stage_fraction: a part's share of a product's predicted time */
   PetscReal   stage_duty     = 0.01;        /* -mat_aijpredict_stage_duty: the parts' share of the wall time (host) */
   PetscReal   stage_overlap  = 0.0;         /* -mat_aijpredict_stage_overlap: share of a product's predicted time a part overlaps */
@@ -541,6 +542,8 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
     PetscCall(PetscGetCurrentCUDAStream(&stream));
     PetscCall(AIJPPlanOptions(p, expected, &opts));
     opts.first_part_unpaced = true;
+    opts.convert_at_once_us = p->opt.first_convert;
+    opts.online_policy.first_samples_wait_for_pace = true; /* installed about the 4th product: pace not known yet */
     p->next_check           = 2 * std::max(p->mults, p->opt.defer_mults);
     PetscCall(AIJPStep(A, p, aijp::background_step::analyze, opts, stream, &started, &changed)); /* its start is not charged */
     PetscFunctionReturn(PETSC_SUCCESS);
@@ -1235,6 +1238,8 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_prefetch", "With staged steps: issue the analysis' device passes (row statistics, locality samples, then the row-length histogram) in the product that uploads the matrix and read them back without waiting at the next products, so that a staged analysis of a reused matrix starts at its decision and none of its parts issues a device pass; the upload's solve carries them (off by default: on an H100 lap7 16^3's first solve read 1.07x aijcusparse's with it in one session, 0.93-1.01x in another)", "MatCreateSeqAIJPredict", o->prefetch, &o->prefetch, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_worker", "With staged steps: run the stages that make no CUDA call (the copy of a plan never analysed, the decision, the partition planner's DP, a conversion to a format on the CSR copy) on the process's step worker thread instead of in parts on the products' thread, which then only hands them over and checks a flag; needs a second CPU (ignored on one); off by default: on an H100, with -mat_aijpredict_prefetch, the worst repeated short solve read 1.027-1.052x with it, against 1.033-1.042x with the defaults", "MatCreateSeqAIJPredict", o->host_worker, &o->host_worker, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_first_solve_analysis", "With -mat_aijpredict_prefetch and -mat_aijpredict_host_worker (two CPUs): start the analysis as soon as the passes issued at the upload are read back, with its hand-over to the step worker unpaced, so that the hand-over and the install land in the upload's solve rather than in a later one; a conversion is then made if it pays within the products so far or -mat_aijpredict_defer_mults, whichever is more (a format on the CSR copy costs only its install), else reconsidered as the product count doubles", "MatCreateSeqAIJPredict", o->first_solve, &o->first_solve, nullptr));
+  PetscCall(PetscOptionsReal("-mat_aijpredict_first_solve_convert_us", "With -mat_aijpredict_first_solve_analysis: a choice whose conversion is estimated at most this many microseconds is converted at once, in the upload's solve (every GPU matrix type's first solve pays its upload), rather than deferred until it pays, when its parts would cost each later solve they land in 2-6 % (0: amortized as usual)", "MatCreateSeqAIJPredict", o->first_convert, &o->first_convert, nullptr));
+  PetscCheck(o->first_convert >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_first_solve_convert_us must be >= 0");
   PetscCall(PetscOptionsBool("-mat_aijpredict_background", "Analyse and convert a reused matrix on a worker thread, on its own CUDA stream, while the products keep running the current format (cuSPARSE CSR before the first analysis); the new format is installed at the first product after it is ready. Needs a second CPU. Off by default: on one GPU the step's work shares the device with the products, so it spreads the cost over more products rather than removing it (false: inside the product that decides it)", "MatCreateSeqAIJPredict", o->background, &o->background, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_staged", "Analyse and convert a reused matrix in parts over the next products, on their stream, never waiting for the device (read-backs are polled at later products), paced by -mat_aijpredict_stage_duty; the products run the current format until the new one is complete. A partition is planned in slices and built block by block; a conversion to sell_delta16, sell_sigma or sell is split so each product carries at most -mat_aijpredict_stage_fraction of its time (an exploration's candidate of those formats too, after the products); other formats convert in one part. False: the whole analysis and conversion inside the product that decides it (one solve of repeated short solves took 1.4-2.4x there, against 1.09-1.6x staged on an H100). -mat_aijpredict_background takes precedence", "MatCreateSeqAIJPredict", o->staged, &o->staged, nullptr));
   PetscCall(PetscOptionsReal("-mat_aijpredict_stage_fraction", "Staged steps: the largest share of a conversion one product carries, as a fraction of the running format's predicted product time", "MatCreateSeqAIJPredict", o->stage_fraction, &o->stage_fraction, nullptr));
@@ -1399,6 +1404,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
 .  -mat_aijpredict_prefetch <bool> - staged: issue the analysis' device passes in the upload's product, read back at the next ones (default false)
 .  -mat_aijpredict_first_solve_analysis <bool> - with prefetch and host_worker: analyse, hand over and install in the upload's solve (default false)
+.  -mat_aijpredict_first_solve_convert_us <us> - with it: convert at once, in the upload's solve, a choice estimated at most this (default 200)
 .  -mat_aijpredict_host_worker <bool> - staged: run the stages without CUDA calls on the step worker thread; needs a second CPU (default false)
 .  -mat_aijpredict_host_copy        - without a GPU, multiply with a host copy refreshed like the device copy (testing)
 -  -mat_aijpredict_view             - print the statistics, the prediction of every format, and the choice

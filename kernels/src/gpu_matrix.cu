@@ -804,7 +804,13 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
     const double bytes = choice_i >= 0 ? rep.estimates[choice_i].device_bytes : 0.0;
     rep.conversion_estimate_us = conversion_estimate_us(choice, bytes, m.csr_bytes(), ctx.model_params().stream_read_gbs);
     rep.saving_us = t_csr > 0 ? t_csr - t_choice : 0;
-    if (rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
+    const bool at_once = opts.convert_at_once_us > 0 && rep.saving_us > 0 && rep.conversion_estimate_us <= opts.convert_at_once_us;
+    if (at_once && rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
+      char line[160];
+      std::snprintf(line, sizeof(line), "; converted at once: costs ~%.0f us, at most %.0f us (plan_options::convert_at_once_us)",
+                    rep.conversion_estimate_us, opts.convert_at_once_us);
+      rep.decision += line;
+    } else if (rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
       rep.deferred = choice;
       char line[200];
       std::snprintf(line, sizeof(line), "; conversion deferred: saves %.2f us per SpMV, costs ~%.0f us, pays after %.0f SpMVs",
@@ -1964,8 +1970,12 @@ struct gpu_matrix<Value>::background_job {
   // Rows per part of a staged conversion to `f`: its fill moves the CSR copy's bytes and the layout's once,
   // at the calibrated streaming bandwidth; a part gets opts.stage_fraction of the running plan's predicted
   // product time.
+  // A step converting at once (plan_options::convert_at_once_us): no pacing, conversions in whole parts.
+  bool unpaced() const { return opts.convert_at_once_us > 0; }
+
   size_type rows_per_part(format_id f) const
   {
+    if (unpaced()) return plan->csr.rows;
     const auto& est = plan->report.estimates;
     int run_i = estimate_index(est, running_format);
     if (run_i < 0) run_i = estimate_index(est, format_id::cusparse_csr);
@@ -1995,7 +2005,7 @@ struct gpu_matrix<Value>::background_job {
     harvest_passes();
     // Pacing: the parts' host time beyond the product they overlap, and their device time, stay within
     // opts.stage_duty of the wall time since the step began.
-    if (!block && over_duty(spent_us, opts.stage_duty, active_ms(t0))) {
+    if (!block && over_duty(spent_us, unpaced() ? 0.0 : opts.stage_duty, active_ms(t0))) {
       ++skipped;
       return false;
     }
@@ -2659,7 +2669,10 @@ void gpu_matrix<Value>::apply(Value alpha, const Value* x, Value beta, Value* y,
   // sample_first_spacing-th where the solve is bound by the host: first_spacing), then one in on.interval
   // (sample_every, doubling at each observation up to sample_every_max).
   const bool first = on.timed < on.policy.sample_first;
-  const bool sample = first ? k >= on.next_first : (on.interval > 0 && k % on.interval == 0);
+  // The spacing of the first samples needs the solver's pace (online::policy::first_samples_wait_for_pace).
+  const bool pace_unknown = first && on.policy.first_samples_wait_for_pace && on.policy.sample_first_spacing > 1 &&
+                            on.pace.count < online::policy::gap_window;
+  const bool sample = first ? !pace_unknown && k >= on.next_first : (on.interval > 0 && k % on.interval == 0);
   if (sample && on.timer->begin(stream, on.epoch)) {
     const auto t0 = clock_type::now();
     impl_->format->apply(alpha, x, beta, y, stream);

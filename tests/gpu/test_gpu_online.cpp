@@ -237,6 +237,7 @@ TEST_F(GpuOnline, HostBoundSolveSpacesTheFirstSamples)
     double share;
     int expected_samples;
     int expected_spacing;
+    bool wait_for_pace = false;
   };
   // The solver's other work between products: at least 20 times a synchronised product's wall time, so the
   // product is a small share of the gap on any machine (also under compute-sanitizer, which slows kernels).
@@ -253,10 +254,13 @@ TEST_F(GpuOnline, HostBoundSolveSpacesTheFirstSamples)
     }
   }
   const auto spin = std::chrono::duration<double, std::micro>(std::max(300.0, 20 * product_wall_us));
-  for (const variant v : {variant{8, 0.15, 15, 8}, variant{1, 0.15, 22, 1}, variant{8, 0.0, 22, 1}}) {
-    SCOPED_TRACE("spacing " + std::to_string(v.spacing) + ", host-bound share " + std::to_string(v.share));
+  // Spaced: products 0-7 every one (the pace is not known yet), then 8, 16, ..., 56: 15. Waiting for the pace:
+  // only 8, 16, ..., 56: 7.
+  for (const variant v : {variant{8, 0.15, 15, 8}, variant{1, 0.15, 22, 1}, variant{8, 0.0, 22, 1}, variant{8, 0.15, 7, 8, true}}) {
+    SCOPED_TRACE("spacing " + std::to_string(v.spacing) + ", host-bound share " + std::to_string(v.share) + (v.wait_for_pace ? ", waiting for the pace" : ""));
     po.online_policy.sample_first_spacing = v.spacing;
     po.online_policy.host_bound_share = v.share;
+    po.online_policy.first_samples_wait_for_pace = v.wait_for_pace;
     aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
     for (int k = 0; k < 64; ++k) {
       ASSERT_EQ(cudaMemsetAsync(dy_, 0xff, yref_.size() * sizeof(double), s_), cudaSuccess);

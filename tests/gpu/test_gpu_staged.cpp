@@ -641,6 +641,48 @@ TEST_F(GpuStaged, UnpacedFirstPartHandsOverAtTheFirstPoll)
   }
 }
 
+// plan_options::convert_at_once_us: one expected product defers the choice (the conversion does not pay), unless
+// its estimate is within convert_at_once_us: then the staged step converts at once, unpaced and in whole parts
+// (no product skips for the pacing, whatever the duty), to the synchronous choice.
+TEST_F(GpuStaged, ConversionAtOnceBelowItsThresholdIsUnpaced)
+{
+  const auto ctx = make_context();
+  const auto a = aijp::gen::from_spec("lap7:32x32x32");
+  const auto x = aijp::test::random_vector(a.cols, 41);
+  device_vec<double> dx(x);
+  aijp::plan_options opts;
+  opts.online = false;
+  aijp::gpu_matrix<double> sync(*ctx, a.view(), opts, nullptr);
+  ASSERT_NE(sync.format(), format_id::cusparse_csr) << "the test needs a matrix converted away from cuSPARSE CSR: " << sync.report().decision;
+  opts.expected_mults = 1;  // one product cannot pay for a conversion
+  opts.host_worker = true;
+  opts.stage_duty = 0.01;
+  opts.first_part_unpaced = true;
+  for (const bool at_once : {false, true}) {
+    SCOPED_TRACE(at_once ? "converted at once" : "amortized");
+    opts.convert_at_once_us = at_once ? 1e6 : 0;
+    aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+    m.prefetch_analysis(nullptr);
+    while (!m.advance_prefetch(nullptr)) check_product(m, a, x, dx, "while the prefetched passes run");
+    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+    bool changed = false;
+    poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
+    const auto& rep = m.report();
+    EXPECT_TRUE(rep.analyzed);
+    if (at_once) {
+      EXPECT_FALSE(rep.deferred.has_value()) << rep.decision;
+      EXPECT_EQ(m.format(), sync.format()) << rep.decision;
+      EXPECT_NE(rep.decision.find("converted at once"), std::string::npos) << rep.decision;
+      EXPECT_EQ(rep.staged_skipped, 0) << "a part waited for the pacing: " << rep.to_string();
+    } else {
+      ASSERT_TRUE(rep.deferred.has_value()) << rep.decision;
+      EXPECT_EQ(*rep.deferred, sync.format());
+      EXPECT_EQ(m.format(), format_id::cusparse_csr);
+    }
+    aijp::test::check_products_and_refresh(m, a, at_once ? "after converting at once" : "deferred", 43);
+  }
+}
+
 TEST_F(GpuStaged, EmptyMatrix)
 {
   aijp::csr_matrix<double> a;

@@ -43,6 +43,13 @@ struct plan_options {
   /// per SpMV times this many SpMVs exceeds the estimated conversion cost; otherwise the choice is kept as
   /// deferred (report().deferred) and convert_deferred() does it later. 0: convert whenever faster.
   double expected_mults = 0;
+  /// Amortization's exception for the upload's solve: a choice whose estimated conversion cost is at most this
+  /// (us) is converted at once, whatever expected_mults says, and a staged step builds it unpaced, in whole
+  /// parts (no stage_duty, no stage_fraction), so that the conversion lands in the solve that holds the upload
+  /// (every GPU matrix type's first solve pays its upload) rather than in parts over later solves, each of which
+  /// such a part cost 2-6 % on the H100 (session 30). 0: off (the PETSc plugin sets it with
+  /// -mat_aijpredict_first_solve_analysis, from -mat_aijpredict_first_solve_convert_us).
+  double convert_at_once_us = 0;
   /// Online refinement when the context has it (context_options::online): sampled products are timed with
   /// CUDA events (read back later, never waited for in apply), fed to the context's corrections, and the
   /// runner-up is tried once when the running format measures worse than the runner-up's prediction

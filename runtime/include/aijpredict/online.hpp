@@ -150,6 +150,12 @@ struct policy {
   double host_bound_share = 0.15;
   int sample_first_spacing = 8;
   static constexpr int gap_window = 8;
+  /// With spacing (sample_first_spacing > 1), take no first sample before the last `gap_window` gaps are known
+  /// (the spacing rule needs them; without them every product was timed). A plan installed in the upload's
+  /// solve (the PETSc plugin's -mat_aijpredict_first_solve_analysis, about the 4th product) otherwise timed
+  /// the next 4-8 products of that solve. Off: the first samples start at once (a plan installed after the
+  /// pace is known, or products followed by a synchronisation, where every product is a sample anyway).
+  bool first_samples_wait_for_pace = false;
   /// One observation (median of this many new samples) is fed to the corrections.
   int observe_every = 8;
   /// Bounded exploration: once the running format has `explore_after` samples and its measured median
