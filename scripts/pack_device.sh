@@ -30,6 +30,9 @@ if [ -n "${AIJP_PACK_EXPERIMENTS+set}" ]; then
     case " $AIJP_PACK_EXPERIMENTS " in *" $e "*) ;; *) skip_exp+=(--exclude="./bench/$e") ;; esac
   done
 fi
+# AIJP_PACK_EXCLUDE: more paths of the build tree to leave out (space-separated tar patterns, e.g.
+# "./tests/unit ./tests/io" for a call that runs no unit test).
+for e in ${AIJP_PACK_EXCLUDE:-}; do skip_exp+=(--exclude="$e"); done
 tar -C "$AIJP_BUILD" --exclude='*.o' --exclude='*.a' --exclude='CMakeFiles/*.dir' --exclude='*.log' \
     --exclude='CMakeFiles/3.*' --exclude='compiler_depend.*' "${skip_exp[@]}" -cf - . |
   (mkdir -p "$out/build" && tar -C "$out/build" -xf -)
