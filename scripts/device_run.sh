@@ -2,15 +2,16 @@
 # Runs on the GPU machine, in its copy of the checkout with .device/ carried (scripts/pack_device.sh):
 # recreates this machine's absolute paths as links, sets the library path, runs the GPU test label (and the
 # PETSc label, now with a GPU), then any command given after '--'.
-# Usage: bash scripts/device_run.sh [--no-tests] [--sanitize] [--labels REGEX] [-- COMMAND ...]
+# Usage: bash scripts/device_run.sh [--no-tests] [--sanitize] [--labels REGEX] [--exclude REGEX] [-- COMMAND ...]
 set -uo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-run_tests=1; sanitize=0; labels='gpu|petsc|unit' 
+run_tests=1; sanitize=0; labels='gpu|petsc|unit'; exclude=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-tests) run_tests=0 ;;
     --sanitize) sanitize=1 ;;
     --labels) shift; labels="$1" ;;
+    --exclude) shift; exclude=(-E "$1") ;;  # test names to leave out (ctest -E), e.g. the slowest staged tests
     --help|-h) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     *) echo "device_run.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -45,7 +46,7 @@ export AIJPREDICT_CACHE_DIR="${AIJPREDICT_CACHE_DIR:-/tmp/aijpredict-cache}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 rc=0
 if [ "$run_tests" = 1 ]; then
-  ctest --test-dir "$AIJP_HOST_BUILD_DIR" -L "$labels" --output-on-failure || rc=1
+  ctest --test-dir "$AIJP_HOST_BUILD_DIR" -L "$labels" "${exclude[@]}" --output-on-failure || rc=1
   if [ "$sanitize" = 1 ]; then
     for t in "$AIJP_HOST_BUILD_DIR"/tests/gpu/test_gpu_*; do
       [ -x "$t" ] || continue
