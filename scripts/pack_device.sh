@@ -24,17 +24,17 @@ grep -qx '/.device/' "$AIJP_ROOT/.git/info/exclude" 2>/dev/null || grep -qx '/.d
 # only where AIJP_PACK_EXPERIMENTS names them (space-separated, e.g. "aijp_csell_switch aijp_wake_cost"; unset:
 # all of them): the working tree and .device travel together under 64 MiB.
 experiments=$(sed -n 's/^add_executable(\(aijp_[a-z0-9_]*\) experiments\/.*/\1/p' "$AIJP_ROOT/bench/CMakeLists.txt")
-skip_exp=()
+excludes=()
 if [ -n "${AIJP_PACK_EXPERIMENTS+set}" ]; then
   for e in $experiments; do
-    case " $AIJP_PACK_EXPERIMENTS " in *" $e "*) ;; *) skip_exp+=(--exclude="./bench/$e") ;; esac
+    case " $AIJP_PACK_EXPERIMENTS " in *" $e "*) ;; *) excludes+=(--exclude="./bench/$e") ;; esac
   done
 fi
 # AIJP_PACK_EXCLUDE: more paths of the build tree to leave out (space-separated tar patterns, e.g.
 # "./tests/unit ./tests/io" for a call that runs no unit test).
-for e in ${AIJP_PACK_EXCLUDE:-}; do skip_exp+=(--exclude="$e"); done
+for e in ${AIJP_PACK_EXCLUDE:-}; do excludes+=(--exclude="$e"); done
 tar -C "$AIJP_BUILD" --exclude='*.o' --exclude='*.a' --exclude='CMakeFiles/*.dir' --exclude='*.log' \
-    --exclude='CMakeFiles/3.*' --exclude='compiler_depend.*' "${skip_exp[@]}" -cf - . |
+    --exclude='CMakeFiles/3.*' --exclude='compiler_depend.*' "${excludes[@]}" -cf - . |
   (mkdir -p "$out/build" && tar -C "$out/build" -xf -)
 find "$out/build" -type f -perm -u+x -exec sh -c 'file -b "$1" | grep -q ELF && strip --strip-debug "$1"' _ {} \; 2>/dev/null || true
 

@@ -804,13 +804,14 @@ void gpu_matrix<Value>::impl::analyze(const context& ctx, const plan_options& op
     const double bytes = choice_i >= 0 ? rep.estimates[choice_i].device_bytes : 0.0;
     rep.conversion_estimate_us = conversion_estimate_us(choice, bytes, m.csr_bytes(), ctx.model_params().stream_read_gbs);
     rep.saving_us = t_csr > 0 ? t_csr - t_choice : 0;
+    const bool pays = rep.saving_us * opts.expected_mults >= rep.conversion_estimate_us;
     const bool at_once = opts.convert_at_once_us > 0 && rep.saving_us > 0 && rep.conversion_estimate_us <= opts.convert_at_once_us;
-    if (at_once && rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
+    if (!pays && at_once) {
       char line[160];
       std::snprintf(line, sizeof(line), "; converted at once: costs ~%.0f us, at most %.0f us (plan_options::convert_at_once_us)",
                     rep.conversion_estimate_us, opts.convert_at_once_us);
       rep.decision += line;
-    } else if (rep.saving_us * opts.expected_mults < rep.conversion_estimate_us) {
+    } else if (!pays) {
       rep.deferred = choice;
       char line[200];
       std::snprintf(line, sizeof(line), "; conversion deferred: saves %.2f us per SpMV, costs ~%.0f us, pays after %.0f SpMVs",
@@ -1967,12 +1968,12 @@ struct gpu_matrix<Value>::background_job {
     done.store(true, std::memory_order_release);
   }
 
-  // Rows per part of a staged conversion to `f`: its fill moves the CSR copy's bytes and the layout's once,
-  // at the calibrated streaming bandwidth; a part gets opts.stage_fraction of the running plan's predicted
-  // product time.
   // A step converting at once (plan_options::convert_at_once_us): no pacing, conversions in whole parts.
   bool unpaced() const { return opts.convert_at_once_us > 0; }
 
+  // Rows per part of a staged conversion to `f`: its fill moves the CSR copy's bytes and the layout's once,
+  // at the calibrated streaming bandwidth; a part gets opts.stage_fraction of the running plan's predicted
+  // product time (all rows for an unpaced step).
   size_type rows_per_part(format_id f) const
   {
     if (unpaced()) return plan->csr.rows;

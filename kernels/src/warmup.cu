@@ -107,7 +107,9 @@ std::vector<warmup_point> warmup_grid(const device_properties& d, bool full)
   // 32 x n_iter_natural; bandwidth_model_params::cusparse_sell_wide_padded), a step the points above place only
   // within a gap: no chain-bound product lies between the 1600-long blocks of 16000 rows (179.1K, fast) and
   // the normal rows of 8000 x 12 +- 12 (293.8K, slow) (docs/models.md, Session 29: cusparse_sell). So that the
-  // fit places the step from measurements, the blocks of 1600 and of 400 on more rows of 8 (appended last):
+  // fit places the step from measurements (on the H100 in session 30 all of these ran at the fast rate, and the
+  // split moved to 287.6K: the slow rate is not a threshold in stored entries alone, docs/models.md, Session 30),
+  // the blocks of 1600 and of 400 on more rows of 8 (appended last):
   // the same chains as the 16000-row blocks, 8 x rows + 32 x (long - 8) stored entries, 32 x pad more where
   // the block starts a slice (its longer row before it is then the longest of the slice above). 1600 on
   // 16800-28800 rows: 185344, 198176, 210944, 223776, 242944, 262240, 281344; 400 on 21600-33600 rows:
