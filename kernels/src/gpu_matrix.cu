@@ -1722,15 +1722,33 @@ struct gpu_matrix<Value>::background_job {
       case stage::plan_dp: return planner != nullptr;
       case stage::replay: return step == background_step::analyze && gathered.has_value();
       case stage::convert: {
-        // Only what runs on the CSR copy or keeps the running layout: every other conversion launches kernels.
+        // What runs on the CSR copy or keeps the running layout; with worker_conversion(), a builder's layout too
+        // (on the worker's stream). Every other conversion launches kernels on the products' stream.
         if (!plan || plan->pending_partition) return false;
         if (!plan->staged_choice) return true;
         const format_id f = *plan->staged_choice;
-        return f == format_id::csr_vector || f == format_id::csr_scalar || (f == format_id::cusparse_csr && running_cusparse_csr);
+        if (f == format_id::csr_vector || f == format_id::csr_scalar || (f == format_id::cusparse_csr && running_cusparse_csr)) return true;
+        return converts_with_builder(f) && worker_conversion();
       }
+      case stage::converting: return worker_converting && !worker_fallback;
       default: return false;
     }
   }
+  // plan_options::worker_converts, for this step: a conversion made at once, with the worker's stream known.
+  bool worker_conversion() const { return opts.host_worker && opts.worker_converts && unpaced() && !worker_without_stream; }
+  static bool converts_with_builder(format_id f)  // make_format_builder's formats
+  {
+    return f == format_id::sell_delta16 || f == format_id::sell_sigma || f == format_id::sell_c_sigma;
+  }
+  // The worker runs the conversion (stage::converting on its stream): set by the worker when it makes the
+  // builder, read by on_worker on either thread (the products' thread only while the worker is not busy).
+  bool worker_converting = false;
+  bool worker_without_stream = false;  // the worker had no stream: the conversion stays on the products' thread
+  bool worker_waits_ready = false;     // the worker's stream waits for `ready` (recorded at the hand-over)
+  bool in_worker = false;              // advance_once runs on the worker (its builder's failures go back)
+  // A builder failed on the worker (what, out of memory): the products' thread falls back to cuSPARSE CSR,
+  // whose layout and cuSPARSE handle belong to the products' stream.
+  std::optional<std::pair<std::string, bool>> worker_fallback;
   // Runs `task` on detail::step_worker, kept off the calling thread's CPU where it may; `finished` is ready
   // once it returned (the job's destructor and install wait for it). Returns the calling thread's CPU.
   int submit_to_worker(std::function<void(cudaStream_t)> task)
@@ -1749,20 +1767,36 @@ struct gpu_matrix<Value>::background_job {
   // Hands the stages from `at` on that on_worker allows to the step worker; the products' thread returns.
   void hand_to_worker(cudaStream_t stream)
   {
+    // A conversion the worker may make reads the CSR copy on the worker's stream: after what the products'
+    // stream holds now (one event record, ~1 us).
+    if (worker_conversion() && !worker_converting) ready.record(stream);
     worker_busy.store(true, std::memory_order_relaxed);
-    caller_cpu = submit_to_worker([this, stream](cudaStream_t) {
+    caller_cpu = submit_to_worker([this, stream](cudaStream_t worker_stream) {
       worker_cpu = detail::current_cpu();  // where it woke (plan_report::background_worker_cpu)
       const auto w0 = clock_type::now();
+      in_worker = true;
       try {
         while (on_worker(at)) {
+          // The builder's conversion (worker_conversion): on the worker's stream, which waits for `ready` first.
+          const bool converts = at == stage::converting || (at == stage::convert && plan->staged_choice && converts_with_builder(*plan->staged_choice));
+          if (converts && !worker_waits_ready) {
+            if (worker_stream == nullptr) {  // back to the products' thread, which converts in whole parts
+              worker_without_stream = true;
+              break;
+            }
+            if (ready.get() != nullptr) AIJP_CUDA_CHECK(cudaStreamWaitEvent(worker_stream, ready.get(), 0));
+            worker_waits_ready = true;
+          }
+          if (converts) worker_converting = true;
           const std::string name = stage_name(at);
           if (worker_stages.size() < name.size() || worker_stages.compare(worker_stages.size() - name.size(), name.size(), name) != 0) {
             if (!worker_stages.empty()) worker_stages += ", ";
             worker_stages += name;  // once per run of slices (the DP's)
           }
-          // Blocking advances: the decision in one call (no slices), the DP's slices back to back. None
-          // issues device work (on_worker), so none waits for the device.
-          if (advance_once(stream, true)) {
+          // Blocking advances: the decision in one call (no slices), the DP's slices back to back; none of those
+          // issues device work. A builder's conversion waits for its read-backs by polling and sleeping
+          // (detail::wait_event on the worker).
+          if (advance_once(converts ? worker_stream : stream, true)) {
             at = stage::finished;
             break;
           }
@@ -1771,6 +1805,7 @@ struct gpu_matrix<Value>::background_job {
         error = std::current_exception();
         at = stage::finished;
       }
+      in_worker = false;
       worker_ms += ms_since(w0);
       worker_busy.store(false, std::memory_order_release);
     });
@@ -2325,15 +2360,32 @@ struct gpu_matrix<Value>::background_job {
       case stage::converting: {
         const auto t0 = clock_type::now();
         bool built = false;
+        if (worker_fallback) {  // the builder failed on the worker: cuSPARSE CSR here, on the products' stream
+          building = m.fall_back_to_csr(building, worker_fallback->first, worker_fallback->second, stream);
+          worker_fallback.reset();
+          conversion_host_ms += ms_since(t0);
+          m.converted(building, conversion_host_ms);
+          return true;
+        }
         try {
           built = builder->advance(stream);
           if (!built && block) builder->wait();
         } catch (const device_out_of_memory& e) {  // cuSPARSE CSR, as convert_to would have fallen back
           builder.reset();
+          if (in_worker) {
+            worker_fallback.emplace(e.what(), true);
+            conversion_host_ms += ms_since(t0);
+            return false;
+          }
           building = m.fall_back_to_csr(building, e.what(), true, stream);
           built = true;
         } catch (const not_supported& e) {
           builder.reset();
+          if (in_worker) {
+            worker_fallback.emplace(e.what(), false);
+            conversion_host_ms += ms_since(t0);
+            return false;
+          }
           building = m.fall_back_to_csr(building, e.what(), false, stream);
           built = true;
         }

@@ -683,6 +683,97 @@ TEST_F(GpuStaged, ConversionAtOnceBelowItsThresholdIsUnpaced)
   }
 }
 
+// plan_options::worker_converts: a conversion made at once to a builder's layout runs on the step worker and
+// its stream. The products' thread runs one part (the hand-over); the worker decides, converts and waits for
+// the read-backs; the install gives the synchronous choice, and every product before and after is right.
+// Without the option the same conversion runs in parts on the products' thread.
+TEST_F(GpuStaged, WorkerConvertsAtOnceOnItsStream)
+{
+  const auto ctx = make_context();
+  const auto a = aijp::gen::from_spec("lap7:32x32x32");
+  const auto x = aijp::test::random_vector(a.cols, 47);
+  device_vec<double> dx(x);
+  aijp::plan_options opts;
+  opts.online = false;
+  aijp::gpu_matrix<double> sync(*ctx, a.view(), opts, nullptr);
+  const format_id f = sync.format();
+  ASSERT_TRUE(f == format_id::sell_delta16 || f == format_id::sell_sigma || f == format_id::sell_c_sigma)
+      << "the test needs a matrix converted to a builder's layout: " << sync.report().decision;
+  opts.expected_mults = 1;  // one product cannot pay: converted at once only below the threshold
+  opts.host_worker = true;
+  opts.stage_duty = 0.01;
+  opts.first_part_unpaced = true;
+  opts.convert_at_once_us = 1e6;
+  for (const bool on_worker : {true, false}) {
+    SCOPED_TRACE(on_worker ? "converted on the worker" : "converted on the products' thread");
+    opts.worker_converts = on_worker;
+    aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+    m.prefetch_analysis(nullptr);
+    while (!m.advance_prefetch(nullptr)) check_product(m, a, x, dx, "while the prefetched passes run");
+    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+    bool changed = false;
+    poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
+    EXPECT_TRUE(changed);
+    const auto& rep = m.report();
+    EXPECT_EQ(m.format(), f) << rep.decision;
+    EXPECT_NE(rep.decision.find("converted at once"), std::string::npos) << rep.decision;
+    const bool worker_converted = rep.staged_worker_stages.find("converting") != std::string::npos;
+    EXPECT_EQ(worker_converted, on_worker) << "stages on the worker: " << rep.staged_worker_stages;
+    if (on_worker) EXPECT_EQ(rep.staged_polls(), 1) << "parts on the products' thread beyond the hand-over: " << rep.to_string();
+    else EXPECT_GT(rep.staged_polls(), 1) << rep.to_string();
+    aijp::test::check_products_and_refresh(m, a, on_worker ? "converted on the worker" : "converted in parts", 49);
+  }
+}
+
+// A builder that fails on the worker (sell_delta16 refuses a row with unsorted columns, found by its column
+// check after the fill) hands the fallback back: cuSPARSE CSR is built on the products' thread and stream, the
+// decision says why, and the products stay right. Destroying the matrix while the worker converts waits for it.
+TEST_F(GpuStaged, WorkerConversionThatFailsFallsBackOnTheProductsThread)
+{
+  auto a = aijp::gen::from_spec("lap7:16x16x16");
+  const auto row = 1000;  // an interior row of seven entries: swap its first two columns
+  const auto k = static_cast<std::size_t>(a.row_ptr[row]);
+  std::swap(a.col_idx[k], a.col_idx[k + 1]);
+  std::swap(a.values[k], a.values[k + 1]);
+  const auto ctx = make_context();
+  const auto x = aijp::test::random_vector(a.cols, 53);
+  device_vec<double> dx(x);
+  aijp::plan_options opts;
+  opts.online = false;
+  opts.forced = format_id::sell_delta16;
+  opts.host_worker = true;
+  opts.first_part_unpaced = true;
+  opts.convert_at_once_us = 1e6;
+  opts.worker_converts = true;
+  {
+    aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+    m.prefetch_analysis(nullptr);
+    while (!m.advance_prefetch(nullptr)) check_product(m, a, x, dx, "while the prefetched passes run");
+    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+    bool changed = false;
+    poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
+    const auto& rep = m.report();
+    EXPECT_EQ(m.format(), format_id::cusparse_csr) << rep.decision;
+    EXPECT_NE(rep.decision.find("cannot hold"), std::string::npos) << rep.decision;
+    EXPECT_NE(rep.staged_worker_stages.find("converting"), std::string::npos) << "stages on the worker: " << rep.staged_worker_stages;
+    aijp::test::check_products_and_refresh(m, a, "after the fallback", 59);
+  }
+  opts.forced.reset();
+  const auto b = aijp::gen::from_spec("lap7:32x32x32");
+  const auto xb = aijp::test::random_vector(b.cols, 61);
+  device_vec<double> dxb(xb);
+  for (int polls = 1; polls <= 3; ++polls) {
+    aijp::gpu_matrix<double> m(*ctx, b.view(), not_analysed(), nullptr);
+    m.prefetch_analysis(nullptr);
+    while (!m.advance_prefetch(nullptr)) check_product(m, b, xb, dxb, "while the prefetched passes run");
+    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+    for (int j = 0; j < polls; ++j) {
+      m.poll_background(nullptr);
+      check_product(m, b, xb, dxb, "mid-step");
+    }
+  }  // destroyed with the worker possibly converting
+}
+
 TEST_F(GpuStaged, EmptyMatrix)
 {
   aijp::csr_matrix<double> a;

@@ -125,6 +125,16 @@ struct plan_options {
   /// solve, it installs there too instead of in a later solve (the PETSc plugin's
   /// -mat_aijpredict_first_solve_analysis). Later parts (a conversion that launches kernels) stay paced.
   bool first_part_unpaced = false;
+  /// Staged steps with host_worker: a conversion made at once (convert_at_once_us) to a layout converted by a
+  /// builder (sell_delta16, sell_sigma, sell) runs on the step worker too, on the worker's stream (after an
+  /// event of the products' stream recorded at the hand-over), instead of in whole parts on the products'
+  /// thread and stream. The products' thread then pays only the hand-over and the install: inside the upload's
+  /// solve the parts cost the smallest matrices ~60 us of host time plus the conversion's device time, 3-10 %
+  /// of a 1.6-2 ms GMRES(10) solve on the H100 (session 30). A builder that fails (a layout that cannot hold
+  /// the matrix, out of memory) hands the fallback to cuSPARSE CSR back to the products' thread. Other
+  /// formats convert on the products' thread as before. The PETSc plugin sets it with
+  /// -mat_aijpredict_worker_convert.
+  bool worker_converts = false;
   /// Staged steps: name in each part's label (plan_report::staged_poll_labels) the page faults and preemptions
   /// it met (getrusage before and after: two system calls per part inside a short solve). The PETSc plugin
   /// turns it on under -info, where the labels are printed.
