@@ -57,6 +57,7 @@ struct AIJPOptions {
   PetscBool   background     = PETSC_FALSE; /* -mat_aijpredict_background: analyse and convert a reused matrix on a worker thread */
   PetscBool   staged         = PETSC_TRUE;  /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
   PetscBool   prefetch       = PETSC_TRUE;  /* -mat_aijpredict_prefetch: issue the analysis' device passes in the upload's solve, read them back in its later products */
+  PetscBool   prefetch_side  = PETSC_FALSE; /* -mat_aijpredict_prefetch_stream: those passes on a stream of their own (lowest priority) */
   PetscBool   host_worker    = PETSC_TRUE;  /* -mat_aijpredict_host_worker: a staged step's stages without CUDA calls run on the step worker (needs a second CPU) */
   PetscBool   first_solve    = PETSC_TRUE;  /* -mat_aijpredict_first_solve_analysis: with prefetch and host_worker, analyse in the upload's solve */
   PetscReal   first_convert  = 200;         /* -mat_aijpredict_first_solve_convert_us: that analysis converts at once below this estimate */
@@ -729,7 +730,7 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
        (-mat_aijpredict_first_solve_analysis) that analysis starts as soon as they are back, in this solve. */
     else if (p->opt.staged && p->opt.prefetch && !p->opt.background && p->opt.defer_mults > 0) {
       PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-      PetscCallCXX(p->gpu->prefetch_analysis(stream));
+      PetscCallCXX(p->gpu->prefetch_analysis(stream, p->opt.prefetch_side));
       PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     }
   }
@@ -1238,6 +1239,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_online", "Time sampled products with CUDA events (never waiting for them), correct the model's predictions per format with what was measured (saved in the cache at PetscFinalize), and try the runner-up format, then cuSPARSE CSR (its ALG2 when cuSPARSE CSR runs), once each when the chosen one measures slower than the candidate's prediction", "MatCreateSeqAIJPredict", o->online, &o->online, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_partition", "Plan row-partitioned multi-format layouts (dynamic programming over row strips) and use one when its predicted time beats the best single format", "MatCreateSeqAIJPredict", o->partition, &o->partition, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_prefetch", "With staged steps: issue the analysis' device passes (row statistics, locality samples, then the row-length histogram) in the product that uploads the matrix and read them back without waiting at the next products, so that a staged analysis of a reused matrix starts at its decision and none of its parts issues a device pass; the upload's solve carries them", "MatCreateSeqAIJPredict", o->prefetch, &o->prefetch, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_prefetch_stream", "With -mat_aijpredict_prefetch: issue those passes on a stream of their own (per device and process, lowest priority, after an event of the products' stream), so that the products queued after them in the upload's solve do not wait for their device time", "MatCreateSeqAIJPredict", o->prefetch_side, &o->prefetch_side, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_worker", "With staged steps: run the stages that make no CUDA call (the copy of a plan never analysed, the decision, the partition planner's DP, a conversion to a format on the CSR copy) on the process's step worker thread instead of in parts on the products' thread, which then only hands them over and checks a flag; needs a second CPU (ignored on one)", "MatCreateSeqAIJPredict", o->host_worker, &o->host_worker, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_first_solve_analysis", "With -mat_aijpredict_prefetch and -mat_aijpredict_host_worker (two CPUs): start the analysis as soon as the passes issued at the upload are read back, with its hand-over to the step worker unpaced, so that the hand-over and the install land in the upload's solve rather than in a later one; a conversion is then made if it pays within the products so far or -mat_aijpredict_defer_mults, whichever is more (a format on the CSR copy costs only its install), or at once if estimated at most -mat_aijpredict_first_solve_convert_us, else reconsidered as the product count doubles; the new plan's first online samples wait for the solver's pace", "MatCreateSeqAIJPredict", o->first_solve, &o->first_solve, nullptr));
   PetscCall(PetscOptionsReal("-mat_aijpredict_first_solve_convert_us", "With -mat_aijpredict_first_solve_analysis: a choice whose conversion is estimated at most this many microseconds is converted at once, in the upload's solve (every GPU matrix type's first solve pays its upload), rather than deferred until it pays, when its parts would cost each later solve they land in 2-6 % (0: amortized as usual)", "MatCreateSeqAIJPredict", o->first_convert, &o->first_convert, nullptr));
@@ -1406,6 +1408,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_reserve <f>      - device memory set aside with the CSR copy for later layouts, a fraction of its bytes counted twice up to 64 MiB (default 1; 0: none; only while the GPU keeps half its memory free)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
 .  -mat_aijpredict_prefetch <bool> - staged: issue the analysis' device passes in the upload's product, read back at the next ones (default true)
+.  -mat_aijpredict_prefetch_stream <bool> - with it: issue those passes on a stream of their own (default false)
 .  -mat_aijpredict_first_solve_analysis <bool> - with prefetch and host_worker: analyse, hand over and install in the upload's solve (default true)
 .  -mat_aijpredict_first_solve_convert_us <us> - with it: convert at once, in the upload's solve, a choice estimated at most this (default 200)
 .  -mat_aijpredict_worker_convert <bool> - with it: such a conversion to sell_delta16, sell_sigma or sell runs on the step worker's stream (default true)

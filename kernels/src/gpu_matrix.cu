@@ -373,6 +373,8 @@ struct gpu_matrix<Value>::impl {
   struct prefetch_state {
     detail::row_stats_job stats;
     detail::locality_job loc;
+    cudaStream_t side = nullptr;     // the passes' stream where it is not the products' (prefetch_analysis)
+    detail::poll_event products_ready;  // where the side stream starts: the products' stream after the upload
     size_type free_memory = 0;
     std::optional<gathered_input> result;  // set once every read-back is in
   };
@@ -2609,7 +2611,7 @@ bool gpu_matrix<Value>::background_running() const
 }
 
 template <typename Value>
-void gpu_matrix<Value>::prefetch_analysis(cudaStream_t stream)
+void gpu_matrix<Value>::prefetch_analysis(cudaStream_t stream, bool side_stream)
 {
   auto& m = *impl_;
   if (m.prefetch || m.report.analyzed || m.csr.rows == 0 || m.csr.cols == 0) return;
@@ -2619,9 +2621,16 @@ void gpu_matrix<Value>::prefetch_analysis(cudaStream_t stream)
   } else {
     device_memory_info(&p->free_memory, nullptr);
   }
+  cudaStream_t passes = stream;
+  if (side_stream) {  // after the upload queued on the products' stream
+    p->side = detail::analysis_stream();
+    p->products_ready.record(stream);
+    AIJP_CUDA_CHECK(cudaStreamWaitEvent(p->side, p->products_ready.get(), 0));
+    passes = p->side;
+  }
   // Every call now (no pieces): this product's solve carries the upload already.
-  p->stats.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), stream, false);
-  p->loc.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), stream, 2048, false);
+  p->stats.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), passes, false);
+  p->loc.start(m.csr.rows, m.csr.cols, m.csr.row_ptr.data(), m.csr.col_idx.data(), sizeof(Value), passes, 2048, false);
   m.prefetch = std::move(p);
 }
 
@@ -2632,7 +2641,7 @@ bool gpu_matrix<Value>::advance_prefetch(cudaStream_t stream)
   if (!m.prefetch || m.prefetch->result) return true;
   auto& p = *m.prefetch;
   // The statistics' poll issues the histogram's calls (all at once) when it finds the first pass done.
-  const bool stats_done = p.stats.poll(stream);
+  const bool stats_done = p.stats.poll(p.side != nullptr ? p.side : stream);
   const bool loc_done = p.loc.poll();
   if (!stats_done || !loc_done) return false;
   p.result = typename impl::gathered_input{p.stats.result(), p.loc.result(), p.free_memory};

@@ -789,6 +789,47 @@ TEST_F(GpuStaged, WorkerConversionThatFailsFallsBackOnTheProductsThread)
   }  // destroyed with the worker possibly converting
 }
 
+// prefetch_analysis on the side stream (the PETSc plugin's -mat_aijpredict_prefetch_stream): the passes read
+// back what they read on the products' stream, and the analysis started from them makes the same choice.
+// The products queued meanwhile stay right.
+TEST_F(GpuStaged, PrefetchOnTheSideStreamReadsWhatTheProductsStreamReads)
+{
+  const auto ctx = make_context();
+  for (const char* spec : {"powerlaw:rows=20000,deg=8,exp=2.1", "lap7:24x24x24"}) {
+    SCOPED_TRACE(spec);
+    const auto a = aijp::gen::from_spec(spec);
+    const auto x = aijp::test::random_vector(a.cols, 67);
+    device_vec<double> dx(x);
+    aijp::plan_options opts;
+    opts.online = false;
+    opts.host_worker = true;
+    opts.first_part_unpaced = true;
+    aijp::row_stats got[2];
+    format_id chose[2] = {format_id::cusparse_csr, format_id::cusparse_csr};
+    for (const bool side : {false, true}) {
+      aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+      m.prefetch_analysis(nullptr, side);
+      EXPECT_TRUE(m.prefetch_pending());
+      while (!m.advance_prefetch(nullptr)) check_product(m, a, x, dx, side ? "while the side stream's passes run" : "while the passes run");
+      ASSERT_TRUE(m.prefetch_ready());
+      ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+      EXPECT_TRUE(m.report().staged_prefetched);
+      bool changed = false;
+      poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
+      got[side] = m.report().stats;
+      chose[side] = m.format();
+      aijp::test::check_products_and_refresh(m, a, side ? "analysed from the side stream's passes" : "analysed from the passes", 71);
+    }
+    EXPECT_EQ(chose[0], chose[1]);
+    EXPECT_EQ(got[0].nnz, got[1].nnz);
+    EXPECT_EQ(got[0].max_len, got[1].max_len);
+    EXPECT_EQ(got[0].mode_len, got[1].mode_len);
+    EXPECT_EQ(got[0].n_iter_natural, got[1].n_iter_natural);
+    EXPECT_EQ(got[0].hyb_ell_width, got[1].hyb_ell_width);
+    EXPECT_DOUBLE_EQ(got[0].stddev, got[1].stddev);
+  }
+}
+
 TEST_F(GpuStaged, EmptyMatrix)
 {
   aijp::csr_matrix<double> a;

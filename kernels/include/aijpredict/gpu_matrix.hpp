@@ -385,9 +385,13 @@ class gpu_matrix {
   /// repeated short solves that follow carry none of the passes. Does nothing for an empty matrix, an
   /// analysed plan, or when passes are already in flight or read back. Structure changes make a new
   /// gpu_matrix, so the read-backs always describe this matrix.
-  void prefetch_analysis(cudaStream_t stream);
-  /// Polls the passes prefetch_analysis issued (never waits; may issue the histogram's calls on `stream`);
-  /// true once they are all read back or none are in flight.
+  /// `side_stream`: the passes go to detail::analysis_stream() (per device and process, lowest priority,
+  /// non-blocking) after an event of `stream`, so that the products queued after them do not wait for their
+  /// device time (two more calls here: the event and the wait).
+  void prefetch_analysis(cudaStream_t stream, bool side_stream = false);
+  /// Polls the passes prefetch_analysis issued (never waits; may issue the histogram's calls on `stream`,
+  /// or on the side stream where the passes went there); true once they are all read back or none are in
+  /// flight.
   bool advance_prefetch(cudaStream_t stream);
   /// prefetch_analysis issued passes not yet read back.
   bool prefetch_pending() const;
