@@ -209,7 +209,11 @@ struct plan_report {
   std::string decision;        ///< one line: why this format
   std::string params_source;   ///< where the device constants came from
   std::string model_source;    ///< which model ranked the formats
-  double upload_ms = 0.0;      ///< host -> device copy of the CSR arrays
+  double upload_ms = 0.0;      ///< host -> device copy of the CSR arrays and their column check
+  /// Where the upload's host time went (us): the free-memory query of the layout reserve, the allocation, the
+  /// copies with the column check (one wait for the device), the first layout (cuSPARSE CSR) with the job a
+  /// later step reuses. Upload only; zero for a copy made from device memory.
+  double upload_split_us[4] = {0, 0, 0, 0};
   double reserve_bytes = 0.0;  ///< the layout reserve beside the CSR copy (plan_options::layout_reserve)
   double reserve_used_bytes = 0.0;  ///< of it, taken by the layouts built so far
   double analysis_ms = 0.0;    ///< statistics + prediction
