@@ -2,7 +2,15 @@
 # Session 31 (docs/models.md, "Session 31: csr_scalar (offline)"): aijp_refit on the five H100 gated pairs A-E.
 # usage: csr_scalar_s31_pairs.sh AIJP_REFIT CACHE OUTDIR   (the patch csr_scalar_s31_terms.patch switches its
 # variants on with S31_L2REFETCH=1 and / or S31_REM=1 in the environment)
-BIN=$1; CACHE=$2; OUT=$3; mkdir -p $OUT
+set -uo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ] || [ $# -ne 3 ]; then
+  sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'
+  [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; exit $?
+fi
+BIN=$1; CACHE=$2; OUT=$3
+[ -x "$BIN" ] || { echo "csr_scalar_s31_pairs.sh: $BIN is not an executable (build aijp_refit)" >&2; exit 1; }
+[ -f "$CACHE" ] || { echo "csr_scalar_s31_pairs.sh: no cache file $CACHE" >&2; exit 1; }
+mkdir -p "$OUT"
 R=$(cd "$(dirname "$0")/../results" && pwd)
 declare -A TR TE
 TR[A]=2026-11-25_h100_session28_warmup_gated; TE[A]=2026-11-25_h100_session28_accuracy_gated
