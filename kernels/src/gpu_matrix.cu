@@ -2373,33 +2373,27 @@ struct gpu_matrix<Value>::background_job {
       case stage::converting: {
         const auto t0 = clock_type::now();
         bool built = false;
-        if (worker_fallback) {  // the builder failed on the worker: cuSPARSE CSR here, on the products' stream
-          building = m.fall_back_to_csr(building, worker_fallback->first, worker_fallback->second, stream);
-          worker_fallback.reset();
-          conversion_host_ms += ms_since(t0);
-          m.converted(building, conversion_host_ms);
-          return true;
+        // A builder that failed (what, out of memory): here or, handed back by the worker, in an earlier part.
+        std::optional<std::pair<std::string, bool>> failed = std::move(worker_fallback);
+        worker_fallback.reset();
+        if (!failed) {
+          try {
+            built = builder->advance(stream);
+            if (!built && block) builder->wait();
+          } catch (const device_out_of_memory& e) {  // cuSPARSE CSR, as convert_to would have fallen back
+            failed.emplace(e.what(), true);
+          } catch (const not_supported& e) {
+            failed.emplace(e.what(), false);
+          }
         }
-        try {
-          built = builder->advance(stream);
-          if (!built && block) builder->wait();
-        } catch (const device_out_of_memory& e) {  // cuSPARSE CSR, as convert_to would have fallen back
+        if (failed) {
           builder.reset();
-          if (in_worker) {
-            worker_fallback.emplace(e.what(), true);
+          if (in_worker) {  // cuSPARSE CSR's layout and handle belong to the products' thread and stream
+            worker_fallback = std::move(failed);
             conversion_host_ms += ms_since(t0);
             return false;
           }
-          building = m.fall_back_to_csr(building, e.what(), true, stream);
-          built = true;
-        } catch (const not_supported& e) {
-          builder.reset();
-          if (in_worker) {
-            worker_fallback.emplace(e.what(), false);
-            conversion_host_ms += ms_since(t0);
-            return false;
-          }
-          building = m.fall_back_to_csr(building, e.what(), false, stream);
+          building = m.fall_back_to_csr(building, failed->first, failed->second, stream);
           built = true;
         }
         conversion_host_ms += ms_since(t0);
