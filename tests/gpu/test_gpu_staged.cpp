@@ -33,6 +33,34 @@ class GpuStaged : public aijp::test::gpu_fixture {
     return aijp::test::products_until_installed(m, a, x, dx, running, changed, "staged step",
                                                 [](int products) { return products > 100000; });
   }
+
+  // Issues the prefetched passes (prefetch_analysis; on the side stream with `side`) and runs products, each
+  // checked, until they are read back.
+  template <typename T>
+  static void prefetch_and_wait(aijp::gpu_matrix<T>& m, const aijp::csr_matrix<T>& a, const std::vector<T>& x,
+                                const device_vec<T>& dx, bool side = false)
+  {
+    m.prefetch_analysis(nullptr, side);
+    EXPECT_TRUE(m.prefetch_pending());
+    while (!m.advance_prefetch(nullptr)) check_product(m, a, x, dx, side ? "while the side stream's passes run" : "while the prefetched passes run");
+  }
+
+  // Matrices destroyed while a staged step with `opts` runs, after 1, 2 and 3 polls (each poll's product
+  // checked): the destructor waits for whatever the step worker is doing.
+  template <typename T>
+  static void destroy_mid_step(const std::shared_ptr<const aijp::context>& ctx, const aijp::csr_matrix<T>& a,
+                               const std::vector<T>& x, const device_vec<T>& dx, const aijp::plan_options& opts)
+  {
+    for (int polls = 1; polls <= 3; ++polls) {
+      aijp::gpu_matrix<T> m(*ctx, a.view(), not_analysed(), nullptr);
+      prefetch_and_wait(m, a, x, dx);
+      ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+      for (int k = 0; k < polls; ++k) {
+        m.poll_background(nullptr);
+        check_product(m, a, x, dx, "mid-step");
+      }
+    }
+  }
 };
 
 TEST_F(GpuStaged, AnalysisMakesTheSynchronousChoiceOverSeveralProducts)
@@ -549,16 +577,7 @@ TEST_F(GpuStaged, HostWorkerStepFinishedOrDestroyedMidStep)
     EXPECT_EQ(m.format(), sync.format());
     aijp::test::check_products_and_refresh(m, a, "after finishing a worker's step", 29);
   }
-  for (int polls = 1; polls <= 3; ++polls) {
-    aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
-    m.prefetch_analysis(nullptr);
-    while (!m.advance_prefetch(nullptr)) check_product(m, a, x, dx, "while the prefetched passes run");
-    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
-    for (int k = 0; k < polls; ++k) {
-      m.poll_background(nullptr);
-      check_product(m, a, x, dx, "mid-step");
-    }
-  }  // destroyed with the worker possibly running
+  destroy_mid_step(ctx, a, x, dx, opts);  // with the worker possibly running
 }
 
 // Host time the caller charges to a staged step (the plugin's checks in the product that started it) holds
@@ -662,8 +681,7 @@ TEST_F(GpuStaged, ConversionAtOnceBelowItsThresholdIsUnpaced)
     SCOPED_TRACE(at_once ? "converted at once" : "amortized");
     opts.convert_at_once_us = at_once ? 1e6 : 0;
     aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
-    m.prefetch_analysis(nullptr);
-    while (!m.advance_prefetch(nullptr)) check_product(m, a, x, dx, "while the prefetched passes run");
+    prefetch_and_wait(m, a, x, dx);
     ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
     bool changed = false;
     poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
@@ -705,8 +723,7 @@ TEST_F(GpuStaged, WorkerConvertsAtOnceOnItsStream)
       SCOPED_TRACE(std::string(aijp::format_name(f)) + (on_worker ? " converted on the worker" : " converted on the products' thread"));
       opts.worker_converts = on_worker;
       aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
-      m.prefetch_analysis(nullptr);
-      while (!m.advance_prefetch(nullptr)) check_product(m, a, x, dx, "while the prefetched passes run");
+      prefetch_and_wait(m, a, x, dx);
       ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
       bool changed = false;
       poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
@@ -737,8 +754,7 @@ TEST_F(GpuStaged, WorkerConversionThatFailsFallsBackOnTheProductsThread)
     auto upload = not_analysed();
     upload.layout_reserve = 0;
     aijp::gpu_matrix<double> m(*ctx, a.view(), upload, nullptr);
-    m.prefetch_analysis(nullptr);
-    while (!m.advance_prefetch(nullptr)) check_product(m, a, x, dx, "while the prefetched passes run");
+    prefetch_and_wait(m, a, x, dx);
     aijp::plan_options opts;
     opts.online = false;
     opts.forced = format_id::sell_delta16;
@@ -777,16 +793,7 @@ TEST_F(GpuStaged, WorkerConversionThatFailsFallsBackOnTheProductsThread)
   opts.first_part_unpaced = true;
   opts.convert_at_once_us = 1e6;
   opts.worker_converts = true;
-  for (int polls = 1; polls <= 3; ++polls) {
-    aijp::gpu_matrix<double> m(*ctx, b.view(), not_analysed(), nullptr);
-    m.prefetch_analysis(nullptr);
-    while (!m.advance_prefetch(nullptr)) check_product(m, b, xb, dxb, "while the prefetched passes run");
-    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
-    for (int j = 0; j < polls; ++j) {
-      m.poll_background(nullptr);
-      check_product(m, b, xb, dxb, "mid-step");
-    }
-  }  // destroyed with the worker possibly converting
+  destroy_mid_step(ctx, b, xb, dxb, opts);  // with the worker possibly converting
 }
 
 // prefetch_analysis on the side stream (the PETSc plugin's -mat_aijpredict_prefetch_stream): the passes read
@@ -808,9 +815,7 @@ TEST_F(GpuStaged, PrefetchOnTheSideStreamReadsWhatTheProductsStreamReads)
     format_id chose[2] = {format_id::cusparse_csr, format_id::cusparse_csr};
     for (const bool side : {false, true}) {
       aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
-      m.prefetch_analysis(nullptr, side);
-      EXPECT_TRUE(m.prefetch_pending());
-      while (!m.advance_prefetch(nullptr)) check_product(m, a, x, dx, side ? "while the side stream's passes run" : "while the passes run");
+      prefetch_and_wait(m, a, x, dx, side);
       ASSERT_TRUE(m.prefetch_ready());
       ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
       bool changed = false;
