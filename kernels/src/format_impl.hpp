@@ -145,7 +145,14 @@ template <typename Value>
 std::unique_ptr<format_builder<Value>> make_sell_builder(const device_csr<Value>& a, const row_stats& stats, bool sort,
                                                          size_type rows_per_part);
 
-/// The builder of a format converted in parts (staged steps), or null for one converted whole.
+/// Whether make_format_builder has a builder for `f` (the formats converted in parts).
+inline bool has_format_builder(format_id f)
+{
+  return f == format_id::sell_delta16 || f == format_id::sell_sigma || f == format_id::sell_c_sigma;
+}
+
+/// The builder of a format converted in parts (staged steps), or null for one converted whole
+/// (has_format_builder false).
 template <typename Value>
 std::unique_ptr<format_builder<Value>> make_format_builder(format_id f, const device_csr<Value>& a, const row_stats& stats,
                                                            size_type rows_per_part)

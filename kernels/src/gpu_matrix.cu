@@ -1741,7 +1741,7 @@ struct gpu_matrix<Value>::background_job {
         if (!plan->staged_choice) return true;
         const format_id f = *plan->staged_choice;
         if (f == format_id::csr_vector || f == format_id::csr_scalar || (f == format_id::cusparse_csr && running_cusparse_csr)) return true;
-        return converts_with_builder(f) && worker_conversion();
+        return detail::has_format_builder(f) && worker_conversion();
       }
       case stage::converting: return worker_converting && !worker_fallback;
       default: return false;
@@ -1749,10 +1749,6 @@ struct gpu_matrix<Value>::background_job {
   }
   // plan_options::worker_converts, for this step: a conversion made at once, with the worker's stream known.
   bool worker_conversion() const { return opts.host_worker && opts.worker_converts && unpaced() && !worker_without_stream; }
-  static bool converts_with_builder(format_id f)  // make_format_builder's formats
-  {
-    return f == format_id::sell_delta16 || f == format_id::sell_sigma || f == format_id::sell_c_sigma;
-  }
   // The worker runs the conversion (stage::converting on its stream): set by the worker when it makes the
   // builder, read by on_worker on either thread (the products' thread only while the worker is not busy).
   bool worker_converting = false;
@@ -1791,7 +1787,7 @@ struct gpu_matrix<Value>::background_job {
       try {
         while (on_worker(at)) {
           // The builder's conversion (worker_conversion): on the worker's stream, which waits for `ready` first.
-          const bool converts = at == stage::converting || (at == stage::convert && plan->staged_choice && converts_with_builder(*plan->staged_choice));
+          const bool converts = at == stage::converting || (at == stage::convert && plan->staged_choice && detail::has_format_builder(*plan->staged_choice));
           if (converts && !worker_waits_ready) {
             if (worker_stream == nullptr) {  // back to the products' thread, which converts in whole parts
               worker_without_stream = true;
