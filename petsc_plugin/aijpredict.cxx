@@ -66,6 +66,7 @@ struct AIJPOptions {
   PetscReal   stage_duty     = 0.01;        /* -mat_aijpredict_stage_duty: the parts' share of the wall time (host) */
   PetscReal   stage_overlap  = 0.0;         /* -mat_aijpredict_stage_overlap: share of a product's predicted time a part overlaps */
   PetscReal   reserve        = 1.0;         /* -mat_aijpredict_reserve: layout reserve beside the CSR copy, a fraction of its bytes */
+  PetscBool   upload_pool    = PETSC_TRUE;  /* -mat_aijpredict_upload_pool: the CSR copy from a pool that keeps destroyed matrices' blocks */
   PetscReal   free_band      = 0.15;        /* -mat_aijpredict_free_band: online::policy::free_band */
   PetscInt    sample_max     = 256;         /* -mat_aijpredict_online_sample_max: online::policy::sample_every_max */
   PetscInt    first_spacing  = 8;           /* -mat_aijpredict_online_first_spacing: online::policy::sample_first_spacing */
@@ -391,6 +392,7 @@ PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp
   opts->stage_overlap  = p->opt.stage_overlap;
   opts->host_worker    = p->opt.host_worker && AIJPCpusAvailable() >= 2; /* on one CPU the worker would take the products' */
   opts->layout_reserve = p->opt.reserve;
+  opts->upload_pool    = p->opt.upload_pool;
   opts->online_policy.free_band = p->opt.free_band;
   opts->online_policy.sample_every_max = (int)p->opt.sample_max;
   opts->online_policy.sample_first_spacing = (int)p->opt.first_spacing;
@@ -711,8 +713,8 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     {
       const auto &r = p->gpu->report();
-      PetscCall(PetscInfo(A, "aijpredict: uploaded %" PetscInt_FMT " x %" PetscInt_FMT " with %" PetscInt_FMT " nonzeros in %.3f ms (free memory query %.0f us, allocation %.0f us, copies and column check %.0f us; then the cuSPARSE CSR layout %.0f us); layout reserve %.1f MiB%s\n", m, n, ai[m], r.upload_ms,
-                          r.upload_split_us[0], r.upload_split_us[1], r.upload_split_us[2], r.upload_split_us[3], r.reserve_bytes / 1048576.0,
+      PetscCall(PetscInfo(A, "aijpredict: uploaded %" PetscInt_FMT " x %" PetscInt_FMT " with %" PetscInt_FMT " nonzeros in %.3f ms (free memory %s %.0f us, allocation%s %.0f us, copies and column check %.0f us; then the cuSPARSE CSR layout %.0f us); layout reserve %.1f MiB%s\n", m, n, ai[m], r.upload_ms,
+                          r.upload_recent_reading ? "from a recent reading" : "query", r.upload_split_us[0], r.upload_reused ? " from the pool" : "", r.upload_split_us[1], r.upload_split_us[2], r.upload_split_us[3], r.reserve_bytes / 1048576.0,
                           r.reserve_bytes > 0 ? "" : " (none: -mat_aijpredict_reserve 0, a forced format on the CSR copy, or less than half the GPU memory free)"));
     }
     /* A large matrix is analysed (and converted) at its upload, in the first solve, which every GPU matrix type's
@@ -1256,6 +1258,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCheck(o->stage_overlap >= 0 && o->stage_overlap <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_stage_overlap must be in [0, 1]");
   PetscCall(PetscOptionsReal("-mat_aijpredict_reserve", "Device memory set aside in the CSR copy's allocation for the layouts of later conversions, as a fraction of the copy's bytes counted twice up to 64 MiB (2x the copy for a small matrix, whose reserve also holds an exploration's layout): a conversion inside a short solve then makes no cudaMalloc (~0.1-0.3 ms each) and frees nothing. Only while the GPU keeps half its memory free; held until the matrix is destroyed (0: none)", "MatCreateSeqAIJPredict", o->reserve, &o->reserve, nullptr));
   PetscCheck(o->reserve >= 0 && o->reserve <= 4, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_reserve must be in [0, 4]");
+  PetscCall(PetscOptionsBool("-mat_aijpredict_upload_pool", "Upload the CSR copy (and its layout reserve) into a block of a process-wide pool that keeps destroyed matrices' blocks for later uploads (a few us instead of a cudaMalloc of ~0.1 ms; at most 256 MiB kept unused, given back when an allocation of ours runs out of memory; copies up to 64 MiB), and take the reserve's free-memory figure from a reading of the last second instead of asking the driver", "MatCreateSeqAIJPredict", o->upload_pool, &o->upload_pool, nullptr));
   PetscCall(PetscOptionsReal("-mat_aijpredict_free_band", "Online refinement: where the running format's products measure at most 20 us, csr_vector or csr_scalar (they run on the CSR copy: no conversion), if never measured on this matrix, is also tried when predicted within this fraction of the measured time, slower predictions included (0: only when predicted faster by the exploration margin)", "MatCreateSeqAIJPredict", o->free_band, &o->free_band, nullptr));
   PetscCheck(o->free_band >= 0 && o->free_band <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_free_band must be in [0, 1]");
   PetscCall(PetscOptionsReal("-mat_aijpredict_upload_share", "A matrix whose analysis (~2 ms) is at most this share of its upload's time is analysed and converted at the upload, in the first solve, instead of over the products after -mat_aijpredict_defer_mults (0: never); an analysis at the upload plans a row partition within this share of the upload's time, else when the matrix is reused", "MatCreateSeqAIJPredict", o->upload_share, &o->upload_share, nullptr));
@@ -1407,6 +1410,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_stage_duty <f>   - the most host time a staged step's parts take beyond the products they overlap, plus their passes' device time, as a share of the wall time since it began, gaps between products capped at 3x their recent median (default 0.01; 0: a part at every product)
 .  -mat_aijpredict_stage_overlap <f> - the share of a product's predicted time (if >= 30 us) a staged part is taken to overlap (default 0: all of its host time counts against the duty)
 .  -mat_aijpredict_reserve <f>      - device memory set aside with the CSR copy for later layouts, a fraction of its bytes counted twice up to 64 MiB (default 1; 0: none; only while the GPU keeps half its memory free)
+.  -mat_aijpredict_upload_pool <bool> - upload the CSR copy into a pooled block that destroyed matrices leave for later uploads (at most 256 MiB kept unused), with a free-memory reading of the last second (default true)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
 .  -mat_aijpredict_prefetch <bool> - staged: issue the analysis' device passes in the upload's product, read back at the next ones (default true)
 .  -mat_aijpredict_prefetch_stream <bool> - with it: issue those passes on a stream of their own (default false)

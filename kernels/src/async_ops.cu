@@ -2,6 +2,7 @@
 #include "async_ops.hpp"
 #include "device_buffer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -21,21 +22,27 @@ namespace aijp::detail {
 
 struct block_pool::impl {
   std::mutex mutex;
-  std::map<std::size_t, std::vector<void*>> free;  // by block size
-  std::vector<void*> all;
+  std::map<std::pair<int, std::size_t>, std::vector<void*>> free;  // by device (-1: host) and block size
+  std::vector<void*> all;                                         // every block kept, for the destructor
+  std::size_t idle = 0;                                           // bytes in `free`
 };
 
 block_pool& block_pool::instance(pool_kind kind)
 {
   static block_pool pinned(pool_kind::pinned_host);
   static block_pool device(pool_kind::device);
-  return kind == pool_kind::pinned_host ? pinned : device;
+  static block_pool storage(pool_kind::matrix_storage);
+  switch (kind) {
+    case pool_kind::pinned_host: return pinned;
+    case pool_kind::device: return device;
+    default: return storage;
+  }
 }
 
-block_pool::impl& block_pool::get()
+block_pool::impl& block_pool::get() const
 {
-  static std::once_flag once[2];
-  std::call_once(once[kind_ == pool_kind::device], [this] { impl_ = new impl; });
+  static std::once_flag once[3];
+  std::call_once(once[static_cast<int>(kind_)], [this] { impl_ = new impl; });
   return *impl_;
 }
 
@@ -43,31 +50,41 @@ block_pool::~block_pool()
 {
   // At exit the CUDA runtime may already be torn down: the errors are ignored.
   if (!impl_) return;
-  for (void* p : impl_->all) (void)(kind_ == pool_kind::pinned_host ? cudaFreeHost(p) : cudaFree(p));
+  for (void* p : impl_->all) free_to_driver(p);
   delete impl_;
 }
 
-namespace {
-std::size_t block_size_for(std::size_t bytes)
+std::size_t block_pool::block_size(pool_kind kind, std::size_t bytes)
 {
   std::size_t size = 4096;
   while (size < bytes) size *= 2;
-  return size;
+  if (kind != pool_kind::matrix_storage || size <= 32768) return size;
+  const std::size_t step = size / 16;  // bytes > size / 2: eight sizes between size / 2 and size
+  return (bytes + step - 1) / step * step;
 }
-}  // namespace
 
-void* block_pool::acquire(std::size_t bytes, std::size_t* size)
+void block_pool::free_to_driver(void* p) noexcept
+{
+  (void)(kind_ == pool_kind::pinned_host ? cudaFreeHost(p) : cudaFree(p));
+}
+
+void* block_pool::acquire(std::size_t bytes, std::size_t* size, bool* reused)
 {
   impl& m = get();
-  const std::size_t s = block_size_for(bytes);
+  const std::size_t s = block_size(kind_, bytes);
   *size = s;
+  if (reused) *reused = false;
   if (s > max_pooled_bytes) return allocate(s);  // not kept: released to the driver
+  int device = -1;
+  if (kind_ != pool_kind::pinned_host) AIJP_CUDA_CHECK(cudaGetDevice(&device));
   {
     std::lock_guard<std::mutex> lock(m.mutex);
-    auto& list = m.free[s];
-    if (!list.empty()) {
-      void* p = list.back();
-      list.pop_back();
+    auto it = m.free.find({device, s});
+    if (it != m.free.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      m.idle -= s;
+      if (reused) *reused = true;
       return p;
     }
   }
@@ -76,36 +93,89 @@ void* block_pool::acquire(std::size_t bytes, std::size_t* size)
   try {
     m.all.push_back(p);
   } catch (...) {
-    (void)(kind_ == pool_kind::pinned_host ? cudaFreeHost(p) : cudaFree(p));
+    free_to_driver(p);
     throw;
   }
   return p;
 }
 
-void* block_pool::allocate(std::size_t size)
+void* device_allocate(std::size_t bytes)
 {
   void* p = nullptr;
-  if (kind_ == pool_kind::pinned_host) {
-    AIJP_CUDA_CHECK(cudaHostAlloc(&p, size, cudaHostAllocDefault));
-  } else {
-    AIJP_CUDA_CHECK(cudaMalloc(&p, size));
+  cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    if (block_pool::instance(pool_kind::matrix_storage).trim() > 0) e = cudaMalloc(&p, bytes);
   }
-  driver_allocations().note(kind_ == pool_kind::pinned_host ? -static_cast<long long>(size) : static_cast<long long>(size));
+  if (e != cudaSuccess) throw_cuda(e, "cudaMalloc", __FILE__, __LINE__);
+  driver_allocations().note(static_cast<long long>(bytes));
+  return p;
+}
+
+void* block_pool::allocate(std::size_t size)
+{
+  if (kind_ != pool_kind::pinned_host) return device_allocate(size);
+  void* p = nullptr;
+  AIJP_CUDA_CHECK(cudaHostAlloc(&p, size, cudaHostAllocDefault));
+  driver_allocations().note(-static_cast<long long>(size));
   return p;
 }
 
 void block_pool::release(void* p, std::size_t size) noexcept
 {
   if (size > max_pooled_bytes) {  // freeing waits for the device: nothing pending can still use it
-    (void)(kind_ == pool_kind::pinned_host ? cudaFreeHost(p) : cudaFree(p));
+    free_to_driver(p);
     return;
   }
+  int device = -1;
+  if (kind_ != pool_kind::pinned_host && cudaGetDevice(&device) != cudaSuccess) device = -2;  // never matched
+  impl& m = get();
+  std::unique_lock<std::mutex> lock(m.mutex);
+  const bool over = kind_ == pool_kind::matrix_storage && m.idle + size > max_idle_storage_bytes;
+  if (!over) {
+    try {
+      m.free[{device, size}].push_back(p);
+      m.idle += size;
+      return;
+    } catch (...) {  // out of host memory for the list: back to the driver
+    }
+  }
+  m.all.erase(std::remove(m.all.begin(), m.all.end(), p), m.all.end());
+  lock.unlock();
+  free_to_driver(p);
+}
+
+std::size_t block_pool::trim() noexcept
+{
+  if (!impl_) return 0;
+  impl& m = get();
+  std::vector<void*> unused;
+  std::size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    try {
+      for (auto& entry : m.free) {
+        for (void* p : entry.second) unused.push_back(p);
+        bytes += entry.first.second * entry.second.size();
+      }
+    } catch (...) {  // out of host memory for the list: nothing trimmed
+      return 0;
+    }
+    m.free.clear();
+    m.idle = 0;
+    m.all.erase(std::remove_if(m.all.begin(), m.all.end(),
+                               [&](void* p) { return std::find(unused.begin(), unused.end(), p) != unused.end(); }),
+                m.all.end());
+  }
+  for (void* p : unused) free_to_driver(p);
+  return bytes;
+}
+
+std::size_t block_pool::idle_bytes() const
+{
   impl& m = get();
   std::lock_guard<std::mutex> lock(m.mutex);
-  try {
-    m.free[size].push_back(p);
-  } catch (...) {  // out of host memory for the list: the block stays allocated, unused
-  }
+  return m.idle;
 }
 
 void block_pool::reserve(std::size_t bytes, int count)

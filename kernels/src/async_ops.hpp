@@ -7,6 +7,7 @@
 #pragma once
 
 #include "cuda_check.hpp"
+#include "device_buffer.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -33,24 +34,39 @@ inline int current_cpu()
 #endif
 }
 
-/// Process-wide reuse of small blocks for staged steps (gpu_matrix.hpp): page-locked host blocks for
-/// read-backs and device blocks for temporaries. Allocating costs far more than a staged step may add to a
-/// product: cudaHostAlloc about a millisecond, the first cudaMallocAsync of a process milliseconds (its
-/// memory pool), and cudaFreeHost and cudaFree synchronise the device. Blocks come in power-of-two sizes
-/// (at least 4 KiB) and go back to the pool, never to the driver, until the process ends; blocks above
-/// max_pooled_bytes are allocated and freed each time (a conversion's temporaries for a matrix of millions of
-/// rows stay out of the pool). Thread-safe. A block must be released only once no device work or copy
-/// using it is pending.
-enum class pool_kind { pinned_host, device };
+/// Process-wide reuse of device and page-locked host blocks. Allocating costs far more than a staged step may
+/// add to a product: cudaHostAlloc about a millisecond, cudaMalloc 0.1 ms whatever its size, the first
+/// cudaMallocAsync of a process milliseconds (its memory pool), and cudaFreeHost and cudaFree synchronise the
+/// device. Three pools:
+/// - pinned_host, device: read-backs and temporaries of staged steps. Blocks come in power-of-two sizes (at
+///   least 4 KiB) and go back to the pool, never to the driver, until the process ends.
+/// - matrix_storage: the device CSR copies of uploaded matrices (gpu_matrix.hpp), so that a matrix uploaded
+///   after another was destroyed reuses its memory instead of paying a cudaMalloc (1-4 us against 100-140 us on
+///   the H100, bench/results/2026-11-24_h100_session16_alloc_cost.txt). Finer sizes (eight per power of two
+///   above 32 KiB: at most 1/8 wasted) and at most max_idle_storage_bytes kept unused; above it a released
+///   block goes back to the driver, and trim() gives back all unused ones (an allocation that ran out of device
+///   memory calls it before it gives up: device_buffer::resize).
+/// Blocks above max_pooled_bytes are allocated and freed each time (a conversion's temporaries for a matrix of
+/// millions of rows stay out of the pools). Device blocks are kept per device. Thread-safe. A block must be
+/// released only once no device work or copy using it is pending.
+enum class pool_kind { pinned_host, device, matrix_storage };
 class block_pool {
  public:
   static block_pool& instance(pool_kind kind);
-  /// A block of at least `bytes` (its size in *size).
-  void* acquire(std::size_t bytes, std::size_t* size);
+  /// A block of at least `bytes` (its size in *size); *reused (if not null): it came from the pool, not
+  /// from the driver.
+  void* acquire(std::size_t bytes, std::size_t* size, bool* reused = nullptr);
   void release(void* p, std::size_t size) noexcept;
   /// Allocates `count` blocks of `bytes` ahead (a context does it once, outside the products).
   void reserve(std::size_t bytes, int count);
+  /// Gives every unused block back to the driver (cudaFree: waits for the device); returns their bytes.
+  std::size_t trim() noexcept;
+  /// Bytes of the blocks held unused now.
+  std::size_t idle_bytes() const;
+  /// The block size acquire uses for `bytes` in a pool of `kind`.
+  static std::size_t block_size(pool_kind kind, std::size_t bytes);
   static constexpr std::size_t max_pooled_bytes = std::size_t(64) << 20;
+  static constexpr std::size_t max_idle_storage_bytes = std::size_t(256) << 20;
   ~block_pool();
   block_pool(const block_pool&) = delete;
   block_pool& operator=(const block_pool&) = delete;
@@ -58,10 +74,11 @@ class block_pool {
  private:
   explicit block_pool(pool_kind kind) : kind_(kind) {}
   void* allocate(std::size_t size);
+  void free_to_driver(void* p) noexcept;
   struct impl;
   pool_kind kind_;
-  impl* impl_ = nullptr;
-  impl& get();
+  mutable impl* impl_ = nullptr;
+  impl& get() const;
 };
 
 /// An array in a block_pool block. Its owner must know that nothing pending uses it when it is destroyed or
@@ -99,6 +116,69 @@ class pool_buffer {
   T* ptr_ = nullptr;
   std::size_t bytes_ = 0;
 };
+/// The one allocation of a matrix's device CSR copy and its layout reserve (device_csr::storage): a
+/// matrix_storage block, or (pooled false) a cudaMalloc of its own. Releasing it first waits for the device,
+/// as the cudaFree it replaces did: products queued on any stream may still read the copy or a layout in its
+/// reserve. After a device error the block is not reused (what still reads it is unknown); the pool frees it
+/// at exit.
+class storage_block {
+ public:
+  storage_block() = default;
+  ~storage_block() { release(); }
+  storage_block(const storage_block&) = delete;
+  storage_block& operator=(const storage_block&) = delete;
+  storage_block(storage_block&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)), pooled_(o.pooled_), reused_(o.reused_)
+  {
+  }
+  storage_block& operator=(storage_block&& o) noexcept
+  {
+    if (this != &o) {
+      release();
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+      pooled_ = o.pooled_;
+      reused_ = o.reused_;
+    }
+    return *this;
+  }
+  /// At least `bytes` (what it held is released first); throws device_out_of_memory.
+  void allocate(std::size_t bytes, bool pooled)
+  {
+    release();
+    pooled_ = pooled;
+    reused_ = false;
+    if (pooled) {
+      ptr_ = static_cast<unsigned char*>(block_pool::instance(pool_kind::matrix_storage).acquire(bytes, &bytes_, &reused_));
+    } else {
+      ptr_ = static_cast<unsigned char*>(device_allocate(bytes > 0 ? bytes : 1));
+      bytes_ = bytes;
+    }
+  }
+  unsigned char* data() { return ptr_; }
+  /// Bytes usable at data() (a pooled block may hold more than was asked for).
+  std::size_t size() const { return bytes_; }
+  /// It came from the pool (a destroyed matrix's memory), not from the driver.
+  bool reused() const { return reused_; }
+
+ private:
+  void release() noexcept
+  {
+    if (!ptr_) return;
+    if (!pooled_) {
+      (void)cudaFree(ptr_);
+    } else if (cudaDeviceSynchronize() == cudaSuccess) {
+      block_pool::instance(pool_kind::matrix_storage).release(ptr_, bytes_);
+    }
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  unsigned char* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+  bool pooled_ = false;
+  bool reused_ = false;
+};
+
 template <typename T>
 using pinned_buffer = pool_buffer<T, pool_kind::pinned_host>;
 template <typename T>

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <mutex>
 #include <vector>
 
 #ifndef AIJP_DEFAULTS_DIR
@@ -69,12 +70,61 @@ device_properties query_device_properties(int ordinal)
   return d;
 }
 
+namespace {
+// The latest device_memory_info reading of each device (ordinals beyond the table are not kept).
+struct memory_reading {
+  bool valid = false;
+  std::chrono::steady_clock::time_point at;
+  size_type free_bytes = 0, total_bytes = 0;
+  long long allocated_before = 0;  // driver_allocations().device_bytes when it was read
+};
+constexpr int kept_readings = 64;
+std::mutex readings_mutex;
+memory_reading readings[kept_readings];
+}  // namespace
+
 void device_memory_info(size_type* free_bytes, size_type* total_bytes)
 {
+  int device = 0;
+  AIJP_CUDA_CHECK(cudaGetDevice(&device));
+  const long long allocated = detail::driver_allocations().device_bytes.load(std::memory_order_relaxed);
   std::size_t f = 0, t = 0;
   AIJP_CUDA_CHECK(cudaMemGetInfo(&f, &t));
   if (free_bytes) *free_bytes = static_cast<size_type>(f);
   if (total_bytes) *total_bytes = static_cast<size_type>(t);
+  if (device >= 0 && device < kept_readings) {
+    std::lock_guard<std::mutex> lock(readings_mutex);
+    readings[device] = {true, std::chrono::steady_clock::now(), static_cast<size_type>(f), static_cast<size_type>(t), allocated};
+  }
+}
+
+std::size_t upload_pool_idle_bytes()
+{
+  return detail::block_pool::instance(detail::pool_kind::matrix_storage).idle_bytes();
+}
+
+std::size_t trim_upload_pool()
+{
+  return detail::block_pool::instance(detail::pool_kind::matrix_storage).trim();
+}
+
+bool recent_device_memory_info(double max_age_ms, size_type* free_bytes, size_type* total_bytes)
+{
+  int device = 0;
+  if (!(max_age_ms > 0) || cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kept_readings) return false;
+  memory_reading r;
+  {
+    std::lock_guard<std::mutex> lock(readings_mutex);
+    r = readings[device];
+  }
+  if (!r.valid) return false;
+  const double age_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - r.at).count();
+  if (age_ms > max_age_ms) return false;
+  const long long since = detail::driver_allocations().device_bytes.load(std::memory_order_relaxed) - r.allocated_before;
+  const size_type taken = static_cast<size_type>(std::max<long long>(since, 0));
+  if (free_bytes) *free_bytes = r.free_bytes > taken ? r.free_bytes - taken : 0;
+  if (total_bytes) *total_bytes = r.total_bytes;
+  return true;
 }
 
 cache::device_fingerprint make_fingerprint(const device_properties& dev)

@@ -1,4 +1,4 @@
-// Owning, move-only device allocation (cudaMalloc/cudaFree); no-throw release in the destructor. A
+// Owning, move-only device allocation (device_allocate/cudaFree); no-throw release in the destructor. A
 // borrowed buffer (device_buffer::borrow, or resize from a layout_reserve) names part of another
 // allocation and frees nothing.
 #pragma once
@@ -21,8 +21,10 @@ struct allocation_log {
   static constexpr int kept = 8;
   std::atomic<long> count{0};
   std::atomic<long long> bytes[kept] = {};
+  std::atomic<long long> device_bytes{0};  ///< all device bytes allocated so far (frees not counted)
   void note(long long signed_bytes)
   {
+    if (signed_bytes > 0) device_bytes.fetch_add(signed_bytes, std::memory_order_relaxed);
     const long k = count.fetch_add(1, std::memory_order_relaxed);
     bytes[k % kept].store(signed_bytes, std::memory_order_relaxed);
   }
@@ -42,6 +44,11 @@ inline allocation_log& driver_allocations()
   static allocation_log log;
   return log;
 }
+
+/// cudaMalloc of `bytes` (noted in driver_allocations). Out of memory, it first gives the unused blocks of the
+/// matrix-storage pool back to the driver (async_ops.hpp: a destroyed matrix's CSR copy kept for the next
+/// upload) and tries once more; then throws device_out_of_memory.
+void* device_allocate(std::size_t bytes);
 
 template <typename T>
 class device_buffer {
@@ -81,10 +88,7 @@ class device_buffer {
   {
     if (count == size_ && ptr_ && owned_) return;
     release();
-    void* p = nullptr;
-    AIJP_CUDA_CHECK(cudaMalloc(&p, (count > 0 ? count : 1) * sizeof(T)));
-    driver_allocations().note(static_cast<long long>((count > 0 ? count : 1) * sizeof(T)));
-    ptr_ = static_cast<T*>(p);
+    ptr_ = static_cast<T*>(device_allocate((count > 0 ? count : 1) * sizeof(T)));
     size_ = count;
   }
   /// The same, from `reserve` when it is not null and still has room (no cudaMalloc: the buffer then

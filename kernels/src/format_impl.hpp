@@ -7,6 +7,7 @@
 #include <aijpredict/formats.hpp>
 #include <aijpredict/stats.hpp>
 
+#include "async_ops.hpp"
 #include "cusparse_spmv.hpp"
 #include "device_buffer.hpp"
 
@@ -33,7 +34,7 @@ struct device_csr {
   device_buffer<index_type> row_ptr;
   device_buffer<index_type> col_idx;
   device_buffer<Value> values;
-  device_buffer<unsigned char> storage;    ///< the arrays' and the reserve's one allocation, when they share one
+  storage_block storage;                   ///< the arrays' and the reserve's one allocation, when they share one
   std::shared_ptr<layout_reserve> reserve;
   layout_reserve* layout_memory() const { return reserve.get(); }
 };

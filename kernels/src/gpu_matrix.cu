@@ -100,8 +100,9 @@ bool free_candidate(format_id f)
 // plan_options::layout_reserve's bytes for a CSR copy of `csr_bytes`: none where no layout can be built (a
 // forced format or candidates that run on the CSR copy) or where the device would keep less than half its
 // memory free after the upload.
-std::size_t layout_reserve_bytes(const plan_options& opts, std::size_t csr_bytes, size_type* free_before)
+std::size_t layout_reserve_bytes(const plan_options& opts, std::size_t csr_bytes, size_type* free_before, bool* recent)
 {
+  *recent = false;
   if (!(opts.layout_reserve > 0) || csr_bytes == 0) return 0;
   if (!opts.forced_plan) {
     if (opts.forced && runs_on_csr_copy(*opts.forced)) return 0;
@@ -112,7 +113,13 @@ std::size_t layout_reserve_bytes(const plan_options& opts, std::size_t csr_bytes
   const double basis = static_cast<double>(csr_bytes) + static_cast<double>(std::min(csr_bytes, layout_reserve_small_bytes));
   const std::size_t want = detail::layout_reserve::round_up(static_cast<std::size_t>(opts.layout_reserve * basis));
   size_type free_bytes = 0, total_bytes = 0;
-  device_memory_info(&free_bytes, &total_bytes);
+  // A pooled upload reads a recent reading instead of asking the driver (22-37 us of a short solve's upload).
+  if (opts.upload_pool && csr_bytes + want <= detail::block_pool::max_pooled_bytes &&
+      recent_device_memory_info(opts.upload_reading_ms, &free_bytes, &total_bytes)) {
+    *recent = true;
+  } else {
+    device_memory_info(&free_bytes, &total_bytes);
+  }
   *free_before = free_bytes;
   const double after = static_cast<double>(free_bytes) - static_cast<double>(csr_bytes) - static_cast<double>(want);
   return after >= 0.5 * static_cast<double>(total_bytes) ? want : 0;
@@ -586,15 +593,16 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
   const std::size_t val_bytes = aligned(host.nnz * sizeof(Value));
   const std::size_t csr_bytes = row_ptr_bytes + col_bytes + val_bytes;
   size_type free_before = 0;  // 0: not queried
-  std::size_t reserve_bytes = layout_reserve_bytes(opts, csr_bytes, &free_before);
+  std::size_t reserve_bytes = layout_reserve_bytes(opts, csr_bytes, &free_before, &rep.upload_recent_reading);
   const auto t_queried = clock_type::now();
   try {
-    a.storage.resize(csr_bytes + reserve_bytes);
+    a.storage.allocate(csr_bytes + reserve_bytes, opts.upload_pool);
   } catch (const device_out_of_memory&) {
     if (reserve_bytes == 0) throw;
     reserve_bytes = 0;  // another process took the memory since it was queried: no reserve
-    a.storage.resize(csr_bytes);
+    a.storage.allocate(csr_bytes, opts.upload_pool);
   }
+  rep.upload_reused = a.storage.reused();
   const auto t_allocated = clock_type::now();
   unsigned char* base = a.storage.data();
   a.row_ptr = detail::device_buffer<index_type>::borrow(reinterpret_cast<index_type*>(base), host.rows + 1);

@@ -739,6 +739,83 @@ TEST_F(GpuStaged, WorkerConvertsAtOnceOnItsStream)
   }
 }
 
+// The upload pool (plan_options::upload_pool): a matrix uploaded after another was destroyed takes its block
+// (no cudaMalloc) and the reserve's free-memory figure from the reading of the upload before; the old contents
+// never leak into the new matrix's products. At most 256 MiB stay unused in the pool; an allocation of ours
+// that runs out of device memory gives them back to the driver and succeeds; trim_upload_pool empties it.
+TEST_F(GpuStaged, UploadReusesADestroyedMatrixsBlock)
+{
+  const auto ctx = make_context();
+  const auto a = aijp::gen::from_spec("lap7:16x16x16");
+  auto b = a;  // same pattern and sizes, other values: stale contents of `a` would show in its products
+  for (std::size_t k = 0; k < b.values.size(); ++k) b.values[k] = 0.5 * b.values[k] + 1e-3 * static_cast<double>(k % 7);
+  const auto x = aijp::test::random_vector(a.cols, 71);
+  device_vec<double> dx(x);
+  { aijp::gpu_matrix<double> first(*ctx, a.view(), not_analysed(), nullptr); check_product(first, a, x, dx, "first upload"); }
+  {
+    aijp::gpu_matrix<double> again(*ctx, b.view(), not_analysed(), nullptr);
+    EXPECT_TRUE(again.report().upload_reused) << "the destroyed matrix's block";
+    EXPECT_TRUE(again.report().upload_recent_reading) << "the last upload's free-memory reading (< 1 s old)";
+    EXPECT_GT(again.report().reserve_bytes, 0.0);
+    check_product(again, b, x, dx, "upload into the reused block");
+    aijp::plan_options opts;
+    opts.forced = format_id::sell_delta16;  // a layout in the reused block's reserve
+    again.analyze(*ctx, opts, nullptr);
+    ASSERT_EQ(again.format(), format_id::sell_delta16) << again.report().decision;
+    EXPECT_GT(again.report().reserve_used_bytes, 0.0);
+    aijp::test::check_products_and_refresh(again, b, "sell_delta16 in the reused block's reserve", 73);
+  }
+  auto off = not_analysed();
+  off.upload_pool = false;
+  {
+    aijp::gpu_matrix<double> own(*ctx, a.view(), off, nullptr);
+    EXPECT_FALSE(own.report().upload_reused);
+    EXPECT_FALSE(own.report().upload_recent_reading);
+    check_product(own, a, x, dx, "upload without the pool");
+  }
+
+  // Ten copies of ~29 MiB (with their reserves) destroyed together: at most 256 MiB stay unused.
+  const auto mid = aijp::gen::from_spec("lap7:48x48x48");
+  {
+    std::vector<std::unique_ptr<aijp::gpu_matrix<double>>> many;
+    for (int k = 0; k < 10; ++k) many.push_back(std::make_unique<aijp::gpu_matrix<double>>(*ctx, mid.view(), not_analysed(), nullptr));
+  }
+  const std::size_t idle = aijp::upload_pool_idle_bytes();
+  EXPECT_LE(idle, std::size_t{256} << 20);
+  EXPECT_GE(idle, std::size_t{128} << 20) << "most of the ten blocks kept for later uploads";
+
+  // Out of memory: a 74 MB copy without the pool (its own cudaMalloc) fits only once the unused blocks go back.
+  const auto big = aijp::gen::from_spec("lap7:96x96x96");
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  const std::size_t keep = std::size_t{48} << 20;
+  ASSERT_GT(free_bytes, 2 * keep);
+  void* hog = nullptr;
+  for (std::size_t take = free_bytes - keep; take > free_bytes / 2; take -= std::size_t{16} << 20) {
+    if (cudaMalloc(&hog, take) == cudaSuccess) break;
+    (void)cudaGetLastError();
+    hog = nullptr;
+  }
+  ASSERT_NE(hog, nullptr) << "could not take the device's free memory";
+  {
+    std::unique_ptr<aijp::gpu_matrix<double>> m;
+    EXPECT_NO_THROW(m = std::make_unique<aijp::gpu_matrix<double>>(*ctx, big.view(), off, nullptr))
+        << "the unused blocks given back to the driver";
+    EXPECT_EQ(aijp::upload_pool_idle_bytes(), 0u);
+    ASSERT_EQ(cudaFree(hog), cudaSuccess);
+    if (m) {
+      const auto xb = aijp::test::random_vector(big.cols, 79);
+      device_vec<double> dxb(xb);
+      check_product(*m, big, xb, dxb, "after the pool was trimmed");
+    }
+  }
+  { aijp::gpu_matrix<double> refill(*ctx, a.view(), not_analysed(), nullptr); }
+  EXPECT_GT(aijp::upload_pool_idle_bytes(), 0u);
+  EXPECT_GT(aijp::trim_upload_pool(), 0u);
+  EXPECT_EQ(aijp::upload_pool_idle_bytes(), 0u);
+}
+
 // A builder that fails on the worker hands the fallback back: cuSPARSE CSR is built on the products' thread and
 // stream, the decision says why, and the products stay right. The failure is real: after the upload (without a
 // layout reserve) the test takes all but 48 MiB of the device's free memory, so the ~75 MiB sell_delta16 layout
@@ -762,6 +839,7 @@ TEST_F(GpuStaged, WorkerConversionThatFailsFallsBackOnTheProductsThread)
     opts.first_part_unpaced = true;
     opts.convert_at_once_us = 1e6;
     opts.worker_converts = true;
+    (void)aijp::trim_upload_pool();  // destroyed matrices' blocks would let the layout's allocation succeed
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::size_t free_bytes = 0, total_bytes = 0;
     ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -23,8 +24,23 @@ bool device_available(std::string* why = nullptr);
 /// Properties of device `ordinal`, read with cudaDeviceGetAttribute / cudaGetDeviceProperties.
 device_properties query_device_properties(int ordinal);
 
-/// Free and total memory of the current device.
+/// Free and total memory of the current device (cudaMemGetInfo: 22-53 us on the H100). Each call is kept as the
+/// device's latest reading (recent_device_memory_info).
 void device_memory_info(size_type* free_bytes, size_type* total_bytes);
+
+/// The current device's latest reading by device_memory_info in this process, if it is at most max_age_ms old,
+/// with the device bytes this process allocated from the driver since (detail::device_allocate, the block
+/// pools) taken off the free bytes: no driver call. Allocations of other processes, and of this one outside
+/// this library (PETSc, cuSPARSE), since the reading are not seen. False (outputs untouched) where there is
+/// no such reading.
+bool recent_device_memory_info(double max_age_ms, size_type* free_bytes, size_type* total_bytes);
+
+/// The pool of CSR-copy blocks that destroyed matrices leave for later uploads (plan_options::upload_pool):
+/// the bytes it holds unused now, and trim_upload_pool gives them back to the driver (waits for the device;
+/// returns the bytes given back), e.g. before a large allocation outside this library. An allocation of ours
+/// that runs out of device memory trims it itself.
+std::size_t upload_pool_idle_bytes();
+std::size_t trim_upload_pool();
 
 /// Fingerprint for the coefficient cache: device identity, driver, runtime and cuSPARSE versions and the
 /// hash of the compiled kernel set.

@@ -149,6 +149,15 @@ struct plan_options {
   /// the CSR copy. Held until the matrix goes: a matrix that is never converted holds it for nothing.
   /// 0: none.
   double layout_reserve = 1.0;
+  /// Upload into a pooled block: the CSR copy and its reserve come from a process-wide pool that keeps a
+  /// destroyed matrix's block for the next upload (1-4 us instead of a cudaMalloc of 100-140 us whatever its
+  /// size on the H100, inside the upload's solve), at most 256 MiB of them unused, given back to the driver when
+  /// one of our allocations runs out of memory; blocks up to 64 MiB (larger copies allocate as before). The
+  /// layout reserve's free-memory query (22-37 us) then uses the last reading of this process if it is at most
+  /// upload_reading_ms old, less what the process allocated from the driver since. The PETSc plugin sets it
+  /// with -mat_aijpredict_upload_pool.
+  bool upload_pool = true;
+  double upload_reading_ms = 1000.0;
   /// Run this partition (parse_partition_plan("sell[0,1000)+coo[1000,1200)")) instead of selecting: tests,
   /// benchmarks, warm-up. Blocks must cover every row; a block's format that is infeasible there becomes
   /// cuSPARSE CSR. A one-block plan is the unpartitioned format. Takes precedence over `forced`.
@@ -215,6 +224,9 @@ struct plan_report {
   /// later step reuses. Upload only; zero for a copy made from device memory.
   double upload_split_us[4] = {0, 0, 0, 0};
   double reserve_bytes = 0.0;  ///< the layout reserve beside the CSR copy (plan_options::layout_reserve)
+  /// The upload's allocation came from the pool (plan_options::upload_pool: a destroyed matrix's block), and
+  /// its free-memory reading was a recent one, not a query.
+  bool upload_reused = false, upload_recent_reading = false;
   double reserve_used_bytes = 0.0;  ///< of it, taken by the layouts built so far
   double analysis_ms = 0.0;    ///< statistics + prediction
   /// The analysis' host time after its statistics (us): the predictions, the online corrections, the choice.
