@@ -85,7 +85,8 @@ int main(int argc, char** argv)
     if (a == "--help") {
       std::printf("Usage: aijp_alloc_cost [--reps N] [--busy-us US]\n"
                   "Host time (median of N) of cudaMalloc/cudaFree, of virtual-memory chunks (cuMemCreate/Map/SetAccess),\n"
-                  "and of a stream-ordered pool, with the device idle and behind a kernel of US microseconds.\n");
+                  "and of a stream-ordered pool, with the device idle and behind a kernel of US microseconds; small cudaMallocs\n"
+                  "(alone and beside a live one) and cudaMemGetInfo.\n");
       return 0;
     }
     if (a == "--reps" && i + 1 < argc) {
@@ -133,6 +134,41 @@ int main(int argc, char** argv)
       CHECK(cudaStreamSynchronize(s));
     }
     std::printf("%10zu %12.1f %12.1f %16.1f\n", bytes / MiB, median(tm), median(tf), median(tb));
+  }
+
+  // Small allocations (a small matrix's CSR arrays, aijcusparse's three device vectors), each freed before the
+  // next, and beside a small allocation still live (the driver may place them in one chunk); cudaMemGetInfo.
+  std::printf("\n## small cudaMalloc (device idle): alone, and while another small allocation is live; cudaMemGetInfo\n%10s %12s %12s %12s\n", "KiB", "malloc", "beside live", "free");
+  for (std::size_t kib : {4, 64, 256, 1024, 2048}) {
+    std::vector<double> tm, tl, tf;
+    for (int r = 0; r < reps; ++r) {
+      void* p = nullptr;
+      void* live = nullptr;
+      auto t0 = clock_type::now();
+      CHECK(cudaMalloc(&p, kib * 1024));
+      tm.push_back(us_since(t0));
+      CHECK(cudaMalloc(&live, 4096));
+      void* q = nullptr;
+      t0 = clock_type::now();
+      CHECK(cudaMalloc(&q, kib * 1024));
+      tl.push_back(us_since(t0));
+      t0 = clock_type::now();
+      CHECK(cudaFree(q));
+      tf.push_back(us_since(t0));
+      CHECK(cudaFree(live));
+      CHECK(cudaFree(p));
+    }
+    std::printf("%10zu %12.1f %12.1f %12.1f\n", kib, median(tm), median(tl), median(tf));
+  }
+  {
+    std::vector<double> tq;
+    for (int r = 0; r < reps; ++r) {
+      std::size_t f = 0, t = 0;
+      const auto t0 = clock_type::now();
+      CHECK(cudaMemGetInfo(&f, &t));
+      tq.push_back(us_since(t0));
+    }
+    std::printf("cudaMemGetInfo %.1f us (median of %d)\n", median(tq), reps);
   }
 
   vmm d;
