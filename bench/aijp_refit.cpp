@@ -135,7 +135,9 @@ int main(int argc, char** argv)
     }
     std::printf("\n# placeholder floors (us, median of the training samples whose variable terms are below a quarter launch):");
     for (int f = 0; f < aijp::format_count; ++f) {
-      if (fitted.floor[f] > 0) std::printf(" %s %.2f (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_floor_us[f], fitted.floor[f]);
+      if (fitted.floor[f] > 0)
+        std::printf(" %s %.2f%s (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_floor_us[f],
+                    params.format_floor_adds_l2[f] > 0 ? " + L2 term" : "", fitted.floor[f]);
     }
     std::printf("\n# placeholder chain factors (from the training samples a chain dominates):");
     for (int f = 0; f < aijp::format_count; ++f) {
@@ -151,6 +153,9 @@ int main(int argc, char** argv)
                   params.cusparse_sell_wide_chain_scale, fitted.cusparse_sell_wide);
     }
     if (fitted.coo_efficiency > 0) std::printf("\n# placeholder COO streaming efficiency: %.3f (%d)", params.coo_efficiency, fitted.coo_efficiency);
+    if (fitted.cusparse_csr_l2_gather > 0)
+      std::printf("\n# placeholder cusparse_csr L2 rate: %.0f GB/s (%d; calibrated for every format: %.0f)", params.cusparse_csr_l2_gather_gbs,
+                  fitted.cusparse_csr_l2_gather, params.l2_gather_gbs);
     if (fitted.hyb_empty_ell > 0) std::printf("\n# placeholder HYB without an ELL part: %+.2f us beyond HYB's fixed cost (%d)", params.hyb_empty_ell_us, fitted.hyb_empty_ell);
     std::printf("\n");
 

@@ -140,6 +140,7 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   optional("scatter_efficiency", p.scatter_efficiency, 1.0);
   optional("l2_gather_gbs", p.l2_gather_gbs, 1e6);
   optional("l2_gather_alg2_gbs", p.l2_gather_alg2_gbs, 1e6);
+  optional("l2_gather_gbs.cusparse_csr", p.cusparse_csr_l2_gather_gbs, 1e6);
   for (int i = 0; i < format_count; ++i) {
     const auto it = m.find(fixed_cost_key(static_cast<format_id>(i)));
     if (it != m.end() && std::isfinite(it->second) && std::abs(it->second) <= 1e3) p.format_fixed_us[i] = it->second;
@@ -151,6 +152,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (cd != m.end() && cd->second >= 0.25 && cd->second <= 4.0) p.format_chain_scale_dram[i] = cd->second;
     const auto ld = m.find(chain_lanes_dram_key(static_cast<format_id>(i)));
     if (ld != m.end() && ld->second >= 0.0 && ld->second <= 4.0) p.format_chain_lanes_dram[i] = ld->second;
+    const auto fq = m.find(floor_adds_l2_key(static_cast<format_id>(i)));
+    if (fq != m.end()) p.format_floor_adds_l2[i] = fq->second > 0 ? 1.0 : 0.0;
     const auto fl = m.find(floor_key(static_cast<format_id>(i)));
     if (fl != m.end() && std::isfinite(fl->second) && fl->second >= 0.0 && fl->second <= 1e3) p.format_floor_us[i] = fl->second;
   }
@@ -191,9 +194,11 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(chain_scale_dram_key(f), p.format_chain_scale_dram[i], 0.0);
     put(chain_lanes_dram_key(f), p.format_chain_lanes_dram[i], -1.0);
     put(floor_key(f), p.format_floor_us[i], 0.0);
+    put(floor_adds_l2_key(f), p.format_floor_adds_l2[i], 0.0);
   }
   put("floor_us_per_doubling.cusparse_csr", p.cusparse_csr_floor_us_per_doubling, 0.0);
   put("stream_efficiency.coo", p.coo_efficiency, bandwidth_model_params{}.coo_efficiency);
+  put("l2_gather_gbs.cusparse_csr", p.cusparse_csr_l2_gather_gbs, 0.0);
   put("fixed_us_empty_ell.hyb", p.hyb_empty_ell_us, 0.0);
   put("chain_wide_padded.cusparse_sell", p.cusparse_sell_wide_padded, 0.0);
   put("chain_scale_wide.cusparse_sell", p.cusparse_sell_wide_chain_scale, 0.0);
@@ -201,6 +206,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
 
 std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + format_name(f); }
 std::string floor_key(format_id f) { return std::string("floor_us.") + format_name(f); }
+std::string floor_adds_l2_key(format_id f) { return std::string("floor_adds_l2.") + format_name(f); }
 std::string chain_scale_key(format_id f) { return std::string("chain_scale.") + format_name(f); }
 std::string chain_lanes_key(format_id f) { return std::string("chain_lanes.") + format_name(f); }
 std::string chain_scale_dram_key(format_id f) { return std::string("chain_scale_dram.") + format_name(f); }
@@ -219,6 +225,19 @@ double lanes_position(double lanes) { return std::clamp((lanes - 1.0) / (stats_w
 // 2026-11-24). csr_scalar's block samples grow along the line instead (0.53 / 0.54 / 0.60 / 0.90), and the other
 // layouts' fitted slopes are near 0 on the H100, so they keep it.
 bool saturating_lanes(format_id f) { return f == format_id::jad; }
+
+// Formats whose product is several kernels in sequence, the data-moving one after the others, so that its L2
+// traffic adds to the floor (bandwidth_model_params::format_floor_adds_l2): cuSPARSE CSR ALG1 and ALG2 (more than
+// one kernel per call, ~9.5 us where one launch takes 4.3 us, predict.hpp) and COO (y = beta y, then the
+// products). On the five H100 gated pairs of sessions 27-30 (fit on the warm-up, scored on the held-out set)
+// this took cuSPARSE CSR's mean error 0.3-1.1 points lower, ALG2's 0-0.4 and COO's 0.1-1.2, the regret equal
+// or lower. Not the single-kernel formats, whose floor is one launch and the latency their traffic overlaps
+// (csr_vector: mean 0.1 lower on one pair, 0.1-1.4 higher on four), nor HYB (two kernels, but +0.1 on three
+// pairs, -0.2 on two) (docs/models.md, Session 32).
+bool floor_adds_l2(format_id f)
+{
+  return f == format_id::cusparse_csr || f == format_id::cusparse_csr_alg2 || f == format_id::coo;
+}
 
 // csr_scalar's chain lanes are the rows of the longest row's SM still running (csr_scalar_chain_lanes), up to
 // 256 x 8; its lanes position is the other layouts' (lanes - 1) / 31, not clamped at 32 lanes but at
@@ -266,8 +285,10 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
 {
   to.format_fixed_us = from.format_fixed_us;
   to.format_floor_us = from.format_floor_us;
+  to.format_floor_adds_l2 = from.format_floor_adds_l2;
   to.cusparse_csr_floor_us_per_doubling = from.cusparse_csr_floor_us_per_doubling;
   to.coo_efficiency = from.coo_efficiency;
+  to.cusparse_csr_l2_gather_gbs = from.cusparse_csr_l2_gather_gbs;
   to.hyb_empty_ell_us = from.hyb_empty_ell_us;
   to.format_chain_scale = from.format_chain_scale;
   to.format_chain_lanes = from.format_chain_lanes;
@@ -283,8 +304,10 @@ bool has_format_corrections(const bandwidth_model_params& p)
   return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale ||
          p.format_chain_lanes != neutral.format_chain_lanes || p.format_chain_scale_dram != neutral.format_chain_scale_dram ||
          p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_floor_us != neutral.format_floor_us ||
+         p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
          p.coo_efficiency != neutral.coo_efficiency || p.hyb_empty_ell_us != neutral.hyb_empty_ell_us ||
+         p.cusparse_csr_l2_gather_gbs != neutral.cusparse_csr_l2_gather_gbs ||
          p.cusparse_sell_wide_padded != neutral.cusparse_sell_wide_padded ||
          p.cusparse_sell_wide_chain_scale != neutral.cusparse_sell_wide_chain_scale;
 }
@@ -653,8 +676,9 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   // COO's chunks read x again where uses of a sector lie far apart (coo_x_reread_bytes), at its own rate.
   const double reread = f == format_id::coo ? coo_x_reread_bytes(s, vb, in.x_sectors_per_nnz, r.bytes, in.device.l2_bytes) : 0.0;
   r.stream_us = (r.bytes - scatter + reread) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
-  // One L2 rate for every format, ALG2 included (see placeholder_terms_of).
-  r.l2_us = p.l2_gather_gbs > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (p.l2_gather_gbs * 1e3) : 0.0;
+  // One L2 rate for every format, ALG2 included (see placeholder_terms_of), but cuSPARSE CSR where its own was fitted.
+  const double l2_rate = f == format_id::cusparse_csr && p.cusparse_csr_l2_gather_gbs > 0 ? p.cusparse_csr_l2_gather_gbs : p.l2_gather_gbs;
+  r.l2_us = l2_rate > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (l2_rate * 1e3) : 0.0;
   if (f == format_id::hyb && r.serial_us > 0) r.after_chain_us = hyb_coo_part_us(s, vb, in.x_sectors_per_nnz, p, in_l2);
   return r;
 }
@@ -693,13 +717,23 @@ double floor_of(format_id f, double rows, const bandwidth_model_params& p)
   return fl + p.cusparse_csr_floor_us_per_doubling * std::log2(std::max(1.0, rows));
 }
 
+// What adds to the format's floor (bandwidth_model_params::format_floor_adds_l2): its L2 traffic term, where the
+// layout fits in the L2 and the floor is fitted; beyond the L2 the fixed cost and the streaming term describe the
+// product.
+double floor_traffic_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
+{
+  const int i = static_cast<int>(f);
+  if (!(p.format_floor_adds_l2[i] > 0) || !(p.format_floor_us[i] > 0) || !t.in_l2) return 0.0;
+  return t.l2_us;
+}
+
 // The prediction from the terms and the per-format corrections. The fitted fixed cost may be negative (the
 // placeholder's own guess too high); no product is faster than one launch, the fastest measured SpMV, nor than
 // the format's fitted floor (bandwidth_model_params::format_floor_us).
 double predicted_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
 {
   const int i = static_cast<int>(f);
-  return std::max({p.launch_us, floor_of(f, t.rows, p), t.fixed_us + p.format_fixed_us[i] + variable_of(f, t, p)});
+  return std::max({p.launch_us, floor_of(f, t.rows, p) + floor_traffic_of(f, t, p), t.fixed_us + p.format_fixed_us[i] + variable_of(f, t, p)});
 }
 }  // namespace
 
@@ -777,6 +811,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   // same values as the warm-up that fitted it), and writes only the corrections it could fit.
   bandwidth_model_params p = out;
   copy_format_corrections(bandwidth_model_params{}, p);
+  for (int i = 0; i < format_count; ++i) p.format_floor_adds_l2[i] = floor_adds_l2(static_cast<format_id>(i)) ? 1.0 : 0.0;
   format_fit used;
   std::vector<placeholder_parts> parts;
   parts.reserve(obs.size());
@@ -808,6 +843,28 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     }
   };
   fit_coo_efficiency();
+  // cuSPARSE CSR's L2 rate (bandwidth_model_params::cusparse_csr_l2_gather_gbs), from its samples whose L2 term
+  // dominates, like COO's efficiency before the floors and again once the fixed cost is fitted.
+  const auto fit_cusparse_csr_l2_rate = [&] {
+    const int ci = static_cast<int>(format_id::cusparse_csr);
+    const double rate = p.cusparse_csr_l2_gather_gbs > 0 ? p.cusparse_csr_l2_gather_gbs : p.l2_gather_gbs;
+    std::vector<double> r;
+    for (std::size_t k = 0; k < obs.size(); ++k) {
+      const auto& o = obs[k];
+      const auto& t = parts[k];
+      if (o.format != format_id::cusparse_csr || !(o.measured_us > 0) || !(rate > 0)) continue;
+      if (t.l2_us < 1.2 * t.stream_us || t.l2_us < 4 * p.launch_us) continue;
+      const double net = o.measured_us - t.fixed_us - p.format_fixed_us[ci];
+      if (net > 0) r.push_back(t.l2_us * rate / net);
+    }
+    if (static_cast<int>(r.size()) < std::max(1, min_samples)) return;
+    used.cusparse_csr_l2_gather = static_cast<int>(r.size());
+    p.cusparse_csr_l2_gather_gbs = online::median(std::move(r));
+    for (std::size_t k = 0; k < obs.size(); ++k) {
+      if (obs[k].format == format_id::cusparse_csr) parts[k] = parts_of(obs[k].format, obs[k].input, p);
+    }
+  };
+  fit_cusparse_csr_l2_rate();
   // The floors first; then the fixed costs from the samples the fixed costs dominate, with the given chain
   // scales; the chain scales from the samples a chain dominates, net of those fixed costs; then the fixed costs
   // again with the new scales (which move which samples count as dominated by fixed costs only at the margin).
@@ -819,10 +876,13 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     std::vector<double> csr_log_rows, csr_tiny;  // cuSPARSE CSR's samples: log2 rows, measured
     for (std::size_t k = 0; k < obs.size(); ++k) {
       if (!(obs[k].measured_us > 0) || variable(k) >= 0.25 * p.launch_us) continue;
-      tiny[static_cast<int>(obs[k].format)].push_back(obs[k].measured_us);
+      // A floor that the L2 term adds to is fitted on the measured time less that term.
+      const bool adds = p.format_floor_adds_l2[static_cast<int>(obs[k].format)] > 0 && parts[k].in_l2;
+      const double base = obs[k].measured_us - (adds ? parts[k].l2_us : 0.0);
+      tiny[static_cast<int>(obs[k].format)].push_back(base);
       if (obs[k].format == format_id::cusparse_csr) {
         csr_log_rows.push_back(std::log2(std::max(1.0, parts[k].rows)));
-        csr_tiny.push_back(obs[k].measured_us);
+        csr_tiny.push_back(base);
       }
     }
     for (int i = 0; i < format_count; ++i) {
@@ -863,7 +923,8 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       if (!(o.measured_us > 0)) continue;
       const double v = variable(k);
       if (v > 2 * p.launch_us) continue;  // not dominated by fixed costs
-      const point x{parts[k].fixed_us + v, o.measured_us, std::max(p.launch_us, floor_of(o.format, parts[k].rows, p))};
+      const point x{parts[k].fixed_us + v, o.measured_us,
+                    std::max(p.launch_us, floor_of(o.format, parts[k].rows, p) + floor_traffic_of(o.format, parts[k], p))};
       if (o.format == format_id::hyb && hyb_empty_ell(o.input.stats)) {
         hyb_empty.push_back({x.a - p.hyb_empty_ell_us, x.m, x.lo});
       } else {
@@ -913,6 +974,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   };
   fit_fixed();
   fit_coo_efficiency();
+  fit_cusparse_csr_l2_rate();
   {
     // Per format: (lanes position u in [0, 1] by the format's lanes_position, measured chain / uncorrected chain,
     // one to 16 lanes or more, in L2) of the chain-dominated samples. The lane groups are counted in lanes, not
@@ -1114,9 +1176,12 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   for (int i = 0; i < format_count; ++i) {
     if (used.fixed[i] > 0) out.format_fixed_us[i] = p.format_fixed_us[i];
     if (observed[i]) out.format_floor_us[i] = p.format_floor_us[i];  // fitted (its samples are observed) or none
+    if (observed[i]) out.format_floor_adds_l2[i] = p.format_floor_us[i] > 0 ? p.format_floor_adds_l2[i] : 0.0;
     if (observed[i] && i == static_cast<int>(format_id::cusparse_csr))
       out.cusparse_csr_floor_us_per_doubling = p.cusparse_csr_floor_us_per_doubling;
     if (used.coo_efficiency > 0 && i == static_cast<int>(format_id::coo)) out.coo_efficiency = p.coo_efficiency;
+    if (used.cusparse_csr_l2_gather > 0 && i == static_cast<int>(format_id::cusparse_csr))
+      out.cusparse_csr_l2_gather_gbs = p.cusparse_csr_l2_gather_gbs;
     if (used.hyb_empty_ell > 0 && i == static_cast<int>(format_id::hyb)) out.hyb_empty_ell_us = p.hyb_empty_ell_us;
     if (used.chain[i] > 0 && i == static_cast<int>(format_id::cusparse_sell)) {
       out.cusparse_sell_wide_padded = p.cusparse_sell_wide_padded;

@@ -1509,31 +1509,32 @@ TEST(PlaceholderModel, FloorsAndFixedCostsFittedFromSmallSamples)
     return std::max({b.stream_us, b.chain_us, b.l2_us});
   };
   std::vector<aijp::fixed_cost_observation> obs;
-  const aijp::format_id alg2 = aijp::format_id::cusparse_csr_alg2, sell = aijp::format_id::cusparse_sell;
-  // ALG2: a host-bound floor of 14 us on tiny matrices (one disturbed sample: the median ignores it) ...
+  const aijp::format_id one = aijp::format_id::sell_c_sigma, sell = aijp::format_id::cusparse_sell;
+  // Our SELL (one kernel: its floor bounds the prediction, no term adds to it): a floor of 8 us on tiny
+  // matrices (one disturbed sample: the median ignores it) ...
   const double tiny_offsets[] = {0.0, -0.2, 0.2, -0.1, 0.1, 0.0, 9.0};
   int k = 0;
   for (double o : tiny_offsets) {
     const auto in = input(1000 + 500 * k++, 5);
-    ASSERT_LT(variable(alg2, in), 0.25 * p.launch_us);
-    obs.push_back({alg2, in, 14.0 + o});
+    ASSERT_LT(variable(one, in), 0.25 * p.launch_us);
+    obs.push_back({one, in, 8.0 + o});
     obs.push_back({sell, in, predicted(sell, in, p) - 1.0});  // cuSPARSE SELL: 1 us below the placeholder's guess
   }
   // ... and above it, on matrices of 3-8 us of traffic, its fixed costs plus 2 us and the traffic.
   std::vector<aijp::prediction_input> mid;
-  for (aijp::size_type rows = 100000; rows <= 220000; rows += 30000) {
+  for (aijp::size_type rows = 140000; rows <= 260000; rows += 30000) {
     const auto in = input(rows, 5);
-    const double v = variable(alg2, in);
+    const double v = variable(one, in);
     ASSERT_GT(v, 3.0);
     ASSERT_LT(v, 2 * p.launch_us);
-    ASSERT_GT(predicted(alg2, in, p) + 2.0, 14.0);
-    obs.push_back({alg2, in, predicted(alg2, in, p) + 2.0});
+    ASSERT_GT(predicted(one, in, p) + 2.0, 8.0 + 0.5);
+    obs.push_back({one, in, predicted(one, in, p) + 2.0});
     mid.push_back(in);
   }
   // A large matrix measured far above its prediction is neither a fixed cost nor a floor.
   const auto big = input(8'000'000, 7);
-  obs.push_back({alg2, big, 2 * predicted(alg2, big, p)});
-  obs.push_back({alg2, big, 2 * predicted(alg2, big, p)});
+  obs.push_back({one, big, 2 * predicted(one, big, p)});
+  obs.push_back({one, big, 2 * predicted(one, big, p)});
   // Too few small samples of COO: its fixed cost stays, and it gets no floor: the one it had (from other
   // measurements: timed back to back, where the host's issue rate floors small products) goes. JAD, not
   // measured here at all, keeps its floor.
@@ -1543,9 +1544,9 @@ TEST(PlaceholderModel, FloorsAndFixedCostsFittedFromSmallSamples)
   obs.push_back({aijp::format_id::coo, input(2000, 4), 100.0});
   const aijp::bandwidth_model_params before = p;
   const auto used = aijp::fit_format_corrections(obs, p);
-  const int a = static_cast<int>(alg2), c = static_cast<int>(sell), coo = static_cast<int>(aijp::format_id::coo);
+  const int a = static_cast<int>(one), c = static_cast<int>(sell), coo = static_cast<int>(aijp::format_id::coo);
   EXPECT_EQ(used.floor[a], 7);
-  EXPECT_NEAR(p.format_floor_us[a], 14.0, 1e-9);
+  EXPECT_NEAR(p.format_floor_us[a], 8.0, 1e-9);
   EXPECT_EQ(used.fixed[a], 7 + static_cast<int>(mid.size()));
   EXPECT_NEAR(p.format_fixed_us[a], 2.0, 1e-9);
   EXPECT_EQ(used.floor[c], 7);
@@ -1558,8 +1559,8 @@ TEST(PlaceholderModel, FloorsAndFixedCostsFittedFromSmallSamples)
   EXPECT_EQ(p.format_floor_us[coo], 0.0);
   EXPECT_EQ(p.format_floor_us[static_cast<int>(aijp::format_id::jad)], 4.5);
   // Tiny matrices are predicted at the floor, the others at the fitted cost above the terms.
-  EXPECT_NEAR(predicted(alg2, input(1000, 5), p), 14.0, 1e-9);
-  for (const auto& in : mid) EXPECT_NEAR(predicted(alg2, in, p) - predicted(alg2, in, before), 2.0, 1e-9);
+  EXPECT_NEAR(predicted(one, input(1000, 5), p), 8.0, 1e-9);
+  for (const auto& in : mid) EXPECT_NEAR(predicted(one, in, p) - predicted(one, in, before), 2.0, 1e-9);
   // No prediction is below one launch.
   auto q = p;
   q.format_floor_us[c] = 0.0;
@@ -1571,18 +1572,92 @@ TEST(PlaceholderModel, FloorsAndFixedCostsFittedFromSmallSamples)
   again.format_floor_us[a] = 30.0;
   aijp::fit_format_corrections(obs, again);
   EXPECT_NEAR(again.format_fixed_us[a], 2.0, 1e-9);
-  EXPECT_NEAR(again.format_floor_us[a], 14.0, 1e-9);
+  EXPECT_NEAR(again.format_floor_us[a], 8.0, 1e-9);
   EXPECT_EQ(again.format_fixed_us[c], p.format_fixed_us[c]);
   // The floors travel through the cache's metrics; absent keys are no floor.
   std::map<std::string, double> m;
   aijp::params_to_metrics(p, m);
-  EXPECT_NEAR(m.at("floor_us.cusparse_csr_alg2"), 14.0, 1e-9);
+  EXPECT_NEAR(m.at("floor_us.sell"), 8.0, 1e-9);
   EXPECT_EQ(m.count("floor_us.coo"), 0u);
   aijp::bandwidth_model_params r;
   ASSERT_TRUE(aijp::params_from_metrics(m, r));
-  EXPECT_NEAR(r.format_floor_us[a], 14.0, 1e-9);
+  EXPECT_NEAR(r.format_floor_us[a], 8.0, 1e-9);
   EXPECT_EQ(r.format_floor_us[coo], 0.0);
   EXPECT_TRUE(aijp::has_format_corrections(r));
+}
+
+// cuSPARSE CSR (several kernels per product): its L2 term adds to its floor, fitted on the measured time less that
+// term, and its L2 rate is fitted on its samples the L2 term dominates; both travel through the cache's metrics,
+// and a cache without the keys keeps the floor as a bound and the calibrated rate.
+TEST(PlaceholderModel, CusparseCsrFloorAddsL2TermAndOwnL2Rate)
+{
+  aijp::bandwidth_model_params p;
+  p.l2_gather_gbs = 4500;
+  const auto input = [](aijp::size_type rows, int per_row, double x_sectors) {
+    aijp::prediction_input in;
+    in.device = h100_like();
+    in.device.l2_bytes = 50 << 20;
+    in.stats.rows = in.stats.cols = rows;
+    in.stats.nnz = rows * per_row;
+    in.stats.mean = per_row;
+    in.stats.mode_len = in.stats.max_len = in.stats.min_len = per_row;
+    in.stats.mode_count = rows;
+    in.stats.n_iter_natural = in.stats.n_iter_sorted = (rows + 31) / 32 * per_row;
+    in.x_sectors_per_nnz = x_sectors;
+    return in;
+  };
+  const aijp::format_id csr = aijp::format_id::cusparse_csr;
+  const int c = static_cast<int>(csr);
+  const auto l2_us = [&](const aijp::prediction_input& in, const aijp::bandwidth_model_params& q) {
+    return aijp::explain_bandwidth_model(csr, in, q).l2_us;
+  };
+  std::vector<aijp::fixed_cost_observation> obs;
+  // Tiny matrices: 7 us plus their L2 term (at the rate the device really has, 5000 GB/s, not the calibrated one).
+  for (int k = 0; k < 6; ++k) {
+    const auto in = input(1000, 4 + k, 0.1);
+    obs.push_back({csr, in, 7.0 + l2_us(in, p) * 4500.0 / 5000.0});
+  }
+  // Random columns (one sector per entry), gather-bound, in and beyond the L2: their L2 traffic at 5000 GB/s.
+  for (aijp::size_type rows : {300000, 600000, 1200000, 2400000, 4800000}) {
+    const auto in = input(rows, 8, 1.0);
+    const auto b = aijp::explain_bandwidth_model(csr, in, p);
+    ASSERT_GT(b.l2_us, 1.2 * b.stream_us);
+    obs.push_back({csr, in, b.fixed_us + b.l2_us * 4500.0 / 5000.0});
+  }
+  const auto used = aijp::fit_format_corrections(obs, p);
+  EXPECT_EQ(used.cusparse_csr_l2_gather, 5);
+  // Net of the fitted fixed cost (the tiny samples' largest fixed cost that keeps them on their floor).
+  EXPECT_NEAR(p.cusparse_csr_l2_gather_gbs, 5000.0, 250.0);
+  EXPECT_GT(p.cusparse_csr_l2_gather_gbs, 4700.0);
+  EXPECT_GT(used.floor[c], 0);
+  EXPECT_EQ(p.format_floor_adds_l2[c], 1.0);
+  EXPECT_NEAR(p.format_floor_us[c], 7.0, 0.01);
+  // A small matrix with random columns: the floor plus its L2 term at the fitted rate, above the floor alone.
+  const auto small = input(8000, 4, 1.0);
+  const double predicted = aijp::predict_bandwidth_model(small, p, {csr}).front().predicted_us;
+  EXPECT_NEAR(predicted, p.format_floor_us[c] + l2_us(small, p), 1e-9);
+  EXPECT_GT(l2_us(small, p), 0.1);
+  // Other formats keep the calibrated rate and a floor that only bounds.
+  EXPECT_EQ(p.format_floor_adds_l2[static_cast<int>(aijp::format_id::csr_vector)], 0.0);
+  EXPECT_NEAR(aijp::explain_bandwidth_model(aijp::format_id::cusparse_csr_alg2, small, p).l2_us, l2_us(small, p) * p.cusparse_csr_l2_gather_gbs / 4500.0, 1e-9);
+  // Through the cache's metrics.
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(p, m);
+  EXPECT_EQ(m.at("floor_adds_l2.cusparse_csr"), 1.0);
+  EXPECT_NEAR(m.at("l2_gather_gbs.cusparse_csr"), p.cusparse_csr_l2_gather_gbs, 1e-9);
+  EXPECT_EQ(m.count("floor_adds_l2.csr_vector"), 0u);
+  aijp::bandwidth_model_params r;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_NEAR(aijp::predict_bandwidth_model(small, r, {csr}).front().predicted_us, predicted, 1e-9);
+  // A cache written before these keys: the floor bounds, the calibrated rate.
+  m.erase("floor_adds_l2.cusparse_csr");
+  m.erase("l2_gather_gbs.cusparse_csr");
+  aijp::bandwidth_model_params old;
+  ASSERT_TRUE(aijp::params_from_metrics(m, old));
+  EXPECT_EQ(old.format_floor_adds_l2[c], 0.0);
+  EXPECT_EQ(old.cusparse_csr_l2_gather_gbs, 0.0);
+  const auto b = aijp::explain_bandwidth_model(csr, small, old);
+  EXPECT_NEAR(b.predicted_us, std::max({old.launch_us, b.floor_us, b.fixed_us + std::max({b.stream_us, b.chain_us, b.l2_us})}), 1e-9);
 }
 
 TEST(PlaceholderModel, BandwidthFloorBeyondL2)

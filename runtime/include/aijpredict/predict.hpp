@@ -74,6 +74,15 @@ struct bandwidth_model_params {
   /// the two kernels now differ by their fitted fixed costs (ALG2 +4.6 us on the H100 warm-up), which no
   /// longer tie.
   double l2_gather_alg2_gbs = 0.0;
+  /// cuSPARSE CSR's own L2 rate (0: l2_gather_gbs, as in cache files written before it), fitted per device
+  /// (fit_format_corrections) as the median over the warm-up's cuSPARSE CSR samples whose L2 term dominates (at
+  /// least 1.2x the streaming term and four launches long) of their L2 traffic bytes / (measured - fixed costs).
+  /// calibrate_device measures l2_gather_gbs on one random-column matrix; on the five H100 gated warm-ups of
+  /// sessions 27-30 the 71-72 gather-bound cuSPARSE CSR samples (random columns, 8000-8M rows) give 4807-4829
+  /// GB/s against the calibrated 4557, which had put them and the held-out random-column matrices (2M rows,
+  /// power-law and normal rows) 7-10 % over (docs/models.md, Session 32). The other formats keep
+  /// l2_gather_gbs. Cache key "l2_gather_gbs.cusparse_csr".
+  double cusparse_csr_l2_gather_gbs = 0.0;
   /// What each format costs beyond the terms above when fixed costs dominate (indexed by format_id, in
   /// microseconds; may be negative): the median of measured minus predicted over the warm-up's samples whose
   /// traffic and chain terms are below one launch (fit_format_corrections). calibrate_device takes the launch
@@ -101,6 +110,17 @@ struct bandwidth_model_params {
   /// squares on the same samples as the floor (fit_format_corrections); on the four H100 gated warm-ups
   /// 0.09-0.10 us per doubling. Cache key "floor_us_per_doubling.cusparse_csr".
   double cusparse_csr_floor_us_per_doubling = 0.0;
+  /// Per format (indexed by format_id): 1 where the floor is what a product costs that moves nothing and the
+  /// product's L2 traffic term adds to it (layout in the L2: max(launch, floor + l2 traffic, fixed + variable
+  /// terms)), 0 where the floor only bounds the prediction from below (as in cache files written before it).
+  /// Set by fit_format_corrections for the formats whose product is several kernels in sequence (cuSPARSE
+  /// CSR ALG1 and ALG2, COO: y = beta y, then the products; floor_adds_l2 in predict.cpp), whose floor is
+  /// then fitted on the measured time less the L2 term. Those products' data-moving kernel runs after the
+  /// others, so its traffic does not hide under their fixed cost: on the H100 session-30 gated warm-up
+  /// cuSPARSE CSR's small random-column matrices measured their floor plus 0.9-1.3x their L2 term (32000
+  /// rows of 4 random columns: 8.36 us, floor 7.13, L2 term 1.41 us), where max(floor, fixed + variable)
+  /// put them 12-15 % under (docs/models.md, Session 32). Cache key "floor_adds_l2.<format>".
+  std::array<double, format_count> format_floor_adds_l2 = per_format(0.0);
   /// Fraction of the streaming bandwidth our COO kernel reaches on its streamed bytes
   /// (entries with row indices, x once, y written and read-modify-written by the atomics). 0.7 for cache files
   /// written before it was fitted. Fitted per device (fit_format_corrections) as the median over the warm-up's
@@ -186,6 +206,7 @@ std::string chain_lanes_key(format_id f);  ///< "chain_lanes.<format name>"
 std::string chain_scale_dram_key(format_id f);  ///< "chain_scale_dram.<format name>"
 std::string chain_lanes_dram_key(format_id f);  ///< "chain_lanes_dram.<format name>"
 std::string floor_key(format_id f);  ///< "floor_us.<format name>"
+std::string floor_adds_l2_key(format_id f);  ///< "floor_adds_l2.<format name>"
 /// Whether `p` carries fitted per-format corrections (any fixed cost or chain factor off its neutral value).
 bool has_format_corrections(const bandwidth_model_params& p);
 /// Copies the per-format corrections (fixed costs, floors, chain factors and their lanes slopes) of `from` into
@@ -335,6 +356,7 @@ struct format_fit {
   int coo_efficiency = 0;  ///< observations behind bandwidth_model_params::coo_efficiency (0: not fitted)
   int hyb_empty_ell = 0;  ///< observations behind bandwidth_model_params::hyb_empty_ell_us (0: not fitted)
   int cusparse_sell_wide = 0;  ///< chains above bandwidth_model_params::cusparse_sell_wide_padded (0: not fitted)
+  int cusparse_csr_l2_gather = 0;  ///< observations behind bandwidth_model_params::cusparse_csr_l2_gather_gbs (0: not fitted)
 };
 
 /// Fits the placeholder's per-format corrections from measured products. p.format_floor_us: for each format
