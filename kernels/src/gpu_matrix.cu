@@ -131,40 +131,74 @@ struct column_summary {
   int max_step;                      // largest step between consecutive columns of a row
 };
 
+// Threads per row of the row-wise passes below: a power of two up to a warp, about the mean row length. One
+// thread per row spent ~0.3-0.5 us per nonzero of the longest row in its serial loop: email-Eu-core's
+// 334-nonzero row was most of the upload's 104-124 us "copies and column check" on the H100 (session 32).
+int lanes_per_row(size_type rows, size_type nnz)
+{
+  const double mean = rows > 0 ? static_cast<double>(nnz) / static_cast<double>(rows) : 0.0;
+  int lanes = 1;
+  while (lanes < 32 && lanes < mean) lanes *= 2;
+  return lanes;
+}
+unsigned row_groups_blocks(size_type rows, int lanes)
+{
+  return static_cast<unsigned>((rows * lanes + 255) / 256);
+}
+
 // Validates the pattern and measures what compressed-index layouts need (sell_delta16: sorted rows, steps
-// below 2^16). One thread per row; rows are short on average, so the serial loop is cheap.
-__global__ void inspect_columns(size_type rows, size_type cols, const index_type* __restrict__ row_ptr,
+// below 2^16). `lanes` threads per row (lanes_per_row; it divides 32, so a row's group never straddles a
+// warp, and every thread of the grid's warps takes part in the group's shuffles).
+__global__ void inspect_columns(size_type rows, size_type cols, size_type nnz, int lanes, const index_type* __restrict__ row_ptr,
                                 const index_type* __restrict__ col_idx, column_summary* out)
 {
-  const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
-  const index_type b = row_ptr[r], e = row_ptr[r + 1];
-  bool ok = b <= e, sorted = true;
-  int step = 0;
-  for (index_type k = b; ok && k < e; ++k) {
-    const index_type c = col_idx[k];
-    ok = c >= 0 && c < cols;
-    if (k > b) {
-      sorted = sorted && c > col_idx[k - 1];
-      step = max(step, c - col_idx[k - 1]);
+  const size_type t = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_type r = t / lanes;
+  const int lane = static_cast<int>(t % lanes);
+  int ok = 1, sorted = 1, step = 0;
+  if (r < rows) {
+    const index_type b = row_ptr[r], e = row_ptr[r + 1];
+    ok = b >= 0 && b <= e && e <= nnz;  // a later row that decreases would leave e past the arrays
+    if (ok) {
+      for (index_type k = b + lane; k < e; k += lanes) {
+        const index_type c = col_idx[k];
+        ok = ok && c >= 0 && c < cols;
+        if (k > b) {
+          const index_type prev = col_idx[k - 1];
+          sorted = sorted && c > prev;
+          step = max(step, c - prev);
+        }
+      }
     }
   }
+  for (int offset = lanes / 2; offset > 0; offset /= 2) {
+    ok &= __shfl_xor_sync(0xffffffffu, ok, offset);
+    sorted &= __shfl_xor_sync(0xffffffffu, sorted, offset);
+    step = max(step, __shfl_xor_sync(0xffffffffu, step, offset));
+  }
+  if (r >= rows || lane != 0) return;
   if (!ok) atomicAdd(&out->bad_rows, 1ull);
   if (!sorted) atomicAdd(&out->unsorted_rows, 1ull);
   if (step > 0) atomicMax(&out->max_step, step);
 }
 
+// d[r] = sum of row r's entries in column r (duplicates of unassembled input add up, as in the products);
+// `lanes` threads per row as in inspect_columns.
 template <typename Value>
-__global__ void extract_diagonal(size_type rows, const index_type* __restrict__ row_ptr, const index_type* __restrict__ col_idx,
+__global__ void extract_diagonal(size_type rows, int lanes, const index_type* __restrict__ row_ptr, const index_type* __restrict__ col_idx,
                                  const Value* __restrict__ values, Value* __restrict__ d)
 {
-  const size_type r = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
+  const size_type t = static_cast<size_type>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_type r = t / lanes;
+  const int lane = static_cast<int>(t % lanes);
   Value v = 0;
-  for (index_type k = row_ptr[r]; k < row_ptr[r + 1]; ++k) {
-    if (col_idx[k] == r) v += values[k];  // duplicates (unassembled input) add up, as in the products
+  if (r < rows) {
+    for (index_type k = row_ptr[r] + lane; k < row_ptr[r + 1]; k += lanes) {
+      if (col_idx[k] == r) v += values[k];
+    }
   }
-  d[r] = v;
+  for (int offset = lanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if (r < rows && lane == 0) d[r] = v;
 }
 
 template <typename Value>
@@ -630,8 +664,9 @@ gpu_matrix<Value>::gpu_matrix(const context& ctx, const csr_view<Value>& host, m
   if (host.rows > 0) {
     detail::pool_buffer<column_summary, detail::pool_kind::device> d_cs(1);  // no cudaMalloc, no cudaFree
     AIJP_CUDA_CHECK(cudaMemsetAsync(d_cs.data(), 0, sizeof(column_summary), stream));
-    inspect_columns<<<static_cast<unsigned>((host.rows + 255) / 256), 256, 0, stream>>>(host.rows, host.cols, a.row_ptr.data(),
-                                                                                       a.col_idx.data(), d_cs.data());
+    const int lanes = lanes_per_row(host.rows, host.nnz);
+    inspect_columns<<<row_groups_blocks(host.rows, lanes), 256, 0, stream>>>(host.rows, host.cols, host.nnz, lanes, a.row_ptr.data(),
+                                                                       a.col_idx.data(), d_cs.data());
     AIJP_CHECK_LAUNCH();
     AIJP_CUDA_CHECK(cudaMemcpyAsync(&cs, d_cs.data(), sizeof(cs), cudaMemcpyDeviceToHost, stream));
     detail::wait_stream(stream);
@@ -2801,8 +2836,9 @@ void gpu_matrix<Value>::diagonal(Value* d, cudaStream_t stream) const
 {
   const auto& a = impl_->csr;
   if (a.rows == 0) return;
-  extract_diagonal<<<static_cast<unsigned>((a.rows + 255) / 256), 256, 0, stream>>>(a.rows, a.row_ptr.data(), a.col_idx.data(),
-                                                                                   a.values.data(), d);
+  const int lanes = lanes_per_row(a.rows, a.nnz);
+  extract_diagonal<<<row_groups_blocks(a.rows, lanes), 256, 0, stream>>>(a.rows, lanes, a.row_ptr.data(), a.col_idx.data(),
+                                                                       a.values.data(), d);
   AIJP_CHECK_LAUNCH();
 }
 

@@ -599,6 +599,72 @@ TEST_F(GpuTest, RejectsInvalidColumnIndexWithClearError)
   }
 }
 
+// The upload's column check and the diagonal read a row with a group of threads (up to a warp, about the
+// mean row length): a bad column, an unsorted pair or a column step found by any thread of a long row's group
+// counts, and the diagonal adds the duplicates wherever they sit in the row.
+TEST_F(GpuTest, ColumnCheckAndDiagonalSeeEveryEntryOfLongRows)
+{
+  // 64 rows: row 0 holds 200 entries (columns 0..199 of 256, the diagonal twice, at positions 0 and 150), the
+  // others 0-3 entries; mean ~5 nonzeros, so groups of 8 threads.
+  const auto make = [] {
+    aijp::csr_matrix<double> a;
+    a.rows = 64;
+    a.cols = 256;
+    for (int c = 0; c < 200; ++c) {
+      a.col_idx.push_back(c == 150 ? 0 : c);
+      a.values.push_back(1.0 + c);
+    }
+    a.row_ptr.push_back(static_cast<aijp::index_type>(a.col_idx.size()));
+    for (int r = 1; r < 64; ++r) {
+      for (int k = 0; k < r % 4; ++k) {
+        a.col_idx.push_back((r + 7 * k) % 256);
+        a.values.push_back(0.5 * r - k);
+      }
+      a.row_ptr.push_back(static_cast<aijp::index_type>(a.col_idx.size()));
+    }
+    return a;
+  };
+  aijp::csr_matrix<double> a = make();
+  {
+    aijp::gpu_matrix<double> m(shared_context(), a.view(), aijp::test::not_analysed(), nullptr);
+    aijp::test::device_vec<double> d(std::vector<double>(a.rows, -1.0));
+    m.diagonal(d.p, nullptr);
+    const auto got = d.get();
+    for (aijp::index_type r = 0; r < a.rows; ++r) {
+      double want = 0;
+      for (aijp::index_type k = a.row_ptr[r]; k < a.row_ptr[r + 1]; ++k) want += a.col_idx[k] == r ? a.values[k] : 0.0;
+      EXPECT_EQ(got[r], want) << "row " << r;
+    }
+    EXPECT_EQ(got[0], 1.0 + 151.0) << "both of row 0's diagonal entries";
+  }
+  // Row 0's entry at position 150 (column 0 after 149) makes the row unsorted: no delta-encoded layout.
+  {
+    aijp::plan_options po;
+    po.forced = aijp::format_id::sell_delta16;
+    aijp::gpu_matrix<double> m(shared_context(), a.view(), po, nullptr);
+    EXPECT_EQ(m.format(), aijp::format_id::cusparse_csr);
+    EXPECT_NE(m.report().decision.find("unsorted"), std::string::npos) << m.report().decision;
+  }
+  // A column outside [0, cols) at position 77 of row 0 (a thread other than the group's first finds it).
+  a.col_idx[77] = 256;
+  try {
+    aijp::gpu_matrix<double> m(shared_context(), a.view(), aijp::plan_options{}, nullptr);
+    ADD_FAILURE() << "no exception for a column outside the matrix";
+  } catch (const aijp::bad_input& e) {
+    EXPECT_NE(std::string(e.what()).find("1 rows have"), std::string::npos) << e.what();
+  }
+  // Row pointers that decrease at row 4 (206, then 205): reported, and nothing past the arrays is read.
+  a = make();
+  std::swap(a.row_ptr[4], a.row_ptr[5]);
+  if (a.row_ptr[4] == a.row_ptr[5]) a.row_ptr[5] -= 1;
+  try {
+    aijp::gpu_matrix<double> m(shared_context(), a.view(), aijp::plan_options{}, nullptr);
+    ADD_FAILURE() << "no exception for decreasing row pointers";
+  } catch (const aijp::bad_input& e) {
+    EXPECT_NE(std::string(e.what()).find("decreasing row_ptr"), std::string::npos) << e.what();
+  }
+}
+
 // The context's preload (context_options::preload, double by default) reaches the module of every format
 // source compiled for double and of the value-type neutral units, and loads every function in them: a
 // second preload finds nothing left to load. Float modules are not part of it.
