@@ -401,12 +401,17 @@ TEST_F(GpuOnline, ExploresTheRunnerUpOnceAndKeepsTheFaster)
 // made to look 100x faster than it is (it will measure above the runner-up's prediction, a reason to
 // explore) and cuSPARSE CSR 3x slower, so that the choice is predicted to save more per product than the
 // runner-up can: with just enough expected products for the choice's conversion to pay, the runner-up's
-// cannot, and it is not tried (the report says why); with 1e9 it is.
+// cannot, and it is not tried (the report says why); with 1e9 it is. Only formats with a layout of their own
+// are candidates besides cuSPARSE CSR: one on the CSR copy (csr_scalar, the H100 session-32 default's choice
+// here) installs without a conversion, so nothing would be deferred.
 TEST_F(GpuOnline, ExplorationThatCannotPayIsNotTried)
 {
   for (const bool enough : {false, true}) {
     auto ctx = online_context();
     aijp::plan_options po = quick_exploration();
+    po.candidates.erase(std::remove_if(po.candidates.begin(), po.candidates.end(),
+                                       [](format_id f) { return f == format_id::csr_scalar || f == format_id::csr_vector; }),
+                        po.candidates.end());
     const format_id first = mispredict_choice(*ctx, po);
     ASSERT_NE(first, format_id::cusparse_csr);
     // Every other format's own cell says its model is right, cuSPARSE CSR's that it is 3x slower: the
