@@ -45,6 +45,23 @@ class GpuStaged : public aijp::test::gpu_fixture {
     while (!m.advance_prefetch(nullptr)) check_product(m, a, x, dx, side ? "while the side stream's passes run" : "while the prefetched passes run");
   }
 
+  // Takes all of the device's free memory but about `keep` bytes into *hog (cudaFree it), the allocation shrunk
+  // in 16 MiB steps until the driver grants it; fails the test where it cannot take at least half.
+  static void take_device_memory_but(std::size_t keep, void** hog)
+  {
+    *hog = nullptr;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::size_t free_bytes = 0, total_bytes = 0;
+    ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+    ASSERT_GT(free_bytes, 2 * keep);
+    for (std::size_t take = free_bytes - keep; take > free_bytes / 2; take -= std::size_t{16} << 20) {
+      if (cudaMalloc(hog, take) == cudaSuccess) return;
+      (void)cudaGetLastError();
+      *hog = nullptr;
+    }
+    FAIL() << "could not take the device's free memory";
+  }
+
   // Matrices destroyed while a staged step with `opts` runs, after 1, 2 and 3 polls (each poll's product
   // checked): the destructor waits for whatever the step worker is doing.
   template <typename T>
@@ -786,18 +803,8 @@ TEST_F(GpuStaged, UploadReusesADestroyedMatrixsBlock)
 
   // Out of memory: a 74 MB copy without the pool (its own cudaMalloc) fits only once the unused blocks go back.
   const auto big = aijp::gen::from_spec("lap7:96x96x96");
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::size_t free_bytes = 0, total_bytes = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
-  const std::size_t keep = std::size_t{48} << 20;
-  ASSERT_GT(free_bytes, 2 * keep);
   void* hog = nullptr;
-  for (std::size_t take = free_bytes - keep; take > free_bytes / 2; take -= std::size_t{16} << 20) {
-    if (cudaMalloc(&hog, take) == cudaSuccess) break;
-    (void)cudaGetLastError();
-    hog = nullptr;
-  }
-  ASSERT_NE(hog, nullptr) << "could not take the device's free memory";
+  ASSERT_NO_FATAL_FAILURE(take_device_memory_but(std::size_t{48} << 20, &hog));
   {
     std::unique_ptr<aijp::gpu_matrix<double>> m;
     EXPECT_NO_THROW(m = std::make_unique<aijp::gpu_matrix<double>>(*ctx, big.view(), off, nullptr))
@@ -840,18 +847,8 @@ TEST_F(GpuStaged, WorkerConversionThatFailsFallsBackOnTheProductsThread)
     opts.convert_at_once_us = 1e6;
     opts.worker_converts = true;
     (void)aijp::trim_upload_pool();  // destroyed matrices' blocks would let the layout's allocation succeed
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::size_t free_bytes = 0, total_bytes = 0;
-    ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
-    const std::size_t keep = std::size_t{48} << 20;
-    ASSERT_GT(free_bytes, 2 * keep);
     void* hog = nullptr;
-    for (std::size_t take = free_bytes - keep; take > free_bytes / 2; take -= std::size_t{16} << 20) {
-      if (cudaMalloc(&hog, take) == cudaSuccess) break;
-      (void)cudaGetLastError();
-      hog = nullptr;
-    }
-    ASSERT_NE(hog, nullptr) << "could not take the device's free memory";
+    ASSERT_NO_FATAL_FAILURE(take_device_memory_but(std::size_t{48} << 20, &hog));
     ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
     bool changed = false;
     poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);

@@ -1481,6 +1481,21 @@ TEST(PlaceholderModel, CusparseSellNoSplitWithoutAStep)
   }
 }
 
+// A matrix of `rows` rows of `per_row` entries each on an H100-like device with a 50 MiB L2.
+aijp::prediction_input uniform_rows_input(aijp::size_type rows, int per_row)
+{
+  aijp::prediction_input in;
+  in.device = h100_like();
+  in.device.l2_bytes = 50 << 20;
+  in.stats.rows = in.stats.cols = rows;
+  in.stats.nnz = rows * per_row;
+  in.stats.mean = per_row;
+  in.stats.mode_len = in.stats.max_len = in.stats.min_len = per_row;
+  in.stats.mode_count = rows;
+  in.stats.n_iter_natural = in.stats.n_iter_sorted = (rows + 31) / 32 * per_row;
+  return in;
+}
+
 // The warm-up's fit of the per-format floors and fixed costs. The floor is the median measured time of the
 // samples whose traffic and chain terms are below a quarter launch; the fixed cost is the value that makes
 // max(floor, fixed + variable) fit the samples whose variable terms are at most two launches. Large matrices,
@@ -1489,18 +1504,7 @@ TEST(PlaceholderModel, FloorsAndFixedCostsFittedFromSmallSamples)
 {
   aijp::bandwidth_model_params p;
   p.l2_bytes = 50.0 * (1 << 20);
-  const auto input = [](aijp::size_type rows, int per_row) {
-    aijp::prediction_input in;
-    in.device = h100_like();
-    in.device.l2_bytes = 50 << 20;
-    in.stats.rows = in.stats.cols = rows;
-    in.stats.nnz = rows * per_row;
-    in.stats.mean = per_row;
-    in.stats.mode_len = in.stats.max_len = in.stats.min_len = per_row;
-    in.stats.mode_count = rows;
-    in.stats.n_iter_natural = in.stats.n_iter_sorted = (rows + 31) / 32 * per_row;
-    return in;
-  };
+  const auto input = [](aijp::size_type rows, int per_row) { return uniform_rows_input(rows, per_row); };
   const auto predicted = [&](aijp::format_id f, const aijp::prediction_input& in, const aijp::bandwidth_model_params& q) {
     return aijp::predict_bandwidth_model(in, q, {f}).front().predicted_us;
   };
@@ -1594,15 +1598,7 @@ TEST(PlaceholderModel, CusparseCsrFloorAddsL2TermAndOwnL2Rate)
   aijp::bandwidth_model_params p;
   p.l2_gather_gbs = 4500;
   const auto input = [](aijp::size_type rows, int per_row, double x_sectors) {
-    aijp::prediction_input in;
-    in.device = h100_like();
-    in.device.l2_bytes = 50 << 20;
-    in.stats.rows = in.stats.cols = rows;
-    in.stats.nnz = rows * per_row;
-    in.stats.mean = per_row;
-    in.stats.mode_len = in.stats.max_len = in.stats.min_len = per_row;
-    in.stats.mode_count = rows;
-    in.stats.n_iter_natural = in.stats.n_iter_sorted = (rows + 31) / 32 * per_row;
+    aijp::prediction_input in = uniform_rows_input(rows, per_row);
     in.x_sectors_per_nnz = x_sectors;
     return in;
   };
