@@ -44,8 +44,8 @@ inline int current_cpu()
 ///   after another was destroyed reuses its memory instead of paying a cudaMalloc (1-4 us against 100-140 us on
 ///   the H100, bench/results/2026-11-24_h100_session16_alloc_cost.txt). Finer sizes (eight per power of two
 ///   above 32 KiB: at most 1/8 wasted) and at most max_idle_storage_bytes kept unused; above it a released
-///   block goes back to the driver, and trim() gives back all unused ones (an allocation that ran out of device
-///   memory calls it before it gives up: device_buffer::resize).
+///   block goes back to the driver, and trim() gives back all unused ones (detail::device_allocate, behind every
+///   device_buffer and pool allocation, calls it when the driver is out of memory, then tries once more).
 /// Blocks above max_pooled_bytes are allocated and freed each time (a conversion's temporaries for a matrix of
 /// millions of rows stay out of the pools). Device blocks are kept per device. Thread-safe. A block must be
 /// released only once no device work or copy using it is pending.
@@ -156,8 +156,6 @@ class storage_block {
     }
   }
   unsigned char* data() { return ptr_; }
-  /// Bytes usable at data() (a pooled block may hold more than was asked for).
-  std::size_t size() const { return bytes_; }
   /// It came from the pool (a destroyed matrix's memory), not from the driver.
   bool reused() const { return reused_; }
 
