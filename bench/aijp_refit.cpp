@@ -156,6 +156,8 @@ int main(int argc, char** argv)
     if (fitted.cusparse_csr_l2_gather > 0)
       std::printf("\n# placeholder cusparse_csr L2 rate: %.0f GB/s (%d; calibrated for every format: %.0f)", params.cusparse_csr_l2_gather_gbs,
                   fitted.cusparse_csr_l2_gather, params.l2_gather_gbs);
+    if (fitted.csr_scalar_x_reread > 0)
+      std::printf("\n# placeholder csr_scalar x re-reads: L2 share %.2f (%d)", params.csr_scalar_x_reread_l2_share, fitted.csr_scalar_x_reread);
     if (fitted.hyb_empty_ell > 0) std::printf("\n# placeholder HYB without an ELL part: %+.2f us beyond HYB's fixed cost (%d)", params.hyb_empty_ell_us, fitted.hyb_empty_ell);
     std::printf("\n");
 

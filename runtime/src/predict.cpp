@@ -162,6 +162,7 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   optional("stream_efficiency.coo", p.coo_efficiency, 1.0);
   const auto he = m.find("fixed_us_empty_ell.hyb");
   if (he != m.end() && std::isfinite(he->second) && std::abs(he->second) <= 1e3) p.hyb_empty_ell_us = he->second;
+  optional("x_reread_l2_share.csr_scalar", p.csr_scalar_x_reread_l2_share, 16.0);
   optional("chain_wide_padded.cusparse_sell", p.cusparse_sell_wide_padded, 1e15);
   optional("chain_scale_wide.cusparse_sell", p.cusparse_sell_wide_chain_scale, 4.0);
   return true;
@@ -200,6 +201,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
   put("stream_efficiency.coo", p.coo_efficiency, bandwidth_model_params{}.coo_efficiency);
   put("l2_gather_gbs.cusparse_csr", p.cusparse_csr_l2_gather_gbs, 0.0);
   put("fixed_us_empty_ell.hyb", p.hyb_empty_ell_us, 0.0);
+  put("x_reread_l2_share.csr_scalar", p.csr_scalar_x_reread_l2_share, 0.0);
   put("chain_wide_padded.cusparse_sell", p.cusparse_sell_wide_padded, 0.0);
   put("chain_scale_wide.cusparse_sell", p.cusparse_sell_wide_chain_scale, 0.0);
 }
@@ -290,6 +292,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.coo_efficiency = from.coo_efficiency;
   to.cusparse_csr_l2_gather_gbs = from.cusparse_csr_l2_gather_gbs;
   to.hyb_empty_ell_us = from.hyb_empty_ell_us;
+  to.csr_scalar_x_reread_l2_share = from.csr_scalar_x_reread_l2_share;
   to.format_chain_scale = from.format_chain_scale;
   to.format_chain_lanes = from.format_chain_lanes;
   to.format_chain_scale_dram = from.format_chain_scale_dram;
@@ -308,6 +311,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
          p.coo_efficiency != neutral.coo_efficiency || p.hyb_empty_ell_us != neutral.hyb_empty_ell_us ||
          p.cusparse_csr_l2_gather_gbs != neutral.cusparse_csr_l2_gather_gbs ||
+         p.csr_scalar_x_reread_l2_share != neutral.csr_scalar_x_reread_l2_share ||
          p.cusparse_sell_wide_padded != neutral.cusparse_sell_wide_padded ||
          p.cusparse_sell_wide_chain_scale != neutral.cusparse_sell_wide_chain_scale;
 }
@@ -640,6 +644,23 @@ double csr_vector_chain_lanes(const row_stats& s, const device_properties* devic
   return std::min(static_cast<double>(stats_warp_size), lanes * rows);
 }
 
+// csr_scalar's x re-reads from DRAM (bandwidth_model_params::csr_scalar_x_reread_l2_share): COO's model of a
+// gather whose uses of a sector lie at random gaps (coo_x_reread_bytes), with the L2 that keeps x between two uses
+// taken as the fitted share of the L2: the rows csr_scalar streams, and their L1 misses re-fetched through the L2
+// (layout_traffic_of), share it. Weighted by x_sectors_per_nnz, the share of gathers that bring a sector no other
+// row of their 32-row group uses: random gaps describe those, while a stencil's or a band's shared sectors come
+// back with the neighbouring rows, a plane or less later. Unweighted, the 8M-row 7-point Laplacian (x 64 MB, 0.19
+// sectors per entry) went from 9 % under to 12 % over on the H100 session-32 held-out set; weighted, -5 %, while
+// the 2M-row random rows of 24 went from 21 % to 14 % under (docs/models.md, Session 33). 0 (the cache files
+// written before it): none.
+double csr_scalar_x_reread_bytes(const row_stats& s, int vb, double x_sectors_per_nnz, double bytes, double l2_bytes,
+                                 const bandwidth_model_params& p)
+{
+  if (!(p.csr_scalar_x_reread_l2_share > 0)) return 0.0;
+  return std::min(1.0, std::max(0.0, x_sectors_per_nnz)) *
+         coo_x_reread_bytes(s, vb, x_sectors_per_nnz, bytes, l2_bytes * p.csr_scalar_x_reread_l2_share);
+}
+
 placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwidth_model_params& p)
 {
   const row_stats& s = in.stats;
@@ -674,7 +695,10 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   // The scatter's visits miss the L2 in the share of the working set that does not fit in it.
   const double beyond_l2 = in.device.l2_bytes > 0 ? std::max(0.0, 1.0 - in.device.l2_bytes / r.bytes) : 1.0;
   // COO's chunks read x again where uses of a sector lie far apart (coo_x_reread_bytes), at its own rate.
-  const double reread = f == format_id::coo ? coo_x_reread_bytes(s, vb, in.x_sectors_per_nnz, r.bytes, in.device.l2_bytes) : 0.0;
+  // csr_scalar's gathers likewise, with the fitted share of the L2 that keeps x (csr_scalar_x_reread_bytes).
+  const double reread = f == format_id::coo          ? coo_x_reread_bytes(s, vb, in.x_sectors_per_nnz, r.bytes, in.device.l2_bytes)
+                        : f == format_id::csr_scalar ? csr_scalar_x_reread_bytes(s, vb, in.x_sectors_per_nnz, r.bytes, in.device.l2_bytes, p)
+                                                     : 0.0;
   r.stream_us = (r.bytes - scatter + reread) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
   // One L2 rate for every format, ALG2 included (see placeholder_terms_of), but cuSPARSE CSR where its own was fitted.
   const double l2_rate = f == format_id::cusparse_csr && p.cusparse_csr_l2_gather_gbs > 0 ? p.cusparse_csr_l2_gather_gbs : p.l2_gather_gbs;
@@ -865,6 +889,50 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     }
   };
   fit_cusparse_csr_l2_rate();
+  // csr_scalar's x re-reads (bandwidth_model_params::csr_scalar_x_reread_l2_share): over its samples whose
+  // re-reads at the smallest share would add at least 5 % to the streamed bytes (random columns beyond the L2),
+  // the share of a fixed grid (or none) whose predictions leave the least mean relative error. Like COO's
+  // efficiency before the floors and again once the fixed cost is fitted. A grid, not a closed form: the
+  // re-reads fall off exponentially with the share, and the samples it moves are few (8-40 on a warm-up).
+  const auto fit_csr_scalar_x_reread = [&] {
+    constexpr double shares[] = {0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0};
+    bandwidth_model_params q = p;
+    std::vector<std::size_t> moved;
+    q.csr_scalar_x_reread_l2_share = shares[0];
+    for (std::size_t k = 0; k < obs.size(); ++k) {
+      const auto& o = obs[k];
+      if (o.format != format_id::csr_scalar || !(o.measured_us > 0)) continue;
+      const placeholder_parts t = parts_of(o.format, o.input, q);
+      if (csr_scalar_x_reread_bytes(o.input.stats, o.input.value_bytes, o.input.x_sectors_per_nnz, t.bytes,
+                                    o.input.device.l2_bytes, q) >= 0.05 * t.bytes)
+        moved.push_back(k);
+    }
+    used.csr_scalar_x_reread = 0;
+    if (static_cast<int>(moved.size()) < std::max(1, min_samples)) return;
+    const auto error = [&](double share) {
+      q.csr_scalar_x_reread_l2_share = share;
+      double e = 0;
+      for (std::size_t k : moved) {
+        const double pred = predicted_of(format_id::csr_scalar, parts_of(format_id::csr_scalar, obs[k].input, q), q);
+        e += std::abs(pred - obs[k].measured_us) / obs[k].measured_us;
+      }
+      return e;
+    };
+    double best = 0.0, best_e = error(0.0);
+    for (double share : shares) {
+      const double e = error(share);
+      if (e < best_e) {
+        best_e = e;
+        best = share;
+      }
+    }
+    p.csr_scalar_x_reread_l2_share = best;
+    if (best > 0) used.csr_scalar_x_reread = static_cast<int>(moved.size());
+    for (std::size_t k = 0; k < obs.size(); ++k) {
+      if (obs[k].format == format_id::csr_scalar) parts[k] = parts_of(obs[k].format, obs[k].input, p);
+    }
+  };
+  fit_csr_scalar_x_reread();
   // The floors first; then the fixed costs from the samples the fixed costs dominate, with the given chain
   // scales; the chain scales from the samples a chain dominates, net of those fixed costs; then the fixed costs
   // again with the new scales (which move which samples count as dominated by fixed costs only at the margin).
@@ -975,6 +1043,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   fit_fixed();
   fit_coo_efficiency();
   fit_cusparse_csr_l2_rate();
+  fit_csr_scalar_x_reread();
   {
     // Per format: (lanes position u in [0, 1] by the format's lanes_position, measured chain / uncorrected chain,
     // one to 16 lanes or more, in L2) of the chain-dominated samples. The lane groups are counted in lanes, not
@@ -1183,6 +1252,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     if (used.cusparse_csr_l2_gather > 0 && i == static_cast<int>(format_id::cusparse_csr))
       out.cusparse_csr_l2_gather_gbs = p.cusparse_csr_l2_gather_gbs;
     if (used.hyb_empty_ell > 0 && i == static_cast<int>(format_id::hyb)) out.hyb_empty_ell_us = p.hyb_empty_ell_us;
+    if (observed[i] && i == static_cast<int>(format_id::csr_scalar)) out.csr_scalar_x_reread_l2_share = p.csr_scalar_x_reread_l2_share;
     if (used.chain[i] > 0 && i == static_cast<int>(format_id::cusparse_sell)) {
       out.cusparse_sell_wide_padded = p.cusparse_sell_wide_padded;
       out.cusparse_sell_wide_chain_scale = p.cusparse_sell_wide_chain_scale;

@@ -1656,6 +1656,55 @@ TEST(PlaceholderModel, CusparseCsrFloorAddsL2TermAndOwnL2Rate)
   EXPECT_NEAR(b.predicted_us, std::max({old.launch_us, b.floor_us, b.fixed_us + std::max({b.stream_us, b.chain_us, b.l2_us})}), 1e-9);
 }
 
+// csr_scalar's x re-reads beyond the L2 (bandwidth_model_params::csr_scalar_x_reread_l2_share): fitted on the
+// samples the term moves, written to the cache under its key; a cache without the key predicts no re-reads.
+TEST(PlaceholderModel, CsrScalarXRereadsFittedAndKeyed)
+{
+  aijp::bandwidth_model_params p;
+  p.stream_read_gbs = 3000;
+  const aijp::format_id sc = aijp::format_id::csr_scalar;
+  const auto input = [](aijp::size_type rows, int per_row, double x_sectors) {
+    aijp::prediction_input in = uniform_rows_input(rows, per_row);
+    in.x_sectors_per_nnz = x_sectors;
+    return in;
+  };
+  // Samples measured as if the re-reads took half the L2 (random columns, x of 16-64 MB beyond the L2).
+  aijp::bandwidth_model_params truth = p;
+  truth.csr_scalar_x_reread_l2_share = 0.5;
+  std::vector<aijp::fixed_cost_observation> obs;
+  for (aijp::size_type rows : {2000000, 3000000, 4000000, 6000000, 8000000}) {
+    const auto in = input(rows, 12, 1.0);
+    obs.push_back({sc, in, aijp::predict_bandwidth_model(in, truth, {sc}).front().predicted_us});
+  }
+  const auto used = aijp::fit_format_corrections(obs, p);
+  EXPECT_EQ(used.csr_scalar_x_reread, 5);
+  EXPECT_EQ(p.csr_scalar_x_reread_l2_share, 0.5);
+  const auto big = input(4000000, 12, 1.0);
+  const double with = aijp::predict_bandwidth_model(big, p, {sc}).front().predicted_us;
+  // A band (few sectors per entry) is hardly moved: its shared sectors come back with the neighbouring rows.
+  const auto band = input(8000000, 7, 0.05);
+  aijp::bandwidth_model_params off = p;
+  off.csr_scalar_x_reread_l2_share = 0.0;
+  EXPECT_GT(with, 1.2 * aijp::predict_bandwidth_model(big, off, {sc}).front().predicted_us);
+  EXPECT_LT(aijp::predict_bandwidth_model(band, p, {sc}).front().predicted_us,
+            1.01 * aijp::predict_bandwidth_model(band, off, {sc}).front().predicted_us);
+  // COO keeps its own re-reads.
+  EXPECT_EQ(aijp::predict_bandwidth_model(big, p, {aijp::format_id::coo}).front().predicted_us,
+            aijp::predict_bandwidth_model(big, off, {aijp::format_id::coo}).front().predicted_us);
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(p, m);
+  EXPECT_EQ(m.at("x_reread_l2_share.csr_scalar"), 0.5);
+  aijp::bandwidth_model_params r;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_EQ(aijp::predict_bandwidth_model(big, r, {sc}).front().predicted_us, with);
+  m.erase("x_reread_l2_share.csr_scalar");
+  aijp::bandwidth_model_params old;
+  ASSERT_TRUE(aijp::params_from_metrics(m, old));
+  EXPECT_EQ(old.csr_scalar_x_reread_l2_share, 0.0);
+  EXPECT_EQ(aijp::predict_bandwidth_model(big, old, {sc}).front().predicted_us,
+            aijp::predict_bandwidth_model(big, off, {sc}).front().predicted_us);
+}
+
 TEST(PlaceholderModel, BandwidthFloorBeyondL2)
 {
   aijp::bandwidth_model_params p;

@@ -137,6 +137,19 @@ struct bandwidth_model_params {
   /// least `min_samples` of them and of the other HYBs are dominated by fixed costs. Cache key
   /// "fixed_us_empty_ell.hyb".
   double hyb_empty_ell_us = 0.0;
+  /// csr_scalar's x gathers re-read from DRAM: the share of the L2 that holds an x sector between two of its uses
+  /// (0: no re-reads, as in cache files written before it). Each entry of csr_scalar gathers its x sector through
+  /// the L1 and the L2 on its own (a thread per row: the warp's 32 gathers are 32 rows' columns), so with random
+  /// columns an x sector is fetched about k = x_sectors_per_nnz x nnz x 32 / x bytes times, at gaps spread over
+  /// the whole product; beyond the L2 the streamed rows evict it between uses, which coo_x_reread_bytes prices
+  /// with the L2 size times this share. On the H100 session-32 gated warm-up csr_scalar's random-column matrices
+  /// grew per entry with x's share of the L2 (rows of 64: 46 -> 67 bytes per entry at DRAM rate from 270K to
+  /// 1.08M rows; 4M rows of 12: 89, 2M rows of 24: 73, where the model said 52-62), the bands did not. The re-reads
+  /// are weighted by x_sectors_per_nnz (predict.cpp, csr_scalar_x_reread_bytes). Fitted per device
+  /// (fit_format_corrections) on the csr_scalar samples whose re-reads the term moves: 1.0 on the H100 gated
+  /// warm-ups of sessions 25-32, 0.35 on the H200's of session 33 (docs/models.md, Session 33). Cache key
+  /// "x_reread_l2_share.csr_scalar".
+  double csr_scalar_x_reread_l2_share = 0.0;
   /// Per-format factor on the serial chain's latency per entry (indexed by format_id; 1 for cache files
   /// written before it): the median of (measured - fixed costs) / chain over the warm-up's samples a chain
   /// clearly dominates (fit_format_corrections). The 90 / 270 ns per entry above are one format's; on the
@@ -357,6 +370,7 @@ struct format_fit {
   int hyb_empty_ell = 0;  ///< observations behind bandwidth_model_params::hyb_empty_ell_us (0: not fitted)
   int cusparse_sell_wide = 0;  ///< chains above bandwidth_model_params::cusparse_sell_wide_padded (0: not fitted)
   int cusparse_csr_l2_gather = 0;  ///< observations behind bandwidth_model_params::cusparse_csr_l2_gather_gbs (0: not fitted)
+  int csr_scalar_x_reread = 0;  ///< observations behind bandwidth_model_params::csr_scalar_x_reread_l2_share (0: not fitted)
 };
 
 /// Fits the placeholder's per-format corrections from measured products. p.format_floor_us: for each format
