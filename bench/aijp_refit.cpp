@@ -156,6 +156,10 @@ int main(int argc, char** argv)
     if (fitted.cusparse_csr_l2_gather > 0)
       std::printf("\n# placeholder cusparse_csr L2 rate: %.0f GB/s (%d; calibrated for every format: %.0f)", params.cusparse_csr_l2_gather_gbs,
                   fitted.cusparse_csr_l2_gather, params.l2_gather_gbs);
+    for (int f = 0; f < aijp::format_count; ++f) {
+      if (fitted.l2_gather[f] > 0)
+        std::printf("\n# placeholder %s L2 rate: %.0f GB/s (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_l2_gather_gbs[f], fitted.l2_gather[f]);
+    }
     if (fitted.hyb_empty_ell > 0) std::printf("\n# placeholder HYB without an ELL part: %+.2f us beyond HYB's fixed cost (%d)", params.hyb_empty_ell_us, fitted.hyb_empty_ell);
     std::printf("\n");
 
