@@ -158,6 +158,10 @@ int main(int argc, char** argv)
                   fitted.cusparse_csr_l2_gather, params.l2_gather_gbs);
     if (fitted.csr_scalar_x_reread > 0)
       std::printf("\n# placeholder csr_scalar x re-reads: L2 share %.2f (%d)", params.csr_scalar_x_reread_l2_share, fitted.csr_scalar_x_reread);
+    for (int f = 0; f < aijp::format_count; ++f) {
+      if (fitted.l2_gather[f] > 0)
+        std::printf("\n# placeholder %s L2 rate: %.0f GB/s (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_l2_gather_gbs[f], fitted.l2_gather[f]);
+    }
     if (fitted.hyb_empty_ell > 0) std::printf("\n# placeholder HYB without an ELL part: %+.2f us beyond HYB's fixed cost (%d)", params.hyb_empty_ell_us, fitted.hyb_empty_ell);
     std::printf("\n");
 

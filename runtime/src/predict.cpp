@@ -154,6 +154,10 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (ld != m.end() && ld->second >= 0.0 && ld->second <= 4.0) p.format_chain_lanes_dram[i] = ld->second;
     const auto fq = m.find(floor_adds_l2_key(static_cast<format_id>(i)));
     if (fq != m.end()) p.format_floor_adds_l2[i] = fq->second > 0 ? 1.0 : 0.0;
+    // cuSPARSE CSR's L2 rate has a field of its own under the same key (below).
+    const auto lr = m.find(l2_gather_key(static_cast<format_id>(i)));
+    if (i != static_cast<int>(format_id::cusparse_csr) && lr != m.end() && lr->second > 0 && lr->second <= 1e6)
+      p.format_l2_gather_gbs[i] = lr->second;
     const auto fl = m.find(floor_key(static_cast<format_id>(i)));
     if (fl != m.end() && std::isfinite(fl->second) && fl->second >= 0.0 && fl->second <= 1e3) p.format_floor_us[i] = fl->second;
   }
@@ -196,6 +200,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(chain_lanes_dram_key(f), p.format_chain_lanes_dram[i], -1.0);
     put(floor_key(f), p.format_floor_us[i], 0.0);
     put(floor_adds_l2_key(f), p.format_floor_adds_l2[i], 0.0);
+    if (f != format_id::cusparse_csr) put(l2_gather_key(f), p.format_l2_gather_gbs[i], 0.0);
   }
   put("floor_us_per_doubling.cusparse_csr", p.cusparse_csr_floor_us_per_doubling, 0.0);
   put("stream_efficiency.coo", p.coo_efficiency, bandwidth_model_params{}.coo_efficiency);
@@ -209,6 +214,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
 std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + format_name(f); }
 std::string floor_key(format_id f) { return std::string("floor_us.") + format_name(f); }
 std::string floor_adds_l2_key(format_id f) { return std::string("floor_adds_l2.") + format_name(f); }
+std::string l2_gather_key(format_id f) { return std::string("l2_gather_gbs.") + format_name(f); }
 std::string chain_scale_key(format_id f) { return std::string("chain_scale.") + format_name(f); }
 std::string chain_lanes_key(format_id f) { return std::string("chain_lanes.") + format_name(f); }
 std::string chain_scale_dram_key(format_id f) { return std::string("chain_scale_dram.") + format_name(f); }
@@ -299,6 +305,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.format_chain_lanes_dram = from.format_chain_lanes_dram;
   to.cusparse_sell_wide_padded = from.cusparse_sell_wide_padded;
   to.cusparse_sell_wide_chain_scale = from.cusparse_sell_wide_chain_scale;
+  to.format_l2_gather_gbs = from.format_l2_gather_gbs;
 }
 
 bool has_format_corrections(const bandwidth_model_params& p)
@@ -313,7 +320,8 @@ bool has_format_corrections(const bandwidth_model_params& p)
          p.cusparse_csr_l2_gather_gbs != neutral.cusparse_csr_l2_gather_gbs ||
          p.csr_scalar_x_reread_l2_share != neutral.csr_scalar_x_reread_l2_share ||
          p.cusparse_sell_wide_padded != neutral.cusparse_sell_wide_padded ||
-         p.cusparse_sell_wide_chain_scale != neutral.cusparse_sell_wide_chain_scale;
+         p.cusparse_sell_wide_chain_scale != neutral.cusparse_sell_wide_chain_scale ||
+         p.format_l2_gather_gbs != neutral.format_l2_gather_gbs;
 }
 
 double l1_bytes_per_sm(const device_properties* device)
@@ -604,6 +612,7 @@ struct placeholder_parts {
   double l2_us = 0;      // L2 traffic at the calibrated rate
   double after_chain_us = 0;  // a kernel launched after the chain's kernel (HYB's COO part): adds to the chain
   double rows = 0;            // the matrix's rows (cuSPARSE CSR's floor)
+  double l2_rate_gbs = 0;     // the L2 rate of l2_us
 };
 
 // HYB's COO part is a kernel of its own launched after the ELL kernel (kernels/src/formats/hyb.cu), so it
@@ -700,8 +709,11 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
                         : f == format_id::csr_scalar ? csr_scalar_x_reread_bytes(s, vb, in.x_sectors_per_nnz, r.bytes, in.device.l2_bytes, p)
                                                      : 0.0;
   r.stream_us = (r.bytes - scatter + reread) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
-  // One L2 rate for every format, ALG2 included (see placeholder_terms_of), but cuSPARSE CSR where its own was fitted.
-  const double l2_rate = f == format_id::cusparse_csr && p.cusparse_csr_l2_gather_gbs > 0 ? p.cusparse_csr_l2_gather_gbs : p.l2_gather_gbs;
+  // The calibrated L2 rate, but the format's own where the warm-up fitted one (cuSPARSE CSR:
+  // cusparse_csr_l2_gather_gbs; the others: format_l2_gather_gbs).
+  const double own_l2_rate = f == format_id::cusparse_csr ? p.cusparse_csr_l2_gather_gbs : p.format_l2_gather_gbs[static_cast<int>(f)];
+  const double l2_rate = own_l2_rate > 0 ? own_l2_rate : p.l2_gather_gbs;
+  r.l2_rate_gbs = l2_rate;
   r.l2_us = l2_rate > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (l2_rate * 1e3) : 0.0;
   if (f == format_id::hyb && r.serial_us > 0) r.after_chain_us = hyb_coo_part_us(s, vb, in.x_sectors_per_nnz, p, in_l2);
   return r;
@@ -933,6 +945,37 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     }
   };
   fit_csr_scalar_x_reread();
+  // The SELL layouts' own L2 rate (format_l2_gather_gbs, own_l2_rate), from their samples whose L2 term
+  // dominates: like cuSPARSE CSR's rate, fitted before the floors and again once the fixed costs are fitted.
+  const auto own_l2_rate = [](format_id f) { return f == format_id::sell_c_sigma || f == format_id::sell_delta16; };
+  const auto refresh = [&](const std::array<int, format_count>& fitted) {
+    for (std::size_t k = 0; k < obs.size(); ++k) {
+      if (fitted[static_cast<int>(obs[k].format)] > 0) parts[k] = parts_of(obs[k].format, obs[k].input, p);
+    }
+  };
+  const auto fit_l2_rates = [&] {
+    std::array<std::vector<double>, format_count> r;
+    for (std::size_t k = 0; k < obs.size(); ++k) {
+      const auto& o = obs[k];
+      const auto& t = parts[k];
+      const int i = static_cast<int>(o.format);
+      if (!own_l2_rate(o.format) || !(o.measured_us > 0) || !(t.l2_rate_gbs > 0)) continue;
+      if (t.l2_us < 1.2 * std::max(t.stream_us, chain_us_of(o.format, t, p)) || t.l2_us < 4 * p.launch_us) continue;
+      const double net = o.measured_us - t.fixed_us - p.format_fixed_us[i];
+      if (net > 0) r[i].push_back(t.l2_us * t.l2_rate_gbs / net);
+    }
+    std::array<int, format_count> own{};
+    for (int i = 0; i < format_count; ++i) {
+      own[i] = own_l2_rate(static_cast<format_id>(i));
+      used.l2_gather[i] = 0;
+      p.format_l2_gather_gbs[i] = 0.0;
+      if (static_cast<int>(r[i].size()) < std::max(1, min_samples)) continue;
+      used.l2_gather[i] = static_cast<int>(r[i].size());
+      p.format_l2_gather_gbs[i] = online::median(std::move(r[i]));
+    }
+    refresh(own);
+  };
+  fit_l2_rates();
   // The floors first; then the fixed costs from the samples the fixed costs dominate, with the given chain
   // scales; the chain scales from the samples a chain dominates, net of those fixed costs; then the fixed costs
   // again with the new scales (which move which samples count as dominated by fixed costs only at the margin).
@@ -1044,6 +1087,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   fit_coo_efficiency();
   fit_cusparse_csr_l2_rate();
   fit_csr_scalar_x_reread();
+  fit_l2_rates();
   {
     // Per format: (lanes position u in [0, 1] by the format's lanes_position, measured chain / uncorrected chain,
     // one to 16 lanes or more, in L2) of the chain-dominated samples. The lane groups are counted in lanes, not
@@ -1253,6 +1297,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       out.cusparse_csr_l2_gather_gbs = p.cusparse_csr_l2_gather_gbs;
     if (used.hyb_empty_ell > 0 && i == static_cast<int>(format_id::hyb)) out.hyb_empty_ell_us = p.hyb_empty_ell_us;
     if (observed[i] && i == static_cast<int>(format_id::csr_scalar)) out.csr_scalar_x_reread_l2_share = p.csr_scalar_x_reread_l2_share;
+    if (used.l2_gather[i] > 0) out.format_l2_gather_gbs[i] = p.format_l2_gather_gbs[i];
     if (used.chain[i] > 0 && i == static_cast<int>(format_id::cusparse_sell)) {
       out.cusparse_sell_wide_padded = p.cusparse_sell_wide_padded;
       out.cusparse_sell_wide_chain_scale = p.cusparse_sell_wide_chain_scale;

@@ -201,6 +201,20 @@ struct bandwidth_model_params {
   /// The chain factor in the L2 above that boundary (format_chain_scale's below it); the lanes slope is
   /// format_chain_lanes'. Cache key "chain_scale_wide.cusparse_sell".
   double cusparse_sell_wide_chain_scale = 0.0;
+  /// Per-format L2 rate (indexed by format_id; 0 = l2_gather_gbs, as in cache files written before it), fitted
+  /// per device like cusparse_csr_l2_gather_gbs (fit_format_corrections: the median over the format's warm-up
+  /// samples whose L2 term is at least 1.2x the streaming and chain terms and four launches long, of their L2
+  /// traffic bytes / (measured - fixed costs)), for our SELL-32 and SELL-32 with 16-bit deltas only. Their
+  /// kernel (sell_common.cuh) issues a chunk of 4 independent gathers per step for all 32 rows of a slice, so
+  /// the L2 serves them at a rate of their own, not at that of calibrate_device's one cuSPARSE CSR matrix: on
+  /// the H200 session-33 gated warm-up SELL's 54 gather-bound samples (random columns, 34K-4M rows) give 5955
+  /// GB/s against the calibrated 5126, sell_delta16's 24 give 6048 (H100 session 32: 5123 and 5327 against
+  /// 4557), where the calibrated rate had put the held-out 2M-row random-column matrices and the 8M-row 7-point
+  /// Laplacian 11-17 % over on the H200. Tested and not kept for the other layouts: their rate falls more as x
+  /// fills the L2 (H100: ELLPACK-R 4900 -> 4308 GB/s from 1M to 2M random-column rows, SELL 5100 -> 4926), so the
+  /// median of the warm-up's smaller matrices put the held-out 2M-row ones 10-17 % under (docs/models.md,
+  /// Session 33). Cache key "l2_gather_gbs.<format>" (cuSPARSE CSR's is cusparse_csr_l2_gather_gbs).
+  std::array<double, format_count> format_l2_gather_gbs = per_format(0.0);
 };
 
 /// The chain term's factor for `lanes` lanes (chain_lanes): format_chain_scale x (1 + format_chain_lanes x
@@ -220,6 +234,7 @@ std::string chain_scale_dram_key(format_id f);  ///< "chain_scale_dram.<format n
 std::string chain_lanes_dram_key(format_id f);  ///< "chain_lanes_dram.<format name>"
 std::string floor_key(format_id f);  ///< "floor_us.<format name>"
 std::string floor_adds_l2_key(format_id f);  ///< "floor_adds_l2.<format name>"
+std::string l2_gather_key(format_id f);  ///< "l2_gather_gbs.<format name>"
 /// Whether `p` carries fitted per-format corrections (any fixed cost or chain factor off its neutral value).
 bool has_format_corrections(const bandwidth_model_params& p);
 /// Copies the per-format corrections (fixed costs, floors, chain factors and their lanes slopes) of `from` into
@@ -371,6 +386,7 @@ struct format_fit {
   int cusparse_sell_wide = 0;  ///< chains above bandwidth_model_params::cusparse_sell_wide_padded (0: not fitted)
   int cusparse_csr_l2_gather = 0;  ///< observations behind bandwidth_model_params::cusparse_csr_l2_gather_gbs (0: not fitted)
   int csr_scalar_x_reread = 0;  ///< observations behind bandwidth_model_params::csr_scalar_x_reread_l2_share (0: not fitted)
+  std::array<int, format_count> l2_gather{};  ///< observations behind format_l2_gather_gbs (0: not fitted)
 };
 
 /// Fits the placeholder's per-format corrections from measured products. p.format_floor_us: for each format
