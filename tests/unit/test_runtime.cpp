@@ -1705,6 +1705,65 @@ TEST(PlaceholderModel, CsrScalarXRereadsFittedAndKeyed)
             aijp::predict_bandwidth_model(big, off, {sc}).front().predicted_us);
 }
 
+// Which layouts run from the L2 (l2_resident_share): the fit runs at each share of its grid and keeps the one
+// whose fit leaves the least error on the training samples. Chain-bound ELL samples measured as if only 0.7
+// of the L2 kept a layout: those of 0.7-1.0 of it walk their chains at the DRAM latency.
+TEST(PlaceholderModel, L2ResidentShareFittedAndKeyed)
+{
+  aijp::bandwidth_model_params p;
+  p.stream_read_gbs = 3000;
+  const aijp::format_id ell = aijp::format_id::ell;
+  aijp::bandwidth_model_params truth = p;
+  truth.l2_resident_share = 0.7;
+  std::vector<aijp::fixed_cost_observation> obs;
+  // Rows of 2048 entries (24 KB each): 20 MB to 100 MB of layout against a 50 MB L2.
+  std::vector<aijp::size_type> rows_list;
+  for (aijp::size_type rows = 800; rows <= 4200; rows += 200) rows_list.push_back(rows);
+  for (aijp::size_type rows : rows_list) {
+    const auto in = uniform_rows_input(rows, 2048);
+    obs.push_back({ell, in, aijp::predict_bandwidth_model(in, truth, {ell}).front().predicted_us});
+  }
+  aijp::bandwidth_model_params whole = p;
+  const auto whole_fit = aijp::fit_format_corrections(obs, whole);
+  (void)whole_fit;
+  const auto used = aijp::fit_format_corrections(obs, p);
+  EXPECT_EQ(p.l2_resident_share, 0.7);
+  EXPECT_EQ(used.l2_resident, static_cast<int>(obs.size()));
+  EXPECT_LT(used.l2_resident_error, 0.99 * used.l2_resident_error_whole);
+  EXPECT_LT(used.l2_resident_error, 1e-3);
+  // A layout of 0.8 of the L2 runs from DRAM with the fitted share, from the L2 with the whole L2.
+  const auto mid = uniform_rows_input(1700, 2048);  // 41.8 MB
+  EXPECT_FALSE(aijp::explain_bandwidth_model(ell, mid, p).in_l2);
+  aijp::bandwidth_model_params one = p;
+  one.l2_resident_share = 1.0;
+  EXPECT_TRUE(aijp::explain_bandwidth_model(ell, mid, one).in_l2);
+  const double with = aijp::predict_bandwidth_model(mid, p, {ell}).front().predicted_us;
+  EXPECT_NEAR(with, aijp::predict_bandwidth_model(mid, truth, {ell}).front().predicted_us, 1e-6 * with);
+  // The key, and a cache without it: the whole L2, as before the share existed.
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(p, m);
+  EXPECT_EQ(m.at("l2_resident_share"), 0.7);
+  aijp::bandwidth_model_params r;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_EQ(aijp::predict_bandwidth_model(mid, r, {ell}).front().predicted_us, with);
+  m.erase("l2_resident_share");
+  aijp::bandwidth_model_params old;
+  ASSERT_TRUE(aijp::params_from_metrics(m, old));
+  EXPECT_EQ(old.l2_resident_share, 1.0);
+  EXPECT_TRUE(aijp::explain_bandwidth_model(ell, mid, old).in_l2);
+  // Samples that no share tells apart leave the whole L2.
+  std::vector<aijp::fixed_cost_observation> small;
+  for (aijp::size_type rows : {100, 200, 300, 400, 500, 600}) {
+    const auto in = uniform_rows_input(rows, 2048);
+    small.push_back({ell, in, aijp::predict_bandwidth_model(in, truth, {ell}).front().predicted_us});
+  }
+  aijp::bandwidth_model_params q;
+  q.stream_read_gbs = 3000;
+  const auto none = aijp::fit_format_corrections(small, q);
+  EXPECT_EQ(q.l2_resident_share, 1.0);
+  EXPECT_EQ(none.l2_resident, 0);
+}
+
 TEST(PlaceholderModel, BandwidthFloorBeyondL2)
 {
   aijp::bandwidth_model_params p;

@@ -150,6 +150,17 @@ struct bandwidth_model_params {
   /// warm-ups of sessions 25-32, 0.35 on the H200's of session 33 (docs/models.md, Session 33). Cache key
   /// "x_reread_l2_share.csr_scalar".
   double csr_scalar_x_reread_l2_share = 0.0;
+  /// The share of the L2 a layout's footprint must stay under for the product to run from the L2 (the
+  /// placeholder's in-L2 terms: the chain factors in the L2, the streaming efficiency, cuSPARSE SELL's wide
+  /// chains). 1 (cache files written before it): the whole L2. The L2 does not keep a working set up to its
+  /// full size: x, y and the row pointers stream through it beside the layout, its lines are spread over
+  /// slices by an address hash, and the H100 / H200 L2 is two partitions, each caching what the SMs next to it
+  /// read from the other (so a line can sit in both). On the session-32 H100 and session-33 H200 gated
+  /// warm-ups, samples with layouts of 0.7-1.0 of the L2 ran like the DRAM ones. Fitted per device
+  /// (fit_format_corrections): the share of {1, 0.9, 0.8, 0.7, 0.6, 0.5} whose whole fit leaves the least mean
+  /// relative error over the training samples (H100 0.8, H200 0.7; docs/models.md, Session 33). Cache key
+  /// "l2_resident_share".
+  double l2_resident_share = 1.0;
   /// Per-format factor on the serial chain's latency per entry (indexed by format_id; 1 for cache files
   /// written before it): the median of (measured - fixed costs) / chain over the warm-up's samples a chain
   /// clearly dominates (fit_format_corrections). The 90 / 270 ns per entry above are one format's; on the
@@ -386,6 +397,9 @@ struct format_fit {
   int cusparse_sell_wide = 0;  ///< chains above bandwidth_model_params::cusparse_sell_wide_padded (0: not fitted)
   int cusparse_csr_l2_gather = 0;  ///< observations behind bandwidth_model_params::cusparse_csr_l2_gather_gbs (0: not fitted)
   int csr_scalar_x_reread = 0;  ///< observations behind bandwidth_model_params::csr_scalar_x_reread_l2_share (0: not fitted)
+  int l2_resident = 0;  ///< training samples behind bandwidth_model_params::l2_resident_share (0: not fitted, 1 kept)
+  double l2_resident_error = 0;  ///< their mean relative error at the chosen share
+  double l2_resident_error_whole = 0;  ///< and at the whole L2 (share 1)
   std::array<int, format_count> l2_gather{};  ///< observations behind format_l2_gather_gbs (0: not fitted)
 };
 
