@@ -1658,6 +1658,25 @@ TEST(PlaceholderModel, CusparseCsrFloorAddsL2TermAndOwnL2Rate)
 
 // csr_scalar's x re-reads beyond the L2 (bandwidth_model_params::csr_scalar_x_reread_l2_share): fitted on the
 // samples the term moves, written to the cache under its key; a cache without the key predicts no re-reads.
+// A fitted correction's cache key: written with its value and read back to the same prediction of `in` in
+// format `f`. Returns the parameters read back without the key (a cache written before it existed).
+aijp::bandwidth_model_params expect_keyed(const aijp::bandwidth_model_params& p, const std::string& key, double value,
+                                         const aijp::prediction_input& in, aijp::format_id f)
+{
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(p, m);
+  EXPECT_EQ(m.count(key), 1u) << key;
+  if (m.count(key) == 1) {
+    EXPECT_EQ(m[key], value) << key;
+  }
+  aijp::bandwidth_model_params r, old;
+  EXPECT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_EQ(aijp::predict_bandwidth_model(in, r, {f}).front().predicted_us, aijp::predict_bandwidth_model(in, p, {f}).front().predicted_us);
+  m.erase(key);
+  EXPECT_TRUE(aijp::params_from_metrics(m, old));
+  return old;
+}
+
 TEST(PlaceholderModel, CsrScalarXRereadsFittedAndKeyed)
 {
   aijp::bandwidth_model_params p;
@@ -1691,15 +1710,7 @@ TEST(PlaceholderModel, CsrScalarXRereadsFittedAndKeyed)
   // COO keeps its own re-reads.
   EXPECT_EQ(aijp::predict_bandwidth_model(big, p, {aijp::format_id::coo}).front().predicted_us,
             aijp::predict_bandwidth_model(big, off, {aijp::format_id::coo}).front().predicted_us);
-  std::map<std::string, double> m;
-  aijp::params_to_metrics(p, m);
-  EXPECT_EQ(m.at("x_reread_l2_share.csr_scalar"), 0.5);
-  aijp::bandwidth_model_params r;
-  ASSERT_TRUE(aijp::params_from_metrics(m, r));
-  EXPECT_EQ(aijp::predict_bandwidth_model(big, r, {sc}).front().predicted_us, with);
-  m.erase("x_reread_l2_share.csr_scalar");
-  aijp::bandwidth_model_params old;
-  ASSERT_TRUE(aijp::params_from_metrics(m, old));
+  const aijp::bandwidth_model_params old = expect_keyed(p, "x_reread_l2_share.csr_scalar", 0.5, big, sc);
   EXPECT_EQ(old.csr_scalar_x_reread_l2_share, 0.0);
   EXPECT_EQ(aijp::predict_bandwidth_model(big, old, {sc}).front().predicted_us,
             aijp::predict_bandwidth_model(big, off, {sc}).front().predicted_us);
@@ -1740,15 +1751,7 @@ TEST(PlaceholderModel, L2ResidentShareFittedAndKeyed)
   const double with = aijp::predict_bandwidth_model(mid, p, {ell}).front().predicted_us;
   EXPECT_NEAR(with, aijp::predict_bandwidth_model(mid, truth, {ell}).front().predicted_us, 1e-6 * with);
   // The key, and a cache without it: the whole L2, as before the share existed.
-  std::map<std::string, double> m;
-  aijp::params_to_metrics(p, m);
-  EXPECT_EQ(m.at("l2_resident_share"), 0.7);
-  aijp::bandwidth_model_params r;
-  ASSERT_TRUE(aijp::params_from_metrics(m, r));
-  EXPECT_EQ(aijp::predict_bandwidth_model(mid, r, {ell}).front().predicted_us, with);
-  m.erase("l2_resident_share");
-  aijp::bandwidth_model_params old;
-  ASSERT_TRUE(aijp::params_from_metrics(m, old));
+  const aijp::bandwidth_model_params old = expect_keyed(p, "l2_resident_share", 0.7, mid, ell);
   EXPECT_EQ(old.l2_resident_share, 1.0);
   EXPECT_TRUE(aijp::explain_bandwidth_model(ell, mid, old).in_l2);
   // Samples that no share tells apart leave the whole L2.
