@@ -169,6 +169,7 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   if (he != m.end() && std::isfinite(he->second) && std::abs(he->second) <= 1e3) p.hyb_empty_ell_us = he->second;
   optional("x_reread_l2_share.csr_scalar", p.csr_scalar_x_reread_l2_share, 16.0);
   optional("l2_resident_share", p.l2_resident_share, 1.0);
+  optional("chain_lanes_sorted.pellr", p.pellr_sorted_lanes, 1.0);
   optional("chain_wide_padded.cusparse_sell", p.cusparse_sell_wide_padded, 1e15);
   optional("chain_scale_wide.cusparse_sell", p.cusparse_sell_wide_chain_scale, 4.0);
   return true;
@@ -210,6 +211,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
   put("fixed_us_empty_ell.hyb", p.hyb_empty_ell_us, 0.0);
   put("x_reread_l2_share.csr_scalar", p.csr_scalar_x_reread_l2_share, 0.0);
   put("l2_resident_share", p.l2_resident_share, 1.0);
+  put("chain_lanes_sorted.pellr", p.pellr_sorted_lanes, 0.0);
   put("chain_wide_padded.cusparse_sell", p.cusparse_sell_wide_padded, 0.0);
   put("chain_scale_wide.cusparse_sell", p.cusparse_sell_wide_chain_scale, 0.0);
 }
@@ -303,6 +305,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.hyb_empty_ell_us = from.hyb_empty_ell_us;
   to.csr_scalar_x_reread_l2_share = from.csr_scalar_x_reread_l2_share;
   to.l2_resident_share = from.l2_resident_share;
+  to.pellr_sorted_lanes = from.pellr_sorted_lanes;
   to.format_chain_scale = from.format_chain_scale;
   to.format_chain_lanes = from.format_chain_lanes;
   to.format_chain_scale_dram = from.format_chain_scale_dram;
@@ -323,7 +326,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
          p.coo_efficiency != neutral.coo_efficiency || p.hyb_empty_ell_us != neutral.hyb_empty_ell_us ||
          p.cusparse_csr_l2_gather_gbs != neutral.cusparse_csr_l2_gather_gbs ||
          p.csr_scalar_x_reread_l2_share != neutral.csr_scalar_x_reread_l2_share ||
-         p.l2_resident_share != neutral.l2_resident_share ||
+         p.l2_resident_share != neutral.l2_resident_share || p.pellr_sorted_lanes != neutral.pellr_sorted_lanes ||
          p.cusparse_sell_wide_padded != neutral.cusparse_sell_wide_padded ||
          p.cusparse_sell_wide_chain_scale != neutral.cusparse_sell_wide_chain_scale ||
          p.format_l2_gather_gbs != neutral.format_l2_gather_gbs;
@@ -702,7 +705,9 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   // csr_vector walks its longest row with the lanes of one group, each of them issuing one load per step for
   // every row of its group that is still running (the stacked slots): csr_vector_chain_lanes.
   // csr_scalar's step waits on the L1 that serves every row of the SM still running: csr_scalar_chain_lanes.
-  r.lanes = f == format_id::jad          ? sorted_chain_lanes(s)
+  // PELLR sorts its rows by length too: the sorted lanes where the fit counted them so (pellr_sorted_lanes).
+  const bool sorted_lanes = f == format_id::jad || (f == format_id::pellr && p.pellr_sorted_lanes > 0);
+  r.lanes = sorted_lanes                 ? sorted_chain_lanes(s)
             : f == format_id::csr_vector ? csr_vector_chain_lanes(s, &in.device)
             : f == format_id::csr_scalar ? csr_scalar_chain_lanes(s, &in.device)
                                          : chain_lanes(s);
@@ -857,6 +862,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
   bandwidth_model_params p = out;
   copy_format_corrections(bandwidth_model_params{}, p);
   p.l2_resident_share = l2_share;
+  p.pellr_sorted_lanes = 1.0;
   for (int i = 0; i < format_count; ++i) p.format_floor_adds_l2[i] = floor_adds_l2(static_cast<format_id>(i)) ? 1.0 : 0.0;
   format_fit used;
   std::vector<placeholder_parts> parts;
@@ -1312,6 +1318,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
       out.cusparse_sell_wide_padded = p.cusparse_sell_wide_padded;
       out.cusparse_sell_wide_chain_scale = p.cusparse_sell_wide_chain_scale;
     }
+    if (used.chain[i] > 0 && i == static_cast<int>(format_id::pellr)) out.pellr_sorted_lanes = p.pellr_sorted_lanes;
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];

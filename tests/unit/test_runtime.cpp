@@ -1767,6 +1767,49 @@ TEST(PlaceholderModel, L2ResidentShareFittedAndKeyed)
   EXPECT_EQ(none.l2_resident, 0);
 }
 
+// PELLR walks its rows sorted by length, so its chain counts the lanes of the sorted order (as JAD's) where the
+// fit that set its chain factors counted them so (pellr_sorted_lanes), and the natural order's in a cache written
+// before (no key).
+TEST(PlaceholderModel, PellrChainInSortedLanesWhereFitted)
+{
+  const aijp::format_id pellr = aijp::format_id::pellr;
+  // Rows of 16 with a tail of long rows of max_len, one in each of `long_rows` natural warps: one lane naturally,
+  // `long_rows` sorted.
+  const auto tail = [](int max_len, int long_rows) {
+    aijp::prediction_input in = uniform_rows_input(4096, 16);
+    in.stats.max_len = max_len;
+    in.stats.chain_warp_nnz = max_len;
+    in.stats.sorted_chain_lanes = long_rows;
+    return in;
+  };
+  aijp::bandwidth_model_params p;
+  p.stream_read_gbs = 3000;
+  aijp::bandwidth_model_params truth = p;
+  truth.pellr_sorted_lanes = 1.0;
+  truth.format_chain_lanes[static_cast<int>(pellr)] = 0.5;
+  std::vector<aijp::fixed_cost_observation> obs;
+  for (int max_len : {300, 800}) {
+    for (int long_rows : {1, 2, 4, 8, 16, 24, 32}) {
+      const auto in = tail(max_len, long_rows);
+      obs.push_back({pellr, in, aijp::predict_bandwidth_model(in, truth, {pellr}).front().predicted_us});
+    }
+  }
+  const auto used = aijp::fit_format_corrections(obs, p);
+  EXPECT_GT(used.chain[static_cast<int>(pellr)], 0);
+  EXPECT_EQ(p.pellr_sorted_lanes, 1.0);
+  const auto in = tail(500, 32);
+  EXPECT_EQ(aijp::explain_bandwidth_model(pellr, in, p).lanes, 32.0);
+  const double with = aijp::predict_bandwidth_model(in, p, {pellr}).front().predicted_us;
+  const aijp::bandwidth_model_params old = expect_keyed(p, "chain_lanes_sorted.pellr", 1.0, in, pellr);
+  EXPECT_EQ(old.pellr_sorted_lanes, 0.0);
+  EXPECT_EQ(aijp::explain_bandwidth_model(pellr, in, old).lanes, 1.0);
+  // The fit found the slope the samples were made with, which the natural order's one lane does not see.
+  EXPECT_NEAR(p.format_chain_lanes[static_cast<int>(pellr)], 0.5, 0.05);
+  EXPECT_LT(aijp::predict_bandwidth_model(in, old, {pellr}).front().predicted_us, 0.9 * with);
+  // JAD's lanes are the sorted ones either way.
+  EXPECT_EQ(aijp::explain_bandwidth_model(aijp::format_id::jad, in, old).lanes, 32.0);
+}
+
 TEST(PlaceholderModel, BandwidthFloorBeyondL2)
 {
   aijp::bandwidth_model_params p;

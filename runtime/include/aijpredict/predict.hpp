@@ -161,6 +161,15 @@ struct bandwidth_model_params {
   /// relative error over the training samples (H100 0.8, H200 0.7; docs/models.md, Session 33). Cache key
   /// "l2_resident_share".
   double l2_resident_share = 1.0;
+  /// PELLR's chain counted in the lanes of its length-sorted order (sorted_chain_lanes), as JAD's: 1 where the fit
+  /// that set its chain factors counted them so (every fit since session 33), 0 (cache files written before it)
+  /// the natural order's lanes (chain_lanes). PELLR walks its rows sorted by length (layout_ref_ell.hpp), so the
+  /// warp that walks the longest chain holds the 32 longest rows, not the longest row's natural group: a tail of
+  /// long rows, one per natural warp, is one group of up to 32 long rows there. On the H200 gated pairs of session
+  /// 33 pellr's held-out mean / p95 went from 8.4 / 15.7 % to 6.1 / 14.2 % and from 8.5 / 15.9 % to 5.6 / 13.7 %; on the
+  /// H100 pairs (sessions 25-32) nothing moved: their fits give PELLR's chain no lanes slope in the L2. Cache key
+  /// "chain_lanes_sorted.pellr".
+  double pellr_sorted_lanes = 0.0;
   /// Per-format factor on the serial chain's latency per entry (indexed by format_id; 1 for cache files
   /// written before it): the median of (measured - fixed costs) / chain over the warm-up's samples a chain
   /// clearly dominates (fit_format_corrections). The 90 / 270 ns per entry above are one format's; on the
