@@ -153,14 +153,12 @@ int main(int argc, char** argv)
                   params.cusparse_sell_wide_chain_scale, fitted.cusparse_sell_wide);
     }
     if (fitted.coo_efficiency > 0) std::printf("\n# placeholder COO streaming efficiency: %.3f (%d)", params.coo_efficiency, fitted.coo_efficiency);
-    if (fitted.cusparse_csr_l2_gather > 0)
-      std::printf("\n# placeholder cusparse_csr L2 rate: %.0f GB/s (%d; calibrated for every format: %.0f)", params.cusparse_csr_l2_gather_gbs,
-                  fitted.cusparse_csr_l2_gather, params.l2_gather_gbs);
     if (fitted.csr_scalar_x_reread > 0)
       std::printf("\n# placeholder csr_scalar x re-reads: L2 share %.2f (%d)", params.csr_scalar_x_reread_l2_share, fitted.csr_scalar_x_reread);
     for (int f = 0; f < aijp::format_count; ++f) {
       if (fitted.l2_gather[f] > 0)
-        std::printf("\n# placeholder %s L2 rate: %.0f GB/s (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_l2_gather_gbs[f], fitted.l2_gather[f]);
+        std::printf("\n# placeholder %s L2 rate: %.0f GB/s (%d; calibrated for every format: %.0f)", aijp::format_name(static_cast<aijp::format_id>(f)),
+                    params.format_l2_gather_gbs[f], fitted.l2_gather[f], params.l2_gather_gbs);
     }
     if (fitted.l2_resident > 0)
       std::printf("\n# placeholder layouts in the L2 below %.2f of it (training mean error %.1f %%, %.1f %% with the whole L2; %d samples)",

@@ -141,7 +141,6 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   optional("scatter_efficiency", p.scatter_efficiency, 1.0);
   optional("l2_gather_gbs", p.l2_gather_gbs, 1e6);
   optional("l2_gather_alg2_gbs", p.l2_gather_alg2_gbs, 1e6);
-  optional("l2_gather_gbs.cusparse_csr", p.cusparse_csr_l2_gather_gbs, 1e6);
   for (int i = 0; i < format_count; ++i) {
     const auto it = m.find(fixed_cost_key(static_cast<format_id>(i)));
     if (it != m.end() && std::isfinite(it->second) && std::abs(it->second) <= 1e3) p.format_fixed_us[i] = it->second;
@@ -155,10 +154,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (ld != m.end() && ld->second >= 0.0 && ld->second <= 4.0) p.format_chain_lanes_dram[i] = ld->second;
     const auto fq = m.find(floor_adds_l2_key(static_cast<format_id>(i)));
     if (fq != m.end()) p.format_floor_adds_l2[i] = fq->second > 0 ? 1.0 : 0.0;
-    // cuSPARSE CSR's L2 rate has a field of its own under the same key (below).
     const auto lr = m.find(l2_gather_key(static_cast<format_id>(i)));
-    if (i != static_cast<int>(format_id::cusparse_csr) && lr != m.end() && lr->second > 0 && lr->second <= 1e6)
-      p.format_l2_gather_gbs[i] = lr->second;
+    if (lr != m.end() && lr->second > 0 && lr->second <= 1e6) p.format_l2_gather_gbs[i] = lr->second;
     const auto fl = m.find(floor_key(static_cast<format_id>(i)));
     if (fl != m.end() && std::isfinite(fl->second) && fl->second >= 0.0 && fl->second <= 1e3) p.format_floor_us[i] = fl->second;
   }
@@ -203,11 +200,10 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(chain_lanes_dram_key(f), p.format_chain_lanes_dram[i], -1.0);
     put(floor_key(f), p.format_floor_us[i], 0.0);
     put(floor_adds_l2_key(f), p.format_floor_adds_l2[i], 0.0);
-    if (f != format_id::cusparse_csr) put(l2_gather_key(f), p.format_l2_gather_gbs[i], 0.0);
+    put(l2_gather_key(f), p.format_l2_gather_gbs[i], 0.0);
   }
   put("floor_us_per_doubling.cusparse_csr", p.cusparse_csr_floor_us_per_doubling, 0.0);
   put("stream_efficiency.coo", p.coo_efficiency, bandwidth_model_params{}.coo_efficiency);
-  put("l2_gather_gbs.cusparse_csr", p.cusparse_csr_l2_gather_gbs, 0.0);
   put("fixed_us_empty_ell.hyb", p.hyb_empty_ell_us, 0.0);
   put("x_reread_l2_share.csr_scalar", p.csr_scalar_x_reread_l2_share, 0.0);
   put("l2_resident_share", p.l2_resident_share, 1.0);
@@ -301,7 +297,6 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.format_floor_adds_l2 = from.format_floor_adds_l2;
   to.cusparse_csr_floor_us_per_doubling = from.cusparse_csr_floor_us_per_doubling;
   to.coo_efficiency = from.coo_efficiency;
-  to.cusparse_csr_l2_gather_gbs = from.cusparse_csr_l2_gather_gbs;
   to.hyb_empty_ell_us = from.hyb_empty_ell_us;
   to.csr_scalar_x_reread_l2_share = from.csr_scalar_x_reread_l2_share;
   to.l2_resident_share = from.l2_resident_share;
@@ -324,7 +319,6 @@ bool has_format_corrections(const bandwidth_model_params& p)
          p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
          p.coo_efficiency != neutral.coo_efficiency || p.hyb_empty_ell_us != neutral.hyb_empty_ell_us ||
-         p.cusparse_csr_l2_gather_gbs != neutral.cusparse_csr_l2_gather_gbs ||
          p.csr_scalar_x_reread_l2_share != neutral.csr_scalar_x_reread_l2_share ||
          p.l2_resident_share != neutral.l2_resident_share || p.pellr_sorted_lanes != neutral.pellr_sorted_lanes ||
          p.cusparse_sell_wide_padded != neutral.cusparse_sell_wide_padded ||
@@ -720,9 +714,8 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
                         : f == format_id::csr_scalar ? csr_scalar_x_reread_bytes(s, vb, in.x_sectors_per_nnz, r.bytes, in.device.l2_bytes, p)
                                                      : 0.0;
   r.stream_us = (r.bytes - scatter + reread) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
-  // The calibrated L2 rate, but the format's own where the warm-up fitted one (cuSPARSE CSR:
-  // cusparse_csr_l2_gather_gbs; the others: format_l2_gather_gbs).
-  const double own_l2_rate = f == format_id::cusparse_csr ? p.cusparse_csr_l2_gather_gbs : p.format_l2_gather_gbs[static_cast<int>(f)];
+  // The calibrated L2 rate, but the format's own where the warm-up fitted one (format_l2_gather_gbs).
+  const double own_l2_rate = p.format_l2_gather_gbs[static_cast<int>(f)];
   const double l2_rate = own_l2_rate > 0 ? own_l2_rate : p.l2_gather_gbs;
   r.l2_rate_gbs = l2_rate;
   r.l2_us = l2_rate > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (l2_rate * 1e3) : 0.0;
@@ -895,28 +888,6 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     }
   };
   fit_coo_efficiency();
-  // cuSPARSE CSR's L2 rate (bandwidth_model_params::cusparse_csr_l2_gather_gbs), from its samples whose L2 term
-  // dominates, like COO's efficiency before the floors and again once the fixed cost is fitted.
-  const auto fit_cusparse_csr_l2_rate = [&] {
-    const int ci = static_cast<int>(format_id::cusparse_csr);
-    const double rate = p.cusparse_csr_l2_gather_gbs > 0 ? p.cusparse_csr_l2_gather_gbs : p.l2_gather_gbs;
-    std::vector<double> r;
-    for (std::size_t k = 0; k < obs.size(); ++k) {
-      const auto& o = obs[k];
-      const auto& t = parts[k];
-      if (o.format != format_id::cusparse_csr || !(o.measured_us > 0) || !(rate > 0)) continue;
-      if (t.l2_us < 1.2 * t.stream_us || t.l2_us < 4 * p.launch_us) continue;
-      const double net = o.measured_us - t.fixed_us - p.format_fixed_us[ci];
-      if (net > 0) r.push_back(t.l2_us * rate / net);
-    }
-    if (static_cast<int>(r.size()) < std::max(1, min_samples)) return;
-    used.cusparse_csr_l2_gather = static_cast<int>(r.size());
-    p.cusparse_csr_l2_gather_gbs = online::median(std::move(r));
-    for (std::size_t k = 0; k < obs.size(); ++k) {
-      if (obs[k].format == format_id::cusparse_csr) parts[k] = parts_of(obs[k].format, obs[k].input, p);
-    }
-  };
-  fit_cusparse_csr_l2_rate();
   // csr_scalar's x re-reads (bandwidth_model_params::csr_scalar_x_reread_l2_share): over its samples whose
   // re-reads at the smallest share would add at least 5 % to the streamed bytes (random columns beyond the L2),
   // the share of a fixed grid (or none) whose predictions leave the least mean relative error. Like COO's
@@ -961,9 +932,13 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     }
   };
   fit_csr_scalar_x_reread();
-  // The SELL layouts' own L2 rate (format_l2_gather_gbs, own_l2_rate), from their samples whose L2 term
-  // dominates: like cuSPARSE CSR's rate, fitted before the floors and again once the fixed costs are fitted.
-  const auto own_l2_rate = [](format_id f) { return f == format_id::sell_c_sigma || f == format_id::sell_delta16; };
+  // The own L2 rates (format_l2_gather_gbs) of cuSPARSE CSR and the SELL layouts, from their samples whose L2
+  // term dominates (at least 1.2x the streaming and chain terms, and four launches long): the median of L2 bytes /
+  // (measured - fixed costs). Like COO's efficiency, fitted before the floors and again once the fixed costs are
+  // fitted; a pass with too few samples keeps what an earlier pass fitted.
+  const auto own_l2_rate = [](format_id f) {
+    return f == format_id::cusparse_csr || f == format_id::sell_c_sigma || f == format_id::sell_delta16;
+  };
   const auto refresh = [&](const std::array<int, format_count>& fitted) {
     for (std::size_t k = 0; k < obs.size(); ++k) {
       if (fitted[static_cast<int>(obs[k].format)] > 0) parts[k] = parts_of(obs[k].format, obs[k].input, p);
@@ -980,16 +955,13 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
       const double net = o.measured_us - t.fixed_us - p.format_fixed_us[i];
       if (net > 0) r[i].push_back(t.l2_us * t.l2_rate_gbs / net);
     }
-    std::array<int, format_count> own{};
+    std::array<int, format_count> fitted{};
     for (int i = 0; i < format_count; ++i) {
-      own[i] = own_l2_rate(static_cast<format_id>(i));
-      used.l2_gather[i] = 0;
-      p.format_l2_gather_gbs[i] = 0.0;
       if (static_cast<int>(r[i].size()) < std::max(1, min_samples)) continue;
-      used.l2_gather[i] = static_cast<int>(r[i].size());
+      fitted[i] = used.l2_gather[i] = static_cast<int>(r[i].size());
       p.format_l2_gather_gbs[i] = online::median(std::move(r[i]));
     }
-    refresh(own);
+    refresh(fitted);
   };
   fit_l2_rates();
   // The floors first; then the fixed costs from the samples the fixed costs dominate, with the given chain
@@ -1101,7 +1073,6 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
   };
   fit_fixed();
   fit_coo_efficiency();
-  fit_cusparse_csr_l2_rate();
   fit_csr_scalar_x_reread();
   fit_l2_rates();
   {
@@ -1309,8 +1280,6 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     if (observed[i] && i == static_cast<int>(format_id::cusparse_csr))
       out.cusparse_csr_floor_us_per_doubling = p.cusparse_csr_floor_us_per_doubling;
     if (used.coo_efficiency > 0 && i == static_cast<int>(format_id::coo)) out.coo_efficiency = p.coo_efficiency;
-    if (used.cusparse_csr_l2_gather > 0 && i == static_cast<int>(format_id::cusparse_csr))
-      out.cusparse_csr_l2_gather_gbs = p.cusparse_csr_l2_gather_gbs;
     if (used.hyb_empty_ell > 0 && i == static_cast<int>(format_id::hyb)) out.hyb_empty_ell_us = p.hyb_empty_ell_us;
     if (observed[i] && i == static_cast<int>(format_id::csr_scalar)) out.csr_scalar_x_reread_l2_share = p.csr_scalar_x_reread_l2_share;
     if (used.l2_gather[i] > 0) out.format_l2_gather_gbs[i] = p.format_l2_gather_gbs[i];

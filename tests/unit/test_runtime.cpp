@@ -1621,10 +1621,10 @@ TEST(PlaceholderModel, CusparseCsrFloorAddsL2TermAndOwnL2Rate)
     obs.push_back({csr, in, b.fixed_us + b.l2_us * 4500.0 / 5000.0});
   }
   const auto used = aijp::fit_format_corrections(obs, p);
-  EXPECT_EQ(used.cusparse_csr_l2_gather, 5);
+  EXPECT_EQ(used.l2_gather[c], 5);
   // Net of the fitted fixed cost (the tiny samples' largest fixed cost that keeps them on their floor).
-  EXPECT_NEAR(p.cusparse_csr_l2_gather_gbs, 5000.0, 250.0);
-  EXPECT_GT(p.cusparse_csr_l2_gather_gbs, 4700.0);
+  EXPECT_NEAR(p.format_l2_gather_gbs[c], 5000.0, 250.0);
+  EXPECT_GT(p.format_l2_gather_gbs[c], 4700.0);
   EXPECT_GT(used.floor[c], 0);
   EXPECT_EQ(p.format_floor_adds_l2[c], 1.0);
   EXPECT_NEAR(p.format_floor_us[c], 7.0, 0.01);
@@ -1635,12 +1635,12 @@ TEST(PlaceholderModel, CusparseCsrFloorAddsL2TermAndOwnL2Rate)
   EXPECT_GT(l2_us(small, p), 0.1);
   // Other formats keep the calibrated rate and a floor that only bounds.
   EXPECT_EQ(p.format_floor_adds_l2[static_cast<int>(aijp::format_id::csr_vector)], 0.0);
-  EXPECT_NEAR(aijp::explain_bandwidth_model(aijp::format_id::cusparse_csr_alg2, small, p).l2_us, l2_us(small, p) * p.cusparse_csr_l2_gather_gbs / 4500.0, 1e-9);
+  EXPECT_NEAR(aijp::explain_bandwidth_model(aijp::format_id::cusparse_csr_alg2, small, p).l2_us, l2_us(small, p) * p.format_l2_gather_gbs[c] / 4500.0, 1e-9);
   // Through the cache's metrics.
   std::map<std::string, double> m;
   aijp::params_to_metrics(p, m);
   EXPECT_EQ(m.at("floor_adds_l2.cusparse_csr"), 1.0);
-  EXPECT_NEAR(m.at("l2_gather_gbs.cusparse_csr"), p.cusparse_csr_l2_gather_gbs, 1e-9);
+  EXPECT_NEAR(m.at("l2_gather_gbs.cusparse_csr"), p.format_l2_gather_gbs[c], 1e-9);
   EXPECT_EQ(m.count("floor_adds_l2.csr_vector"), 0u);
   aijp::bandwidth_model_params r;
   ASSERT_TRUE(aijp::params_from_metrics(m, r));
@@ -1651,7 +1651,7 @@ TEST(PlaceholderModel, CusparseCsrFloorAddsL2TermAndOwnL2Rate)
   aijp::bandwidth_model_params old;
   ASSERT_TRUE(aijp::params_from_metrics(m, old));
   EXPECT_EQ(old.format_floor_adds_l2[c], 0.0);
-  EXPECT_EQ(old.cusparse_csr_l2_gather_gbs, 0.0);
+  EXPECT_EQ(old.format_l2_gather_gbs[c], 0.0);
   const auto b = aijp::explain_bandwidth_model(csr, small, old);
   EXPECT_NEAR(b.predicted_us, std::max({old.launch_us, b.floor_us, b.fixed_us + std::max({b.stream_us, b.chain_us, b.l2_us})}), 1e-9);
 }

@@ -74,15 +74,6 @@ struct bandwidth_model_params {
   /// the two kernels now differ by their fitted fixed costs (ALG2 +4.6 us on the H100 warm-up), which no
   /// longer tie.
   double l2_gather_alg2_gbs = 0.0;
-  /// cuSPARSE CSR's own L2 rate (0: l2_gather_gbs, as in cache files written before it), fitted per device
-  /// (fit_format_corrections) as the median over the warm-up's cuSPARSE CSR samples whose L2 term dominates (at
-  /// least 1.2x the streaming term and four launches long) of their L2 traffic bytes / (measured - fixed costs).
-  /// calibrate_device measures l2_gather_gbs on one random-column matrix; on the five H100 gated warm-ups of
-  /// sessions 27-30 the 71-72 gather-bound cuSPARSE CSR samples (random columns, 8000-8M rows) give 4807-4829
-  /// GB/s against the calibrated 4557, which had put them and the held-out random-column matrices (2M rows,
-  /// power-law and normal rows) 7-10 % over (docs/models.md, Session 32). The other formats keep
-  /// l2_gather_gbs. Cache key "l2_gather_gbs.cusparse_csr".
-  double cusparse_csr_l2_gather_gbs = 0.0;
   /// What each format costs beyond the terms above when fixed costs dominate (indexed by format_id, in
   /// microseconds; may be negative): the median of measured minus predicted over the warm-up's samples whose
   /// traffic and chain terms are below one launch (fit_format_corrections). calibrate_device takes the launch
@@ -222,9 +213,14 @@ struct bandwidth_model_params {
   /// format_chain_lanes'. Cache key "chain_scale_wide.cusparse_sell".
   double cusparse_sell_wide_chain_scale = 0.0;
   /// Per-format L2 rate (indexed by format_id; 0 = l2_gather_gbs, as in cache files written before it), fitted
-  /// per device like cusparse_csr_l2_gather_gbs (fit_format_corrections: the median over the format's warm-up
-  /// samples whose L2 term is at least 1.2x the streaming and chain terms and four launches long, of their L2
-  /// traffic bytes / (measured - fixed costs)), for our SELL-32 and SELL-32 with 16-bit deltas only. Their
+  /// per device (fit_format_corrections: the median over the format's warm-up samples whose L2 term is at least
+  /// 1.2x the streaming and chain terms and four launches long, of their L2 traffic bytes / (measured - fixed
+  /// costs)), for cuSPARSE CSR, our SELL-32 and SELL-32 with 16-bit deltas only.
+  /// cuSPARSE CSR (session 32): calibrate_device measures l2_gather_gbs on one random-column matrix; on the five
+  /// H100 gated warm-ups of sessions 27-30 the 71-72 gather-bound cuSPARSE CSR samples (random columns, 8000-8M
+  /// rows) give 4807-4829 GB/s against the calibrated 4557, which had put them and the held-out random-column
+  /// matrices (2M rows, power-law and normal rows) 7-10 % over (docs/models.md, Session 32).
+  /// SELL (session 33): their
   /// kernel (sell_common.cuh) issues a chunk of 4 independent gathers per step for all 32 rows of a slice, so
   /// the L2 serves them at a rate of their own, not at that of calibrate_device's one cuSPARSE CSR matrix: on
   /// the H200 session-33 gated warm-up SELL's 54 gather-bound samples (random columns, 34K-4M rows) give 5955
@@ -233,7 +229,7 @@ struct bandwidth_model_params {
   /// Laplacian 11-17 % over on the H200. Tested and not kept for the other layouts: their rate falls more as x
   /// fills the L2 (H100: ELLPACK-R 4900 -> 4308 GB/s from 1M to 2M random-column rows, SELL 5100 -> 4926), so the
   /// median of the warm-up's smaller matrices put the held-out 2M-row ones 10-17 % under (docs/models.md,
-  /// Session 33). Cache key "l2_gather_gbs.<format>" (cuSPARSE CSR's is cusparse_csr_l2_gather_gbs).
+  /// Session 33). Cache key "l2_gather_gbs.<format>".
   std::array<double, format_count> format_l2_gather_gbs = per_format(0.0);
 };
 
@@ -404,7 +400,6 @@ struct format_fit {
   int coo_efficiency = 0;  ///< observations behind bandwidth_model_params::coo_efficiency (0: not fitted)
   int hyb_empty_ell = 0;  ///< observations behind bandwidth_model_params::hyb_empty_ell_us (0: not fitted)
   int cusparse_sell_wide = 0;  ///< chains above bandwidth_model_params::cusparse_sell_wide_padded (0: not fitted)
-  int cusparse_csr_l2_gather = 0;  ///< observations behind bandwidth_model_params::cusparse_csr_l2_gather_gbs (0: not fitted)
   int csr_scalar_x_reread = 0;  ///< observations behind bandwidth_model_params::csr_scalar_x_reread_l2_share (0: not fitted)
   int l2_resident = 0;  ///< training samples behind bandwidth_model_params::l2_resident_share (0: not fitted, 1 kept)
   double l2_resident_error = 0;  ///< their mean relative error at the chosen share
