@@ -549,6 +549,7 @@ TEST_F(GpuStaged, PrefetchedPassesAndHostWorkerMakeTheSynchronousChoice)
           EXPECT_NE(all.find("handed to the worker"), std::string::npos) << all;
           EXPECT_EQ(all.find("predictions "), std::string::npos) << "the predictions ran in parts on the products' thread: " << all;
           EXPECT_EQ(all.find("decision ("), std::string::npos) << "the decision ran on the products' thread: " << all;
+          EXPECT_EQ(all.find("choice ("), std::string::npos) << "the choice ran on the products' thread: " << all;
           EXPECT_GT(rep.staged_worker_ms, 0.0);
           // A plan never analysed is copied on the worker too.
           EXPECT_NE(rep.staged_worker_stages.find("copy"), std::string::npos) << rep.staged_worker_stages;
@@ -558,6 +559,10 @@ TEST_F(GpuStaged, PrefetchedPassesAndHostWorkerMakeTheSynchronousChoice)
         } else {
           EXPECT_TRUE(rep.staged_worker_stages.empty()) << rep.staged_worker_stages;
           EXPECT_EQ(all.find("handed to the worker"), std::string::npos) << all;
+          // The copy and the decision in two parts each (report, then state; choice, then the rest).
+          EXPECT_NE(all.find("copy>copy state"), std::string::npos) << all;
+          EXPECT_NE(all.find("choice ("), std::string::npos) << all;
+          EXPECT_NE(all.find("decision ("), std::string::npos) << all;
         }
         if (prefetch && worker && rep.proposed.strips == 0 && m.format() != format_id::sell_delta16 && m.format() != format_id::sell_sigma &&
             m.format() != format_id::sell_c_sigma) {
