@@ -248,6 +248,19 @@ bool floor_adds_l2(format_id f)
   return f == format_id::cusparse_csr || f == format_id::cusparse_csr_alg2 || f == format_id::coo;
 }
 
+// The fixed-cost fit's samples: those whose variable terms are at most this many launches. Two launches, except
+// cuSPARSE SELL, whose chain term misfits its short chains by more than any other format's: on the H100
+// session-32 gated warm-up its chains of 12-40 steps in the L2 took 50-80 ns per step (constant rows of 12 and
+// 40: -8..-18 % at the fitted factor, 41 ns per step on the long chains), the held-out real matrices' chains of
+// 47-334 steps 31-37 ns (mcfe, zenios, email-Eu-core). Samples of up to two launches of terms carried that misfit
+// into the fixed cost (-1.10 us, 33 samples), which put the warm-up's own chains of at most 8 steps 6-13 % over
+// and the held-out small matrices (Pd, airfoil1, fe_4elt2, 4elt, bcspwr10: 2.8-3.3 us) 10-16 %. At half a
+// launch the terms are chains of at most ~30 steps and the fit keeps 15 samples: -1.28 us on the H100, -1.07 on
+// the H200 (-1.02 before), and cuSPARSE SELL's held-out mean fell on all seven gated pairs of sessions 25-33 by
+// 0.2-1.2 points (docs/models.md, Session 34). Tested and not kept for every format (ell, ellr and jad 2-5 points
+// worse) and for PELLR (too few samples left to fit its fixed cost on some warm-ups).
+double fixed_cost_span_launches(format_id f) { return f == format_id::cusparse_sell ? 0.5 : 2.0; }
+
 // csr_scalar's chain lanes are the rows of the longest row's SM still running (csr_scalar_chain_lanes), up to
 // 256 x 8; its lanes position is the other layouts' (lanes - 1) / 31, not clamped at 32 lanes but at
 // csr_scalar_lanes_span (position 63 / 31), so the fitted slope keeps its unit (per 31 lanes). On
@@ -672,6 +685,19 @@ double csr_scalar_x_reread_bytes(const row_stats& s, int vb, double x_sectors_pe
          coo_x_reread_bytes(s, vb, x_sectors_per_nnz, bytes, l2_bytes * p.csr_scalar_x_reread_l2_share);
 }
 
+// Whether a format's own L2 rate (format_l2_gather_gbs) prices its L2 term for this matrix: always, except
+// cuSPARSE SELL's where x does not fit in the share of the L2 that keeps a working set (l2_resident_share). Its
+// rate was fitted on gathers whose x stays in the L2: on the H100 session-32 gated warm-up its 2M-row random
+// rows of 24 (x 16 MB) ran 1.10x the calibrated rate, its 4M-row ones (x 32 MB) 0.79x; the held-out 8M-row
+// 7-point Laplacian (x 64 MB, beyond the L2) runs below the streaming rate on the H200 (233.5 us against 194 us
+// of streaming), where the calibrated L2 term (208.6 us) was the closer bound and the own rate put it 16-19 %
+// under (docs/models.md, Session 34). sell's and sell_delta16's rates hold everywhere, as fitted in session 33.
+bool own_l2_rate_applies(format_id f, const row_stats& s, int vb, double l2_bytes, const bandwidth_model_params& p)
+{
+  if (f != format_id::cusparse_sell) return true;
+  return static_cast<double>(std::min(s.cols, s.nnz)) * vb <= p.l2_resident_share * l2_bytes;
+}
+
 placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwidth_model_params& p)
 {
   const row_stats& s = in.stats;
@@ -715,7 +741,8 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
                                                      : 0.0;
   r.stream_us = (r.bytes - scatter + reread) / (bw * pt.efficiency) + beyond_l2 * scatter / (bw * p.scatter_efficiency);
   // The calibrated L2 rate, but the format's own where the warm-up fitted one (format_l2_gather_gbs).
-  const double own_l2_rate = p.format_l2_gather_gbs[static_cast<int>(f)];
+  const double own_l2_rate =
+      own_l2_rate_applies(f, s, vb, in.device.l2_bytes, p) ? p.format_l2_gather_gbs[static_cast<int>(f)] : 0.0;
   const double l2_rate = own_l2_rate > 0 ? own_l2_rate : p.l2_gather_gbs;
   r.l2_rate_gbs = l2_rate;
   r.l2_us = l2_rate > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (l2_rate * 1e3) : 0.0;
@@ -932,12 +959,14 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     }
   };
   fit_csr_scalar_x_reread();
-  // The own L2 rates (format_l2_gather_gbs) of cuSPARSE CSR and the SELL layouts, from their samples whose L2
+  // The own L2 rates (format_l2_gather_gbs) of cuSPARSE CSR and the SELL layouts (cuSPARSE SELL's from its samples
+  // whose x fits in the L2, own_l2_rate_applies), from their samples whose L2
   // term dominates (at least 1.2x the streaming and chain terms, and four launches long): the median of L2 bytes /
   // (measured - fixed costs). Like COO's efficiency, fitted before the floors and again once the fixed costs are
   // fitted; a pass with too few samples keeps what an earlier pass fitted.
   const auto own_l2_rate = [](format_id f) {
-    return f == format_id::cusparse_csr || f == format_id::sell_c_sigma || f == format_id::sell_delta16;
+    return f == format_id::cusparse_csr || f == format_id::sell_c_sigma || f == format_id::sell_delta16 ||
+           f == format_id::cusparse_sell;
   };
   const auto refresh = [&](const std::array<int, format_count>& fitted) {
     for (std::size_t k = 0; k < obs.size(); ++k) {
@@ -951,6 +980,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
       const auto& t = parts[k];
       const int i = static_cast<int>(o.format);
       if (!own_l2_rate(o.format) || !(o.measured_us > 0) || !(t.l2_rate_gbs > 0)) continue;
+      if (!own_l2_rate_applies(o.format, o.input.stats, o.input.value_bytes, o.input.device.l2_bytes, p)) continue;
       if (t.l2_us < 1.2 * std::max(t.stream_us, chain_us_of(o.format, t, p)) || t.l2_us < 4 * p.launch_us) continue;
       const double net = o.measured_us - t.fixed_us - p.format_fixed_us[i];
       if (net > 0) r[i].push_back(t.l2_us * t.l2_rate_gbs / net);
@@ -1004,7 +1034,8 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     }
   }
   // The fixed costs: per format, the value c minimising the mean relative error of
-  // max(launch, floor, fixed + c + variable) over the samples whose variable terms are at most two launches.
+  // max(launch, floor, fixed + c + variable) over the samples whose variable terms are at most two launches
+  // (cuSPARSE SELL: half a launch, fixed_cost_span_launches).
   // The error is piecewise linear in c, so its minimum lies where one sample's sum meets its measurement or
   // the floor; where a range of values is equally good (samples the floor covers), the largest one.
   const auto fit_fixed = [&] {
@@ -1021,7 +1052,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
       const auto& o = obs[k];
       if (!(o.measured_us > 0)) continue;
       const double v = variable(k);
-      if (v > 2 * p.launch_us) continue;  // not dominated by fixed costs
+      if (v > fixed_cost_span_launches(o.format) * p.launch_us) continue;  // not dominated by fixed costs
       const point x{parts[k].fixed_us + v, o.measured_us,
                     std::max(p.launch_us, floor_of(o.format, parts[k].rows, p) + floor_traffic_of(o.format, parts[k], p))};
       if (o.format == format_id::hyb && hyb_empty_ell(o.input.stats)) {

@@ -1810,6 +1810,76 @@ TEST(PlaceholderModel, PellrChainInSortedLanesWhereFitted)
   EXPECT_EQ(aijp::explain_bandwidth_model(aijp::format_id::jad, in, old).lanes, 32.0);
 }
 
+// cuSPARSE SELL: its own L2 rate (format_l2_gather_gbs), fitted on and applied to matrices whose x fits in the L2
+// (own_l2_rate_applies), under the key every own rate has; and its fixed cost fitted on the samples whose terms are
+// at most half a launch (fixed_cost_span_launches), which keeps a misfit of the larger terms out of it.
+TEST(PlaceholderModel, CusparseSellOwnL2RateWhereXFitsAndKeyed)
+{
+  aijp::bandwidth_model_params p;
+  p.l2_gather_gbs = 4500;
+  const aijp::format_id sell = aijp::format_id::cusparse_sell;
+  const int c = static_cast<int>(sell);
+  const auto input = [](aijp::size_type rows, int per_row, double x_sectors) {
+    aijp::prediction_input in = uniform_rows_input(rows, per_row);
+    in.x_sectors_per_nnz = x_sectors;
+    return in;
+  };
+  const auto terms = [&](const aijp::prediction_input& in, const aijp::bandwidth_model_params& q) {
+    return aijp::explain_bandwidth_model(sell, in, q);
+  };
+  std::vector<aijp::fixed_cost_observation> obs;
+  // Random columns (one sector per entry), gather-bound, x of 2.4-19 MB: their L2 traffic at 5000 GB/s.
+  for (aijp::size_type rows : {300000, 600000, 1200000, 1800000, 2400000}) {
+    const auto in = input(rows, 8, 1.0);
+    const auto b = terms(in, p);
+    ASSERT_GT(b.l2_us, 1.2 * std::max(b.stream_us, b.chain_us));
+    obs.push_back({sell, in, b.fixed_us + b.l2_us * 4500.0 / 5000.0});
+  }
+  // x beyond the L2 (8M rows, 64 MB): measured at the calibrated rate, not part of the own rate.
+  const auto beyond = input(8000000, 8, 1.0);
+  for (int k = 0; k < 3; ++k) obs.push_back({sell, beyond, terms(beyond, p).fixed_us + terms(beyond, p).l2_us});
+  // Small matrices: 1 us below the placeholder's guess where the terms are at most half a launch (and above a
+  // quarter: no floor), 1 us above it where they are larger, up to two launches (a term the model misfits).
+  int tiny = 0, mid = 0;
+  for (aijp::size_type rows = 50000; rows <= 520000; rows += 10000) {
+    const auto in = input(rows, 3, 0.05);
+    const auto b = terms(in, p);
+    const double v = std::max({b.stream_us, b.chain_us, b.l2_us});
+    if (v < 0.25 * p.launch_us || v > 2 * p.launch_us) continue;
+    const bool small = v <= 0.5 * p.launch_us;
+    (small ? tiny : mid) += 1;
+    obs.push_back({sell, in, b.fixed_us + v + (small ? -1.0 : 1.0)});
+  }
+  ASSERT_GE(tiny, 5);
+  ASSERT_GE(mid, 5);
+  const auto used = aijp::fit_format_corrections(obs, p);
+  EXPECT_EQ(used.fixed[c], tiny);
+  EXPECT_NEAR(p.format_fixed_us[c], -1.0, 1e-9);
+  EXPECT_EQ(p.format_floor_us[c], 0.0);
+  EXPECT_EQ(used.l2_gather[c], 5);
+  EXPECT_NEAR(p.format_l2_gather_gbs[c], 5000.0, 250.0);
+  // x in the L2: the own rate; beyond it: the calibrated one.
+  const auto in = input(2000000, 8, 1.0);
+  EXPECT_NEAR(terms(in, p).l2_us * p.format_l2_gather_gbs[c], aijp::l2_traffic_bytes(sell, in.stats, 8, 1.0, {}) / 1e3, 1e-6);
+  EXPECT_NEAR(terms(beyond, p).l2_us * p.l2_gather_gbs, aijp::l2_traffic_bytes(sell, beyond.stats, 8, 1.0, {}) / 1e3, 1e-6);
+  // A cache without the key: the calibrated rate everywhere.
+  const aijp::bandwidth_model_params old = expect_keyed(p, "l2_gather_gbs.cusparse_sell", p.format_l2_gather_gbs[c], in, sell);
+  EXPECT_EQ(old.format_l2_gather_gbs[c], 0.0);
+  EXPECT_NEAR(terms(in, old).l2_us * old.l2_gather_gbs, aijp::l2_traffic_bytes(sell, in.stats, 8, 1.0, {}) / 1e3, 1e-6);
+  // Other formats fit their fixed costs on up to two launches of terms, as before: our SELL, measured the same way,
+  // lands between the two offsets.
+  std::vector<aijp::fixed_cost_observation> ours;
+  for (const auto& o : obs) {
+    if (o.input.x_sectors_per_nnz < 0.5) {
+      const auto b = aijp::explain_bandwidth_model(aijp::format_id::sell_c_sigma, o.input, aijp::bandwidth_model_params{});
+      ours.push_back({aijp::format_id::sell_c_sigma, o.input, o.measured_us - terms(o.input, aijp::bandwidth_model_params{}).fixed_us + b.fixed_us});
+    }
+  }
+  aijp::bandwidth_model_params q;
+  const auto used_ours = aijp::fit_format_corrections(ours, q);
+  EXPECT_EQ(used_ours.fixed[static_cast<int>(aijp::format_id::sell_c_sigma)], tiny + mid);
+}
+
 TEST(PlaceholderModel, BandwidthFloorBeyondL2)
 {
   aijp::bandwidth_model_params p;

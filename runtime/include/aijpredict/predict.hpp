@@ -229,7 +229,13 @@ struct bandwidth_model_params {
   /// Laplacian 11-17 % over on the H200. Tested and not kept for the other layouts: their rate falls more as x
   /// fills the L2 (H100: ELLPACK-R 4900 -> 4308 GB/s from 1M to 2M random-column rows, SELL 5100 -> 4926), so the
   /// median of the warm-up's smaller matrices put the held-out 2M-row ones 10-17 % under (docs/models.md,
-  /// Session 33). Cache key "l2_gather_gbs.<format>".
+  /// Session 33).
+  /// cuSPARSE SELL (session 34): fitted the same way, but on and for matrices whose x fits in the share of the L2
+  /// that keeps a working set (l2_resident_share); beyond it the calibrated rate. Its gather-bound warm-up samples
+  /// ran 1.12x the calibrated rate on the H100 session-32 warm-up (5111 GB/s, 49 samples) and 1.16x on the H200's
+  /// (5939, 52), where the calibrated rate had put the held-out 2M-row random-column matrices 9-14 % over (-2 to
+  /// -3 % after); the 8M-row 7-point Laplacian (x 64 MB) keeps the calibrated rate, which the own one put 16-19 %
+  /// under on the H200 (docs/models.md, Session 34). Cache key "l2_gather_gbs.<format>".
   std::array<double, format_count> format_l2_gather_gbs = per_format(0.0);
 };
 
@@ -410,7 +416,7 @@ struct format_fit {
 /// Fits the placeholder's per-format corrections from measured products. p.format_floor_us: for each format
 /// with at least `min_samples` observations whose variable part (streaming, chain and L2 terms) is below a
 /// quarter of a launch, their median measured time. p.format_fixed_us: for each format with at least
-/// `min_samples` observations whose variable part is at most two launches, the value that minimises their
+/// `min_samples` observations whose variable part is at most two launches (cuSPARSE SELL: half a launch), the value that minimises their
 /// mean relative error under max(launch, floor, fixed + variable) (the largest such value where the floor
 /// leaves a range of them equally good). p.format_chain_scale: for each format with at
 /// least `min_samples` observations whose chain clearly dominates (two launches long, twice the traffic
