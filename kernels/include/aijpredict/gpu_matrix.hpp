@@ -318,10 +318,10 @@ enum class background_mode {
   /// plan_options::stage_duty. An analysis part issues one CUDA call (~5-9 us of host time inside a short
   /// solve), its passes on the products' stream (or, with plan_options::analysis_stream, on
   /// detail::analysis_stream after an event of the products' stream). The parts of an analysis: the running
-  /// plan copied; with the analysis stream, the event and the wait that order it; the free memory queried (unless the upload made a layout reserve); each pass's memset,
+  /// plan copied (its report, then the rest, into a plan made at the upload); with the analysis stream, the event and the wait that order it; the free memory queried (unless the upload made a layout reserve); each pass's memset,
   /// kernel(s), read-back and event (statistics, locality samples, then the histogram); the read-backs found
-  /// done; the predictions in slices of ~5 us, the online timer, the online factors (host); the decision
-  /// (host). A partition
+  /// done; the predictions' input, the predictions in slices of ~5 us, the online timer, the online factors in
+  /// slices (host); the decision in two parts, the choice and the rest (host). A partition
   /// the decision would plan: the strip summaries (one part, waiting for their device passes), the DP in
   /// slices (partition_planner), then the decision again with that plan. A conversion to sell_delta16 is
   /// split into its slice offsets, one allocation per array, and fills of at most
