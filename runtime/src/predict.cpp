@@ -156,6 +156,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (fq != m.end()) p.format_floor_adds_l2[i] = fq->second > 0 ? 1.0 : 0.0;
     const auto lr = m.find(l2_gather_key(static_cast<format_id>(i)));
     if (lr != m.end() && lr->second > 0 && lr->second <= 1e6) p.format_l2_gather_gbs[i] = lr->second;
+    const auto rs = m.find(remainder_share_key(static_cast<format_id>(i)));
+    if (rs != m.end() && rs->second > 0.0 && rs->second <= 1.0) p.format_remainder_share[i] = rs->second;
     const auto fl = m.find(floor_key(static_cast<format_id>(i)));
     if (fl != m.end() && std::isfinite(fl->second) && fl->second >= 0.0 && fl->second <= 1e3) p.format_floor_us[i] = fl->second;
   }
@@ -201,6 +203,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(floor_key(f), p.format_floor_us[i], 0.0);
     put(floor_adds_l2_key(f), p.format_floor_adds_l2[i], 0.0);
     put(l2_gather_key(f), p.format_l2_gather_gbs[i], 0.0);
+    put(remainder_share_key(f), p.format_remainder_share[i], 0.0);
   }
   put("floor_us_per_doubling.cusparse_csr", p.cusparse_csr_floor_us_per_doubling, 0.0);
   put("stream_efficiency.coo", p.coo_efficiency, bandwidth_model_params{}.coo_efficiency);
@@ -216,6 +219,7 @@ std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + form
 std::string floor_key(format_id f) { return std::string("floor_us.") + format_name(f); }
 std::string floor_adds_l2_key(format_id f) { return std::string("floor_adds_l2.") + format_name(f); }
 std::string l2_gather_key(format_id f) { return std::string("l2_gather_gbs.") + format_name(f); }
+std::string remainder_share_key(format_id f) { return std::string("chain_remainder_share.") + format_name(f); }
 std::string chain_scale_key(format_id f) { return std::string("chain_scale.") + format_name(f); }
 std::string chain_lanes_key(format_id f) { return std::string("chain_lanes.") + format_name(f); }
 std::string chain_scale_dram_key(format_id f) { return std::string("chain_scale_dram.") + format_name(f); }
@@ -314,6 +318,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.csr_scalar_x_reread_l2_share = from.csr_scalar_x_reread_l2_share;
   to.l2_resident_share = from.l2_resident_share;
   to.pellr_sorted_lanes = from.pellr_sorted_lanes;
+  to.format_remainder_share = from.format_remainder_share;
   to.format_chain_scale = from.format_chain_scale;
   to.format_chain_lanes = from.format_chain_lanes;
   to.format_chain_scale_dram = from.format_chain_scale_dram;
@@ -334,6 +339,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
          p.coo_efficiency != neutral.coo_efficiency || p.hyb_empty_ell_us != neutral.hyb_empty_ell_us ||
          p.csr_scalar_x_reread_l2_share != neutral.csr_scalar_x_reread_l2_share ||
          p.l2_resident_share != neutral.l2_resident_share || p.pellr_sorted_lanes != neutral.pellr_sorted_lanes ||
+         p.format_remainder_share != neutral.format_remainder_share ||
          p.cusparse_sell_wide_padded != neutral.cusparse_sell_wide_padded ||
          p.cusparse_sell_wide_chain_scale != neutral.cusparse_sell_wide_chain_scale ||
          p.format_l2_gather_gbs != neutral.format_l2_gather_gbs;
@@ -402,15 +408,23 @@ namespace {
 // whose rows differ in length the two loops diverge and run one after the other, so the warp holding the longest
 // row (max_len) takes the most rounds of any length it may hold: floor(n / 4) + n % 4 over n in
 // [max(min_len, max_len - 3), max_len]. In entries at the unrolled rate (4 per round), so that the chain factors
-// keep their meaning on long rows (rows of 8 to 1600 entries: 1608).
-double unroll4_chain_entries(double longest, double shortest)
+// keep their meaning on long rows (rows of 8 to 1600 entries: 1608). A remainder iteration counts
+// `remainder_share` of a round (bandwidth_model_params::format_remainder_share; 1: a whole one).
+double unroll4_chain_entries(double longest, double shortest, double remainder_share = 1.0)
 {
   if (longest < 1.0) return 0.0;
   double rounds = 0;
   for (double n = longest; n >= std::max({shortest, longest - 3.0, 1.0}); n -= 1.0) {
-    rounds = std::max(rounds, std::floor(n / 4.0) + std::fmod(n, 4.0));
+    rounds = std::max(rounds, std::floor(n / 4.0) + remainder_share * std::fmod(n, 4.0));
   }
   return 4.0 * rounds;
+}
+
+// Whether the longest rows' window [max(min_len, max_len - 3), max_len] holds a length with a remainder
+// iteration: the chains format_remainder_share moves.
+bool has_remainder(const row_stats& s)
+{
+  return unroll4_chain_entries(s.max_len, s.min_len, 0.5) < unroll4_chain_entries(s.max_len, s.min_len);
 }
 }  // namespace
 
@@ -714,7 +728,12 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   const double scatter = sorted_scatter_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted);
   r.bytes = c.moved_bytes + vectors + scatter;
   r.fixed_us = c.launches * p.launch_us + pt.fixed_us;
-  r.serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
+  // ELLPACK-R's and PELLR's remainder iterations at their fitted share of a round (format_remainder_share).
+  const double remainder_share = p.format_remainder_share[static_cast<int>(f)];
+  const double serial_entries = (f == format_id::ellr || f == format_id::pellr) && remainder_share > 0
+                                    ? unroll4_chain_entries(s.max_len, s.min_len, remainder_share)
+                                    : c.serial_entries;
+  r.serial_us = serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
   // JAD walks the rows sorted by length, so its longest chain is walked by the 32 longest rows, not by the
   // longest row's natural group: the lanes in the sorted order, where known. On the H100 held-out sets the
   // natural lanes left jad's one-long-row matrices (hangGlider_2, adder_dcop_05: ratio to the raw chain 0.96-0.99)
@@ -875,7 +894,7 @@ double cusparse_csr_us_above_launch(const device_properties& device, const bandw
 namespace {
 // The whole fit below with the layouts counted in the L2 under `l2_share` of it (l2_resident_share).
 format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& out, int min_samples,
-                              double l2_share)
+                              double l2_share, const std::array<double, format_count>& remainder_share = per_format(0.0))
 {
   // The fit starts from neutral corrections, whatever `out` holds (a cache entry refitted offline gives the
   // same values as the warm-up that fitted it), and writes only the corrections it could fit.
@@ -883,6 +902,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
   copy_format_corrections(bandwidth_model_params{}, p);
   p.l2_resident_share = l2_share;
   p.pellr_sorted_lanes = 1.0;
+  p.format_remainder_share = remainder_share;
   for (int i = 0; i < format_count; ++i) p.format_floor_adds_l2[i] = floor_adds_l2(static_cast<format_id>(i)) ? 1.0 : 0.0;
   format_fit used;
   std::vector<placeholder_parts> parts;
@@ -1328,6 +1348,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
       out.cusparse_sell_wide_chain_scale = p.cusparse_sell_wide_chain_scale;
     }
     if (used.chain[i] > 0 && i == static_cast<int>(format_id::pellr)) out.pellr_sorted_lanes = p.pellr_sorted_lanes;
+    if (used.chain[i] > 0) out.format_remainder_share[i] = p.format_remainder_share[i];
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];
@@ -1374,6 +1395,60 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       best_error = e;
       best = q;
       best_fit = fit;
+    }
+  }
+  // ELLPACK-R's and PELLR's remainder iterations (bandwidth_model_params::format_remainder_share): the whole fit at
+  // the chosen share of the L2 runs again with the remainder at each share of a round in the grid, and each format
+  // keeps the share whose fit leaves the least mean relative error over its samples in the L2 whose chain is the
+  // largest term and has a remainder (taken from the fit with whole rounds), if below the whole rounds' error.
+  // The other formats' corrections do not depend on these two formats' chains, so the last fit, with every
+  // format's chosen share, gives them as before. PELLR's mean error over all its training samples does not tell
+  // the shares apart (H100 session-32 gated warm-up: 16.1 / 15.9 / 16.0 % at 1 / 0.875 / 0.75, set by its samples
+  // beyond the L2), its 29 chains in the L2 with a remainder do (about 11.1 / 10.6 / 10.8 %).
+  {
+    constexpr format_id remainder_formats[] = {format_id::ellr, format_id::pellr};
+    constexpr double remainder_shares[] = {0.875, 0.75};
+    std::array<std::vector<std::size_t>, format_count> chains;
+    for (std::size_t k = 0; k < obs.size(); ++k) {
+      const auto& o = obs[k];
+      if ((o.format != format_id::ellr && o.format != format_id::pellr) || !(o.measured_us > 0) || !has_remainder(o.input.stats))
+        continue;
+      const placeholder_parts t = parts_of(o.format, o.input, best);
+      if (t.in_l2 && chain_us_of(o.format, t, best) >= std::max(t.stream_us, t.l2_us)) chains[static_cast<int>(o.format)].push_back(k);
+    }
+    const auto error = [&](format_id f, const bandwidth_model_params& q) {
+      double e = 0;
+      for (std::size_t k : chains[static_cast<int>(f)]) {
+        e += std::abs(predicted_of(f, parts_of(f, obs[k].input, q), q) - obs[k].measured_us) / obs[k].measured_us;
+      }
+      return e;
+    };
+    std::array<double, format_count> chosen = per_format(0.0), chosen_error{};
+    for (format_id f : remainder_formats) chosen_error[static_cast<int>(f)] = error(f, best);
+    for (double share : remainder_shares) {
+      std::array<double, format_count> trial = per_format(0.0);
+      for (format_id f : remainder_formats) trial[static_cast<int>(f)] = share;
+      bandwidth_model_params q = out;
+      const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, trial);
+      for (format_id f : remainder_formats) {
+        const int i = static_cast<int>(f);
+        if (fit.chain[i] == 0 || static_cast<int>(chains[i].size()) < std::max(1, min_samples)) continue;
+        const double e = error(f, q);
+        if (e < chosen_error[i]) {
+          chosen_error[i] = e;
+          chosen[i] = share;
+        }
+      }
+    }
+    if (chosen != per_format(0.0)) {
+      bandwidth_model_params q = out;
+      const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, chosen);
+      best = q;
+      best_fit = fit;
+      for (format_id f : remainder_formats) {
+        const int i = static_cast<int>(f);
+        if (chosen[i] > 0) best_fit.remainder[i] = static_cast<int>(chains[i].size());
+      }
     }
   }
   out = best;

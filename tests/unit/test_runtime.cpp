@@ -1858,6 +1858,41 @@ TEST(PlaceholderModel, PellrChainInSortedLanesWhereFitted)
   EXPECT_EQ(aijp::explain_bandwidth_model(aijp::format_id::jad, in, old).lanes, 32.0);
 }
 
+// ELLPACK-R's and PELLR's remainder iterations (ell_common.cuh, `#pragma unroll 4`) at a fitted share of an
+// unrolled round (format_remainder_share): chosen per format from the warm-up's chains in the L2 with a remainder,
+// written under its key; a cache without the key counts whole rounds, as before.
+TEST(PlaceholderModel, EllrPellrRemainderShareFittedAndKeyed)
+{
+  aijp::bandwidth_model_params p;
+  p.stream_read_gbs = 3000;
+  aijp::bandwidth_model_params truth = p;
+  for (aijp::format_id f : {aijp::format_id::ellr, aijp::format_id::pellr}) truth.format_remainder_share[static_cast<int>(f)] = 0.75;
+  // Chain-bound rows in the L2 (1024 rows of 200-603 entries: at most 7.4 MB) with 0-3 remainder iterations.
+  std::vector<aijp::fixed_cost_observation> obs;
+  for (aijp::format_id f : {aijp::format_id::ellr, aijp::format_id::pellr}) {
+    for (int len : {200, 203, 301, 302, 400, 403, 500, 501, 602, 603}) {
+      const auto in = uniform_rows_input(1024, len);
+      obs.push_back({f, in, aijp::predict_bandwidth_model(in, truth, {f}).front().predicted_us});
+    }
+  }
+  const auto used = aijp::fit_format_corrections(obs, p);
+  const auto in = uniform_rows_input(1024, 83);  // 20 rounds and 3 remainder iterations
+  for (aijp::format_id f : {aijp::format_id::ellr, aijp::format_id::pellr}) {
+    const int i = static_cast<int>(f);
+    EXPECT_EQ(used.remainder[i], 7);  // the lengths with a remainder: all but 200, 400 and 500
+    EXPECT_EQ(p.format_remainder_share[i], 0.75);
+    EXPECT_NEAR(aijp::explain_bandwidth_model(f, in, p).raw_chain_us, (4 * 20 + 4 * 0.75 * 3) * 0.09, 1e-9);
+    const aijp::bandwidth_model_params old = expect_keyed(p, std::string("chain_remainder_share.") + aijp::format_name(f), 0.75, in, f);
+    EXPECT_EQ(old.format_remainder_share[i], 0.0);
+    EXPECT_NEAR(aijp::explain_bandwidth_model(f, in, old).raw_chain_us, 4 * 23 * 0.09, 1e-9);
+  }
+  // No other format has the key.
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(p, m);
+  EXPECT_EQ(m.count("chain_remainder_share.ell"), 0u);
+  EXPECT_EQ(m.count("chain_remainder_share.jad"), 0u);
+}
+
 // cuSPARSE SELL: its own L2 rate (format_l2_gather_gbs), fitted on and applied to matrices whose x fits in the L2
 // (own_l2_rate_applies), under the key every own rate has; and its fixed cost fitted on the samples whose terms are
 // at most half a launch (fixed_cost_span_launches), which keeps a misfit of the larger terms out of it.
