@@ -4,10 +4,15 @@
 # tree without object files, the shared test matrices, and the paths needed to recreate this machine's
 # absolute paths there. The device copy of the checkout runs it with scripts/device_run.sh.
 # Usage: scripts/pack_device.sh [--help]
+# The working tree and .device travel together under 64 MiB; to pack less, set (see below for each):
+#   AIJP_PACK_EXPERIMENTS="<names>"  only these experiment binaries of bench/experiments (empty: none)
+#   AIJP_PACK_EXCLUDE="<patterns>"   more build-tree paths to leave out (tar patterns, e.g. ./bench ./tests/unit/test_runtime)
+#   AIJP_PACK_LAUNCHER=0             no MPICH launcher (a call that starts no second rank)
+#   AIJP_PACK_PETSC=0                no PETSc, MPI or what links them (a call that runs only the GPU tests)
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-  sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
   echo "Then call the device tool with carry [\".device\"] and the command: bash scripts/device_run.sh [-- COMMAND]"
   exit 0
 fi
