@@ -2373,7 +2373,7 @@ struct gpu_matrix<Value>::background_job {
                     static_cast<double>(opts.candidates.size()), 1e3 * ms_since(t1));
           if (predicted == opts.candidates.size()) {
             gathered->estimates = std::move(partial_estimates);
-            gathered->input = prediction_in;
+            gathered->input = std::move(prediction_in);  // the predictions are done with it
           }
           return false;
         }

@@ -821,6 +821,12 @@ double predicted_of(format_id f, const placeholder_parts& t, const bandwidth_mod
   const int i = static_cast<int>(f);
   return std::max({p.launch_us, floor_of(f, t.rows, p) + floor_traffic_of(f, t, p), t.fixed_us + p.format_fixed_us[i] + variable_of(f, t, p)});
 }
+
+// One measured observation's relative error under `p` (the fits that choose a share from a grid sum them).
+double relative_error_of(const fixed_cost_observation& o, const bandwidth_model_params& p)
+{
+  return std::abs(predicted_of(o.format, parts_of(o.format, o.input, p), p) - o.measured_us) / o.measured_us;
+}
 }  // namespace
 
 placeholder_breakdown explain_bandwidth_model(format_id f, const prediction_input& in, const bandwidth_model_params& p)
@@ -958,10 +964,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     const auto error = [&](double share) {
       q.csr_scalar_x_reread_l2_share = share;
       double e = 0;
-      for (std::size_t k : moved) {
-        const double pred = predicted_of(format_id::csr_scalar, parts_of(format_id::csr_scalar, obs[k].input, q), q);
-        e += std::abs(pred - obs[k].measured_us) / obs[k].measured_us;
-      }
+      for (std::size_t k : moved) e += relative_error_of(obs[k], q);  // csr_scalar's samples only
       return e;
     };
     double best = 0.0, best_e = error(0.0);
@@ -1418,9 +1421,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     }
     const auto error = [&](format_id f, const bandwidth_model_params& q) {
       double e = 0;
-      for (std::size_t k : chains[static_cast<int>(f)]) {
-        e += std::abs(predicted_of(f, parts_of(f, obs[k].input, q), q) - obs[k].measured_us) / obs[k].measured_us;
-      }
+      for (std::size_t k : chains[static_cast<int>(f)]) e += relative_error_of(obs[k], q);  // f's samples only
       return e;
     };
     std::array<double, format_count> chosen = per_format(0.0), chosen_error{};
