@@ -421,15 +421,14 @@ struct gpu_matrix<Value>::impl {
     return report.deferred && report.saving_us * expected_mults >= report.conversion_estimate_us;
   }
   bool may_plan_when_reused(const plan_options& opts, double launch_us) const;
-  // A plan for a background step: the same device CSR, the report, the decision state and the online
-  // settings; no layout, timer or parked plan (the step builds what it needs).
+  // A plan for a background step, copied into `c` (background_job::plan_of: the plan made with the spare job at
+  // the upload, or a new one): the same device CSR, the report, the decision state and the online settings; no
+  // layout, timer or parked plan (the step builds what it needs). In two calls, which a staged step makes in two
+  // parts: the report (its strings and vectors), then the rest. Copied whole in one part into a plan allocated
+  // there, it took 24 us of host time with one or two page faults inside a ~1 ms one-CPU short solve on the H200,
+  // which read 2.7-4.6 % slower (bench/results/2026-11-28_h200_session33_short_solves_one_cpu.txt).
   // `values_version`: the running plan's, read on the products' thread (update_values changes it there while a
   // worker may be copying).
-  std::unique_ptr<impl> copy_for_background(std::uint64_t values_version) const;
-  // The same in two parts of a staged step, into a plan made beforehand (gpu_matrix::make_spare_job) so that
-  // no part allocates it: the report (its strings and vectors), then the rest. Copied whole in one part, the
-  // plan took 24 us of host time with one or two page faults inside a ~1 ms one-CPU short solve on the H200,
-  // which read 2.7-4.6 % slower (bench/results/2026-11-28_h200_session33_short_solves_one_cpu.txt).
   void copy_report_into(impl& c) const { c.report = report; }
   void copy_state_into(impl& c, std::uint64_t values_version) const;
   // The analysis' passes issued after the upload (gpu_matrix::prefetch_analysis) and, once read back, what
@@ -1690,15 +1689,6 @@ bool gpu_matrix<Value>::impl::may_plan_when_reused(const plan_options& opts, dou
 }
 
 template <typename Value>
-std::unique_ptr<typename gpu_matrix<Value>::impl> gpu_matrix<Value>::impl::copy_for_background(std::uint64_t version) const
-{
-  auto c = std::make_unique<impl>(csr_owner);
-  copy_report_into(*c);
-  copy_state_into(*c, version);
-  return c;
-}
-
-template <typename Value>
 void gpu_matrix<Value>::impl::copy_state_into(impl& c, std::uint64_t version) const
 {
   c.background = true;
@@ -1922,6 +1912,13 @@ struct gpu_matrix<Value>::background_job {
       worker_ms += ms_since(w0);
       worker_busy.store(false, std::memory_order_release);
     });
+  }
+  // The plan this step builds, to copy `source` into: the one made with the spare job at the upload
+  // (make_spare_job) where it is of the same CSR copy, else a new one.
+  impl& plan_of(const impl& source)
+  {
+    if (!plan || plan->csr_owner != source.csr_owner) plan = std::make_unique<impl>(source.csr_owner);
+    return *plan;
   }
   void reserve_parts(std::size_t n)
   {
@@ -2247,8 +2244,7 @@ struct gpu_matrix<Value>::background_job {
   {
     if (at == stage::copy) {  // the first two parts: the copy of the running plan this step builds on
       // Into the plan made with the spare job at the upload (make_spare_job), where it is of this CSR copy.
-      if (!plan || plan->csr_owner != source->csr_owner) plan = std::make_unique<impl>(source->csr_owner);
-      source->copy_report_into(*plan);
+      source->copy_report_into(plan_of(*source));
       plan->report.staged_start_us = start_us;
       at = stage::copy_state;
       return false;
@@ -2643,7 +2639,8 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
     m.step_running = true;
     return true;
   }
-  job->plan = m.copy_for_background(m.values_version);
+  m.copy_report_into(job->plan_of(m));
+  m.copy_state_into(*job->plan, m.values_version);
   job->ready.record(stream);
   // The process's worker thread (started by the context), kept off this thread's CPU where it may.
   background_job* j = job.get();
