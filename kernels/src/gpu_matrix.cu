@@ -19,8 +19,10 @@
 #include <exception>
 #include <future>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include <sys/resource.h>
 
@@ -2142,10 +2144,34 @@ struct gpu_matrix<Value>::background_job {
     return rows_per_budget(plan->csr.rows, work_us, budget_us);
   }
 
+  // Staged mode, before advance at a product: whether this product's poll has anything to do. False while
+  // the worker runs a stage, or while the parts are ahead of opts.stage_duty with the device time of their
+  // passes read back so far: that is a lower bound of what they spent, so reading back the rest (event
+  // queries) could only hold the next part back further. Most products of a step are such polls; this
+  // check reads the clock and nothing of the device (the caller skips the stream and its log events too).
+  // Records the product's gap for the pacing either way; the advance that follows a true does not again.
+  bool due(clock_type::time_point now)
+  {
+    if (worker_busy.load(std::memory_order_acquire)) {
+      active_ms(now);  // the pacing's product count and wall time (the worker touches neither)
+      return false;
+    }
+    if (at == stage::finished) return true;
+    const double active_now = active_ms(now);
+    if (over_duty(spent_us, unpaced() ? 0.0 : opts.stage_duty, active_now)) {
+      ++skipped;
+      return false;
+    }
+    paced_active = active_now;
+    return true;
+  }
+  std::optional<double> paced_active;  // due()'s wall time, for the advance that follows it
+
   // Staged mode: issues the next part on `stream` (with `block`, every part, waiting for the read-backs);
   // true once the plan is built (or the step failed: `error`).
   bool advance(cudaStream_t stream, bool block)
   {
+    const std::optional<double> checked = std::exchange(paced_active, std::nullopt);
     if (worker_busy.load(std::memory_order_acquire)) {
       if (!block) {
         active_ms(clock_type::now());  // the pacing's product count and wall time (the worker touches neither)
@@ -2161,7 +2187,7 @@ struct gpu_matrix<Value>::background_job {
     harvest_passes();
     // Pacing: the parts' host time beyond the product they overlap, and their device time, stay within
     // opts.stage_duty of the wall time since the step began.
-    if (!block && over_duty(spent_us, unpaced() ? 0.0 : opts.stage_duty, active_ms(t0))) {
+    if (!block && over_duty(spent_us, unpaced() ? 0.0 : opts.stage_duty, checked ? *checked : active_ms(t0))) {
       ++skipped;
       return false;
     }
@@ -2757,6 +2783,14 @@ bool gpu_matrix<Value>::poll_background(cudaStream_t stream, bool* changed)
   }
   install_background(stream, changed);
   return true;
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::background_poll_due()
+{
+  if (!job_) return false;
+  if (job_->mode == background_mode::staged) return job_->due(clock_type::now());
+  return job_->done.load(std::memory_order_acquire);
 }
 
 template <typename Value>

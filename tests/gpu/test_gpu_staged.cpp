@@ -631,6 +631,55 @@ TEST_F(GpuStaged, ChargedStartHoldsThePartsBack)
   check_product(m, a, x, dx, "after the charged step");
 }
 
+// gpu_matrix::background_poll_due (the plugin polls only where it says a part is due): false at every product
+// of a charged step, counted as the pacing's skipped products once each, with no part run; a step polled only
+// where it says so runs its parts, skips products under the duty, and installs the synchronous choice.
+TEST_F(GpuStaged, PollsGatedByBackgroundPollDueKeepThePacing)
+{
+  const auto a = aijp::gen::from_spec("lap7:32x32x32");
+  const auto ctx = make_context();
+  const auto x = aijp::test::random_vector(a.cols, 13);
+  device_vec<double> dx(x);
+  aijp::plan_options opts;
+  opts.stage_duty = 0.01;
+  aijp::gpu_matrix<double> sync(*ctx, a.view(), opts, nullptr);
+  {
+    aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+    EXPECT_FALSE(m.background_poll_due()) << "no step";
+    ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+    m.charge_background(10000);
+    for (int k = 0; k < 40; ++k) {
+      check_product(m, a, x, dx, "product " + std::to_string(k) + " of a charged step");
+      EXPECT_FALSE(m.background_poll_due()) << "product " << k;
+    }
+    EXPECT_EQ(m.staged_last_part(), "") << "a part ran although the charge was not paid";
+    EXPECT_TRUE(m.finish_background(nullptr));
+    EXPECT_EQ(m.report().staged_skipped, 40) << "each product counted once: " << m.report().to_string();
+  }
+  aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+  ASSERT_TRUE(m.start_background(ctx, background_step::analyze, opts, nullptr, background_mode::staged));
+  int products = 0, due = 0;
+  bool installed = false, changed = false;
+  while (!installed) {
+    ASSERT_LT(products, 200000) << "the gated step never finished: " << m.report().to_string();
+    check_product(m, a, x, dx, "while the gated step runs");
+    ++products;
+    if (!m.background_poll_due()) continue;
+    ++due;
+    installed = m.poll_background(nullptr, &changed);
+  }
+  std::cout << products << " products, " << due << " of them polled, for a step of " << m.report().staged_polls() << " parts; "
+            << m.report().to_string();
+  EXPECT_TRUE(changed);
+  EXPECT_FALSE(m.background_running());
+  EXPECT_FALSE(m.background_poll_due()) << "installed: no step";
+  EXPECT_LT(due, products) << "the duty held no product back";
+  EXPECT_GE(m.report().staged_skipped, products - due) << "every product not polled is a skipped one";
+  EXPECT_EQ(m.format(), sync.format()) << "gated: " << m.report().decision << "\nsynchronous: " << sync.report().decision;
+  EXPECT_EQ(m.report().plan, sync.report().plan);
+  check_product(m, a, x, dx, "after the gated step");
+}
+
 // plan_options::first_part_unpaced (the plugin's -mat_aijpredict_first_solve_analysis): an analysis that starts
 // from prefetched passes with the host worker hands over at the first poll even under a duty that a charged
 // start would hold it back by (the start's host time is not charged) and installs the synchronous choice. A

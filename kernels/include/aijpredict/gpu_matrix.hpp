@@ -380,6 +380,13 @@ class gpu_matrix {
   /// found nothing to do leaves the plan and updates the report's decision). Returns false while it runs,
   /// or when none was started. Rethrows an error the step raised (the running plan stays).
   bool poll_background(cudaStream_t stream, bool* changed = nullptr);
+  /// Whether poll_background has anything to do at this product, without touching the device: false while
+  /// a staged step's parts are ahead of plan_options::stage_duty (or its worker runs a stage), or a thread
+  /// step runs; true when the next poll_background would run a part or install. Counts the product for the
+  /// pacing, which that poll_background then does not count again; a caller that skips the poll on false
+  /// (most products of a step) saves its stream query and log events. Calling poll_background without it
+  /// is the same, at the cost of those.
+  bool background_poll_due();
   /// Waits for the step started by start_background, if any, and installs it as poll_background does.
   bool finish_background(cudaStream_t stream, bool* changed = nullptr);
   /// A step started by start_background has not been installed yet.
