@@ -63,7 +63,8 @@ struct AIJPOptions {
   PetscReal   first_convert  = 200;         /* -mat_aijpredict_first_solve_convert_us: that analysis converts at once below this estimate */
   PetscBool   worker_convert = PETSC_TRUE;  /* -mat_aijpredict_worker_convert: that conversion runs on the step worker's stream when a builder makes it */
   PetscReal   stage_fraction = 0.03;        /* -mat_aijpredict_stage_fraction: a part's share of a product's predicted time */
-  PetscReal   stage_duty     = 0.01;        /* -mat_aijpredict_stage_duty: the parts' share of the wall time (host) */
+  PetscReal   stage_duty     = 0.01;        /* -mat_aijpredict_stage_duty: the parts' share of the wall time (host); default AIJPDefaultStageDuty */
+  PetscBool   stage_duty_set = PETSC_FALSE; /* given as an option (else the default follows -mat_aijpredict_host_worker and the CPUs) */
   PetscReal   stage_overlap  = 0.0;         /* -mat_aijpredict_stage_overlap: share of a product's predicted time a part overlaps */
   PetscReal   reserve        = 1.0;         /* -mat_aijpredict_reserve: layout reserve beside the CSR copy, a fraction of its bytes */
   PetscBool   upload_pool    = PETSC_TRUE;  /* -mat_aijpredict_upload_pool: the CSR copy from a pool that keeps destroyed matrices' blocks */
@@ -373,6 +374,17 @@ int AIJPCpusAvailable()
   return cpus;
 }
 
+/* -mat_aijpredict_stage_duty's default. With the step worker on a second CPU the products' thread runs only the
+   hand-over and the conversion's parts: 1 %. On one CPU every part of the analysis lands in a solve, and a
+   solve that holds parts pays for them beyond their measured host time (the caches they evict): at 1 % the
+   solves of the step ran 1.016-1.037x aijcusparse's (worst 1.032-1.037x, its noise floor 1.010-1.014x), at
+   0.25 % the worst was 1.019-1.022x, with the conversion ~50 solves later (H200, one CPU, 71 rounds of 160
+   GMRES(10) solves, bench/results/2026-11-28_h200_session35_short_solves_one_cpu.txt). */
+PetscReal AIJPDefaultStageDuty(PetscBool host_worker)
+{
+  return host_worker && AIJPCpusAvailable() >= 2 ? 0.01 : 0.0025;
+}
+
 /* -mat_aijpredict_first_solve_analysis applies, and the passes prefetched at the upload are read back. */
 bool AIJPFirstSolveAnalysis(const Mat_SeqAIJPredict *p)
 {
@@ -468,6 +480,9 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
   }
   if (!p->gpu->background_running()) PetscFunctionReturn(PETSC_SUCCESS);
+  /* Most products of a step have no part due (the pacing, -mat_aijpredict_stage_duty): that is known from the
+     clock alone, so they return before the stream query and the log events. */
+  if (!wait && !p->gpu->background_poll_due()) PetscFunctionReturn(PETSC_SUCCESS);
   /* -mat_aijpredict_trace_buffer splits this call's host time: where a part's cost lands outside the part. */
   using clock      = std::chrono::steady_clock;
   const bool split = p->opt.trace_buffer;
@@ -782,27 +797,27 @@ PetscErrorCode MatSeqAIJPredictApply(Mat A, Mat_SeqAIJPredict *p, Vec xx, Vec yy
   const PetscScalar *x;
   PetscScalar       *z;
   PetscMemType       xm, zm;
-  PetscInt           nin, nout;
+  PetscInt           nin = 0, nout = 0;
   cudaStream_t       stream;
 
   PetscFunctionBegin;
   PetscCall(PetscGetCurrentCUDAStream(&stream));
   if (yy && yy != zz) PetscCall(VecCopy(yy, zz));
-  PetscCall(VecGetLocalSize(xx, &nin));
-  PetscCall(VecGetLocalSize(zz, &nout));
   PetscCall(VecGetArrayReadAndMemType(xx, &x, &xm));
   if (yy) PetscCall(VecGetArrayAndMemType(zz, &z, &zm));
   else PetscCall(VecGetArrayWriteAndMemType(zz, &z, &zm));
 
   const PetscScalar *dx = x;
   PetscScalar       *dz = z;
-  if (!PetscMemTypeDevice(xm)) {
+  if (!PetscMemTypeDevice(xm)) { /* host vectors (the sizes only here: the product's path asks for nothing it does not use) */
+    PetscCall(VecGetLocalSize(xx, &nin));
     PetscCall(AIJPStaging(&p->dx, &p->nx, nin));
     PetscCallCUDA(cudaMemcpyAsync(p->dx, x, sizeof(PetscScalar) * nin, cudaMemcpyHostToDevice, stream));
     PetscCall(PetscLogCpuToGpu(sizeof(PetscScalar) * nin));
     dx = p->dx;
   }
   if (!PetscMemTypeDevice(zm)) {
+    PetscCall(VecGetLocalSize(zz, &nout));
     PetscCall(AIJPStaging(&p->dy, &p->ny, nout));
     if (yy) {
       PetscCallCUDA(cudaMemcpyAsync(p->dy, z, sizeof(PetscScalar) * nout, cudaMemcpyHostToDevice, stream));
@@ -1252,7 +1267,9 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_staged", "Analyse and convert a reused matrix in parts over the next products, on their stream, never waiting for the device (read-backs are polled at later products), paced by -mat_aijpredict_stage_duty; the products run the current format until the new one is complete. A partition is planned in slices and built block by block; a conversion to sell_delta16, sell_sigma or sell is split so each product carries at most -mat_aijpredict_stage_fraction of its time (an exploration's candidate of those formats too, after the products); other formats convert in one part. False: the whole analysis and conversion inside the product that decides it (one solve of repeated short solves took 1.4-2.4x there, against 1.09-1.6x staged on an H100). -mat_aijpredict_background takes precedence", "MatCreateSeqAIJPredict", o->staged, &o->staged, nullptr));
   PetscCall(PetscOptionsReal("-mat_aijpredict_stage_fraction", "Staged steps: the largest share of a conversion one product carries, as a fraction of the running format's predicted product time", "MatCreateSeqAIJPredict", o->stage_fraction, &o->stage_fraction, nullptr));
   PetscCheck(o->stage_fraction > 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_stage_fraction must be > 0");
-  PetscCall(PetscOptionsReal("-mat_aijpredict_stage_duty", "Staged steps: the most host time their parts take beyond the product each one overlaps, plus the device time of their passes, as a share of the wall time since the step began, each gap between two products counted at most 3x the median of the recent gaps (the time between solves does not count whole; a product issues the next part only within it; 0: a part at every product)", "MatCreateSeqAIJPredict", o->stage_duty, &o->stage_duty, nullptr));
+  if (!o->stage_duty_set) o->stage_duty = AIJPDefaultStageDuty(o->host_worker);
+  PetscCall(PetscOptionsReal("-mat_aijpredict_stage_duty", "Staged steps: the most host time their parts take beyond the product each one overlaps, plus the device time of their passes, as a share of the wall time since the step began, each gap between two products counted at most 3x the median of the recent gaps (the time between solves does not count whole; a product issues the next part only within it; 0: a part at every product). Default 0.01 with -mat_aijpredict_host_worker on a second CPU, else 0.0025 (one CPU: every part lands in a solve)", "MatCreateSeqAIJPredict", o->stage_duty, &o->stage_duty, &set));
+  if (set) o->stage_duty_set = PETSC_TRUE;
   PetscCheck(o->stage_duty >= 0 && o->stage_duty <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_stage_duty must be in [0, 1]");
   PetscCall(PetscOptionsReal("-mat_aijpredict_stage_overlap", "Staged steps: the share of the running format's predicted product time a part's host time is taken to overlap (not counted against -mat_aijpredict_stage_duty); 1: the device is busy with the product meanwhile, 0: all of a part's host time counts", "MatCreateSeqAIJPredict", o->stage_overlap, &o->stage_overlap, nullptr));
   PetscCheck(o->stage_overlap >= 0 && o->stage_overlap <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_stage_overlap must be in [0, 1]");
@@ -1407,7 +1424,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_partition <bool> - row-partitioned multi-format plans when they pay (default true)
 .  -mat_aijpredict_staged <bool>    - analyse and convert in parts over the next products, never waiting for the device (default true; false: inside the product that decides it)
 .  -mat_aijpredict_stage_fraction <f> - a product's largest share of a staged conversion, as a fraction of its predicted time (default 0.03)
-.  -mat_aijpredict_stage_duty <f>   - the most host time a staged step's parts take beyond the products they overlap, plus their passes' device time, as a share of the wall time since it began, gaps between products capped at 3x their recent median (default 0.01; 0: a part at every product)
+.  -mat_aijpredict_stage_duty <f>   - the most host time a staged step's parts take beyond the products they overlap, plus their passes' device time, as a share of the wall time since it began, gaps between products capped at 3x their recent median (default 0.01 with the step worker on a second CPU, else 0.0025; 0: a part at every product)
 .  -mat_aijpredict_stage_overlap <f> - the share of a product's predicted time (if >= 30 us) a staged part is taken to overlap (default 0: all of its host time counts against the duty)
 .  -mat_aijpredict_reserve <f>      - device memory set aside with the CSR copy for later layouts, a fraction of its bytes counted twice up to 64 MiB (default 1; 0: none; only while the GPU keeps half its memory free)
 .  -mat_aijpredict_upload_pool <bool> - upload the CSR copy into a pooled block that destroyed matrices leave for later uploads (at most 256 MiB kept unused), with a free-memory reading of the last second (default true)
