@@ -42,10 +42,16 @@ Options:\n\
   -inject_thread     the busy-wait runs on a helper thread instead, kept off the solving thread's CPU\n\
                      (started before the solves, woken at that iteration; the solve does not wait for\n\
                      it): what a worker thread's host work costs the solves beside it (default: false)\n\
+  -time_mult          the host time of each MatMult of the later solves (the matrix type's mult operation,\n\
+                     wrapped: launches included, PETSc's MatMult checks excluded), per type the median over\n\
+                     rounds of each round's median and of its difference from the first type's, in the solves'\n\
+                     own cache state; with user-space hardware counters of those calls (instructions, L1\n\
+                     instruction-cache and instruction-TLB misses) where perf_event_open allows them\n\
 KSP and PC options (-ksp_type, -pc_type, -ksp_rtol, -ksp_max_it, ...) apply to every solve.\n";
 
 #include <petscksp.h>
 #include <petscaijpredict.h>
+#include <petsc/private/matimpl.h> /* -time_mult wraps the matrix type's mult operation */
 
 #include <cuda_runtime_api.h>
 
@@ -57,6 +63,15 @@ KSP and PC options (-ksp_type, -pc_type, -ksp_rtol, -ksp_max_it, ...) apply to e
 #include <thread>
 
 #include <sched.h>
+#if defined(__linux__)
+  #include <linux/perf_event.h>
+  #include <sys/syscall.h>
+  #include <unistd.h>
+#endif
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -169,6 +184,94 @@ static PetscErrorCode TimeProducts(Mat B, Vec x, const char *type, PetscInt mult
   PetscFunctionReturn(PETSC_SUCCESS);
 }
 
+/* -time_mult: user-space hardware counters of this thread, read around each product (a group: one read). */
+struct MultCounters {
+  static constexpr int n = 3; /* instructions, L1 instruction-cache misses, instruction-TLB misses */
+  int         fd[n] = {-1, -1, -1};
+  std::string why; /* empty: counting */
+  bool        open()
+  {
+#if defined(__linux__)
+    const unsigned long long config[n][2] = {
+      {PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS},
+      {PERF_TYPE_HW_CACHE, PERF_COUNT_HW_CACHE_L1I | (PERF_COUNT_HW_CACHE_OP_READ << 8) | (PERF_COUNT_HW_CACHE_RESULT_MISS << 16)},
+      {PERF_TYPE_HW_CACHE, PERF_COUNT_HW_CACHE_ITLB | (PERF_COUNT_HW_CACHE_OP_READ << 8) | (PERF_COUNT_HW_CACHE_RESULT_MISS << 16)},
+    };
+    for (int i = 0; i < n; ++i) {
+      perf_event_attr a;
+      std::memset(&a, 0, sizeof(a));
+      a.size           = sizeof(a);
+      a.type           = (unsigned)config[i][0];
+      a.config         = config[i][1];
+      a.exclude_kernel = 1;
+      a.exclude_hv     = 1;
+      a.read_format    = PERF_FORMAT_GROUP;
+      fd[i]            = (int)syscall(SYS_perf_event_open, &a, 0, -1, i == 0 ? -1 : fd[0], 0);
+      if (fd[i] < 0) {
+        why = std::string("perf_event_open: ") + std::strerror(errno);
+        close_all();
+        return false;
+      }
+    }
+    return true;
+#else
+    why = "no perf_event_open here";
+    return false;
+#endif
+  }
+  void close_all()
+  {
+#if defined(__linux__)
+    for (int &f : fd)
+      if (f >= 0) {
+        close(f);
+        f = -1;
+      }
+#endif
+  }
+  bool read_into(std::array<long long, n> &v) const
+  {
+#if defined(__linux__)
+    unsigned long long buf[1 + n];
+    if (fd[0] < 0 || ::read(fd[0], buf, sizeof(buf)) != (ssize_t)sizeof(buf)) return false;
+    for (int i = 0; i < n; ++i) v[i] = (long long)buf[1 + i];
+    return true;
+#else
+    return false;
+#endif
+  }
+};
+
+/* -time_mult: one matrix's wrapped mult operation and what its products of the later solves took. */
+struct MultProbe {
+  PetscErrorCode (*mult)(Mat, Vec, Vec) = nullptr;
+  bool                                  record = false; /* set during the later solves */
+  std::vector<double>                   us;
+  std::vector<std::array<long long, MultCounters::n>> counts;
+};
+static std::map<Mat, MultProbe *> probes;
+static PetscBool                  time_mult = PETSC_FALSE;
+static MultCounters               counters;
+
+static PetscErrorCode ProbedMult(Mat A, Vec x, Vec y)
+{
+  MultProbe                           *p = probes.at(A);
+  std::array<long long, MultCounters::n> c0{}, c1{};
+
+  PetscFunctionBeginUser;
+  const bool counted = p->record && counters.read_into(c0);
+  const auto t0      = std::chrono::steady_clock::now();
+  PetscCall(p->mult(A, x, y));
+  const auto t1 = std::chrono::steady_clock::now();
+  if (counted && counters.read_into(c1)) {
+    std::array<long long, MultCounters::n> d;
+    for (int i = 0; i < MultCounters::n; ++i) d[i] = c1[i] - c0[i];
+    p->counts.push_back(d);
+  }
+  if (p->record) p->us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  PetscFunctionReturn(PETSC_SUCCESS);
+}
+
 /* One type's matrix, vectors and KSP in one round, and its solves' times. */
 struct Solver {
   Mat                 B   = nullptr;
@@ -178,6 +281,7 @@ struct Solver {
   PetscInt            done  = 0; /* solves so far */
   double              first = 0;
   std::vector<double> later;
+  MultProbe           probe; /* -time_mult */
 };
 
 /* -inject_us: host time spent inside the solve at one iteration, to calibrate what it costs the solve. */
@@ -266,6 +370,11 @@ static PetscErrorCode SolverSetUp(Mat A0, const char *type, Vec b_host, Solver *
   PetscCall(KSPSetOperators(s->ksp, s->B, s->B));
   PetscCall(KSPSetFromOptions(s->ksp));
   if (inj) PetscCall(KSPMonitorSet(s->ksp, InjectMonitor, inj, nullptr));
+  if (time_mult) {
+    s->probe.mult   = s->B->ops->mult;
+    s->B->ops->mult = ProbedMult;
+    probes[s->B]    = &s->probe;
+  }
   /* The later solves of each type in a log stage of their own ('Solves <type>'), so that -log_view splits
      their events (MatMult, the vector operations, PCApply) by matrix type. */
   char name[64];
@@ -285,6 +394,7 @@ static PetscErrorCode SolverSolve(Solver *s)
   PetscCall(VecSet(s->x, 0.0));
   PetscCall(SyncDevice());
   if (s->done > 0) PetscCall(PetscLogStagePush(s->stage));
+  s->probe.record = s->done > 0; /* the first solve's products include the upload (and aijpredict's prefetch) */
   PetscCall(PetscTime(&t0));
   PetscCall(KSPSolve(s->ksp, s->b, s->x));
   PetscCall(SyncDevice());
@@ -302,6 +412,10 @@ static PetscErrorCode SolverFinish(Solver *s, const char *type, PetscInt mults, 
   PetscFunctionBeginUser;
   PetscCall(KSPGetIterationNumber(s->ksp, its));
   if (mults > 0) PetscCall(TimeProducts(s->B, s->x, type, mults, products));
+  if (s->probe.mult) {
+    s->B->ops->mult = s->probe.mult;
+    probes.erase(s->B);
+  }
   PetscCall(KSPDestroy(&s->ksp));
   PetscCall(VecDestroy(&s->x));
   PetscCall(VecDestroy(&s->b));
@@ -330,6 +444,8 @@ int main(int argc, char **argv)
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-solves", &solves, nullptr));
   PetscCall(PetscOptionsGetInt(nullptr, nullptr, "-mults", &mults, nullptr));
   PetscCall(PetscOptionsGetBool(nullptr, nullptr, "-interleave", &interleave, nullptr));
+  PetscCall(PetscOptionsGetBool(nullptr, nullptr, "-time_mult", &time_mult, nullptr));
+  if (time_mult && !counters.open()) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "-time_mult: no hardware counters (%s): host times only\n", counters.why.c_str()));
   Injection inj;
   PetscInt  inject_type = 1;
   PetscCall(PetscOptionsGetReal(nullptr, nullptr, "-inject_us", &inj.us, nullptr));
@@ -388,6 +504,8 @@ int main(int argc, char **argv)
   PetscCheck(inj.us == 0 || (inject_type >= 0 && (size_t)inject_type < nt), PETSC_COMM_WORLD, PETSC_ERR_ARG_OUTOFRANGE, "-inject_type %" PetscInt_FMT " is not an index into -types", inject_type);
   const auto inject_at = [&](size_t k) -> Injection * { return inj.us > 0 && (PetscInt)k == inject_type ? &inj : nullptr; };
   std::vector<std::vector<double>> first(nt), later(nt);
+  std::vector<std::vector<double>> mult_us(nt); /* -time_mult: per type, each round's median host time per product */
+  std::vector<std::vector<std::array<double, MultCounters::n>>> mult_counts(nt);
   std::vector<std::vector<std::vector<double>>> each(nt); /* [type][round][solve index - 1]: the later solves */
   std::vector<std::vector<ProductTimes>> products(nt);
   std::vector<PetscInt>            its(nt, -1);
@@ -406,6 +524,17 @@ int main(int argc, char **argv)
       /* Another plan in a later round (online corrections) may reorder sums and move the count a little. */
       if (its[k] >= 0 && its[k] != n) same_its[k] = false;
       its[k] = n;
+      if (time_mult) {
+        const MultProbe &pr = solver[k].probe;
+        mult_us[k].push_back(Median(pr.us));
+        std::array<double, MultCounters::n> c{};
+        for (int i = 0; i < MultCounters::n; ++i) {
+          std::vector<double> v;
+          for (const auto &d : pr.counts) v.push_back((double)d[i]);
+          c[i] = Median(v);
+        }
+        mult_counts[k].push_back(c);
+      }
       first[k].push_back(solver[k].first);
       later[k].push_back(Median(solver[k].later));
       each[k].push_back(solver[k].later);
@@ -480,6 +609,20 @@ int main(int argc, char **argv)
       }
       PetscCall(PetscPrintf(PETSC_COMM_WORLD, "   median slowest %.3f, max %.3f; all later solves %.4f (median over rounds)\n", Median(slowest), *std::max_element(slowest.begin(), slowest.end()), Median(total)));
     }
+  }
+  if (time_mult) {
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "Host time of each MatMult of the later solves (-time_mult; the type's mult operation), median over rounds of each round's median:\n"));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-14s %10s %14s %14s %14s %14s\n", "type", "us", "us - first", "instructions", "L1i misses", "iTLB misses"));
+    for (size_t k = 0; k < nt; ++k) {
+      std::vector<double> d;
+      std::array<std::vector<double>, MultCounters::n> c;
+      for (PetscInt r = 0; r < rounds; ++r) {
+        d.push_back(mult_us[k][r] - mult_us[0][r]);
+        for (int i = 0; i < MultCounters::n; ++i) c[i].push_back(mult_counts[k][r][i]);
+      }
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-14s %10.3f %14.3f %14.0f %14.1f %14.1f\n", types[k].c_str(), Median(mult_us[k]), Median(d), Median(c[0]), Median(c[1]), Median(c[2])));
+    }
+    if (!counters.why.empty()) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "(counters: %s)\n", counters.why.c_str()));
   }
   if (mults > 0) {
     /* The speed-up over the first type: its per-product time over this type's, paired within each round. */
