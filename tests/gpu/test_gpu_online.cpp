@@ -455,6 +455,58 @@ TEST_F(GpuOnline, ExplorationThatCannotPayIsNotTried)
   }
 }
 
+// Amortization with an interim format: the best-predicted format (sell_sigma, made to look 5x faster) does not
+// pay within the expected products, but csr_vector, which converts for the price of its install, does (cuSPARSE
+// CSR made to look 3x slower): csr_vector runs meanwhile, sell_sigma waits with its saving over csr_vector, and
+// converts once that pays. Every product right throughout.
+TEST_F(GpuOnline, FormatThatPaysRunsWhileTheBestWaitsForItsConversionToPay)
+{
+  auto ctx = online_context();
+  aijp::plan_options po = single();
+  po.candidates = {format_id::cusparse_csr, format_id::csr_vector, format_id::sell_sigma};
+  po.expected_mults = 1e9;
+  {
+    aijp::gpu_matrix<double> probe(*ctx, a_.view(), po, s_);
+    for (const auto& e : probe.report().estimates) {
+      const auto cls = aijp::online::classify(e.bytes, static_cast<double>(ctx->device().l2_bytes));
+      const double measured = e.format == format_id::cusparse_csr ? 3.0 : e.format == format_id::sell_sigma ? 0.2 : 1.0;
+      for (int k = 0; k < 5; ++k) ctx->online_corrections()->observe(e.format, cls, 1.0, measured);
+    }
+  }
+  double t_csr = 0, t_vec = 0, t_sig = 0;
+  {
+    aijp::gpu_matrix<double> probe(*ctx, a_.view(), po, s_);
+    ASSERT_EQ(probe.format(), format_id::sell_sigma) << probe.report().to_string();
+    for (const auto& e : probe.report().estimates) {
+      (e.format == format_id::cusparse_csr ? t_csr : e.format == format_id::csr_vector ? t_vec : t_sig) = e.predicted_us;
+    }
+  }
+  ASSERT_TRUE(t_sig < t_vec && t_vec < t_csr) << t_sig << " " << t_vec << " " << t_csr;
+  // One expected product: sell_sigma is deferred; its conversion estimate sets how many products it needs.
+  po.expected_mults = 1;
+  double cost_sig = 0;
+  {
+    aijp::gpu_matrix<double> probe(*ctx, a_.view(), po, s_);
+    ASSERT_EQ(probe.report().deferred, format_id::sell_sigma) << probe.report().to_string();
+    cost_sig = probe.report().conversion_estimate_us;
+  }
+  po.expected_mults = 0.5 * cost_sig / (t_csr - t_sig);  // sell_sigma pays only over twice as many
+  ASSERT_GT((t_csr - t_vec) * po.expected_mults, 2 * aijp::csr_copy_install_us) << "csr_vector would not pay either: the test's premise";
+  aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
+  const auto& r = m.report();
+  std::cout << r.to_string();
+  EXPECT_EQ(m.format(), format_id::csr_vector) << r.decision;
+  ASSERT_EQ(r.deferred, format_id::sell_sigma) << r.decision;
+  EXPECT_NE(r.decision.find("; meanwhile csr_vector"), std::string::npos) << r.decision;
+  EXPECT_NEAR(r.saving_us, t_vec - t_sig, 1e-9 * t_csr) << "the deferred format's saving is over the interim one";
+  run(m, 20, s_);
+  EXPECT_FALSE(m.convert_deferred(po.expected_mults, s_)) << "its saving over csr_vector pays over fewer products still";
+  EXPECT_TRUE(m.convert_deferred(1e9, s_));
+  EXPECT_EQ(m.format(), format_id::sell_sigma) << r.decision;
+  EXPECT_FALSE(r.deferred.has_value());
+  run(m, 20, s_);
+}
+
 // While the runner-up is measured, runs of products alternate between it and the parked running plan, both
 // timed (policy.interleave_block): every product stays right, the record holds both interleaved medians, and
 // with interleaving off the running plan's figure is the one measured before.
