@@ -4,6 +4,8 @@
 // short solve sees. Built by CMake as aijp_alloc_cost (bench/CMakeLists.txt).
 //   aijp_alloc_cost [--reps N] [--busy-us US]
 // Driver calls (virtual memory management) through cudaGetDriverEntryPointByVersion: no link to libcuda.
+#include "experiment_check.hpp"
+
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -17,14 +19,6 @@
 
 namespace {
 
-#define CHECK(call)                                                                                   \
-  do {                                                                                                \
-    cudaError_t e_ = (call);                                                                          \
-    if (e_ != cudaSuccess) {                                                                          \
-      std::fprintf(stderr, "aijp_alloc_cost: %s failed: %s (line %d)\n", #call, cudaGetErrorString(e_), __LINE__); \
-      std::exit(1);                                                                                   \
-    }                                                                                                 \
-  } while (0)
 #define DCHECK(call)                                                                                  \
   do {                                                                                                \
     CUresult r_ = (call);                                                                             \

@@ -8,6 +8,8 @@
 //
 // Build: nvcc -O2 -std=c++17 -arch=sm_90 call_cost.cu -o call_cost
 // Usage: call_cost [pairs=1500] [every=2]
+#include "experiment_check.hpp"
+
 #include <cuda_runtime.h>
 #include <sys/resource.h>
 
@@ -18,15 +20,6 @@
 #include <functional>
 #include <string>
 #include <vector>
-
-#define CHECK(x)                                                                                         \
-  do {                                                                                                   \
-    cudaError_t e_ = (x);                                                                                \
-    if (e_ != cudaSuccess) {                                                                             \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));           \
-      std::exit(1);                                                                                      \
-    }                                                                                                    \
-  } while (0)
 
 using clk = std::chrono::steady_clock;
 static double us_since(clk::time_point t0) { return std::chrono::duration<double, std::micro>(clk::now() - t0).count(); }

@@ -12,6 +12,8 @@
 //
 // Built as aijp_cusparse_call_cost (bench/CMakeLists.txt).
 // Usage: aijp_cusparse_call_cost [calls=4000] [rounds=9] [pollute_kb=0]
+#include "experiment_check.hpp"
+
 #include <cuda_runtime.h>
 #include <cusparse.h>
 
@@ -21,23 +23,6 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#define CHECK(x)                                                                                   \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
-#define SCHECK(x)                                                                                  \
-  do {                                                                                             \
-    cusparseStatus_t s_ = (x);                                                                     \
-    if (s_ != CUSPARSE_STATUS_SUCCESS) {                                                           \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cusparseGetErrorString(s_)); \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 using clk = std::chrono::steady_clock;
 

@@ -16,6 +16,8 @@
 // product (the products, an estimated 15-130 us on an H100, outlast their ~5-8 us issue, so the queue stays
 // ahead): the time is the device's, as the gated warm-up's.
 // Built by CMake as aijp_csell_switch (bench/CMakeLists.txt); aijp_csell_switch --help.
+#include "experiment_check.hpp"
+
 #include <cuda_runtime.h>
 #include <cusparse.h>
 
@@ -26,23 +28,6 @@
 #include <vector>
 
 namespace {
-
-#define CHECK(call)                                                                                              \
-  do {                                                                                                           \
-    cudaError_t e_ = (call);                                                                                     \
-    if (e_ != cudaSuccess) {                                                                                     \
-      std::fprintf(stderr, "aijp_csell_switch: %s failed: %s (line %d)\n", #call, cudaGetErrorString(e_), __LINE__); \
-      std::exit(1);                                                                                              \
-    }                                                                                                            \
-  } while (0)
-#define SCHECK(call)                                                                                              \
-  do {                                                                                                            \
-    cusparseStatus_t s_ = (call);                                                                                 \
-    if (s_ != CUSPARSE_STATUS_SUCCESS) {                                                                          \
-      std::fprintf(stderr, "aijp_csell_switch: %s failed: %s (line %d)\n", #call, cusparseGetErrorString(s_), __LINE__); \
-      std::exit(1);                                                                                               \
-    }                                                                                                             \
-  } while (0)
 
 constexpr int slice = 32;  // as cusparse_variants.cu
 

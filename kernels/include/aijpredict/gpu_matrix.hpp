@@ -272,7 +272,9 @@ struct plan_report {
   double install_ms = 0.0;      ///< host time of its install (poll_background): the swap and freeing the old layout
   bool analyzed = false;       ///< statistics and predictions exist (false: uploaded only, cuSPARSE CSR)
   std::optional<format_id> deferred;  ///< predicted faster but not yet paid for (amortization)
-  double saving_us = 0.0;             ///< predicted saving per SpMV of `deferred` over cuSPARSE CSR
+  /// Predicted saving per SpMV of `deferred` over the format that runs meanwhile: cuSPARSE CSR, or the interim
+  /// format that pays within the expected products ("; meanwhile <format>" in the decision).
+  double saving_us = 0.0;
   double conversion_estimate_us = 0.0;///< estimated cost of converting to `deferred`
   // Online refinement (all zero / empty without it).
   std::string online_source;          ///< which corrections the analysis applied (context::online_source)
