@@ -374,6 +374,13 @@ int AIJPCpusAvailable()
   return cpus;
 }
 
+/* A staged step's stages without CUDA calls run on the step worker: -mat_aijpredict_host_worker, and a second CPU
+   (on one CPU the worker would take the products'). */
+bool AIJPStepWorker(PetscBool host_worker)
+{
+  return host_worker && AIJPCpusAvailable() >= 2;
+}
+
 /* -mat_aijpredict_stage_duty's default. With the step worker on a second CPU the products' thread runs only the
    hand-over and the conversion's parts: 1 %. On one CPU every part of the analysis lands in a solve, and a
    solve that holds parts pays for them beyond their measured host time (the caches they evict): at 1 % the
@@ -382,13 +389,13 @@ int AIJPCpusAvailable()
    GMRES(10) solves, bench/results/2026-11-28_h200_session35_short_solves_one_cpu.txt). */
 PetscReal AIJPDefaultStageDuty(PetscBool host_worker)
 {
-  return host_worker && AIJPCpusAvailable() >= 2 ? 0.01 : 0.0025;
+  return AIJPStepWorker(host_worker) ? 0.01 : 0.0025;
 }
 
 /* -mat_aijpredict_first_solve_analysis applies, and the passes prefetched at the upload are read back. */
 bool AIJPFirstSolveAnalysis(const Mat_SeqAIJPredict *p)
 {
-  return p->opt.first_solve && p->opt.staged && p->opt.prefetch && p->opt.host_worker && !p->opt.background && AIJPCpusAvailable() >= 2 && p->gpu->prefetch_ready();
+  return p->opt.first_solve && p->opt.staged && p->opt.prefetch && !p->opt.background && AIJPStepWorker(p->opt.host_worker) && p->gpu->prefetch_ready();
 }
 
 /* The plan options every analysis and re-plan of this matrix uses, for `expected` products. */
@@ -402,7 +409,7 @@ PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp
   opts->stage_fraction = p->opt.stage_fraction;
   opts->stage_duty     = p->opt.stage_duty;
   opts->stage_overlap  = p->opt.stage_overlap;
-  opts->host_worker    = p->opt.host_worker && AIJPCpusAvailable() >= 2; /* on one CPU the worker would take the products' */
+  opts->host_worker    = AIJPStepWorker(p->opt.host_worker);
   opts->layout_reserve = p->opt.reserve;
   opts->upload_pool    = p->opt.upload_pool;
   opts->online_policy.free_band = p->opt.free_band;

@@ -2194,14 +2194,19 @@ struct gpu_matrix<Value>::background_job {
     }
     if (at == stage::finished) return true;
     const double active_now = active_ms(now);
-    if (over_duty(spent_us, unpaced() ? 0.0 : opts.stage_duty, active_now)) {
-      ++skipped;
-      return false;
-    }
+    if (held_back(active_now)) return false;
     paced_active = active_now;
     return true;
   }
   std::optional<double> paced_active;  // due()'s wall time, for the advance that follows it
+  // Pacing: the parts' host time beyond the product they overlap, and their device time, stay within
+  // opts.stage_duty of the `active` wall time since the step began; a product held back counts as skipped.
+  bool held_back(double active)
+  {
+    if (!over_duty(spent_us, unpaced() ? 0.0 : opts.stage_duty, active)) return false;
+    ++skipped;
+    return true;
+  }
 
   // Staged mode: issues the next part on `stream` (with `block`, every part, waiting for the read-backs);
   // true once the plan is built (or the step failed: `error`).
@@ -2221,12 +2226,7 @@ struct gpu_matrix<Value>::background_job {
     }
     const auto t0 = clock_type::now();
     harvest_passes();
-    // Pacing: the parts' host time beyond the product they overlap, and their device time, stay within
-    // opts.stage_duty of the wall time since the step began.
-    if (!block && over_duty(spent_us, unpaced() ? 0.0 : opts.stage_duty, checked ? *checked : active_ms(t0))) {
-      ++skipped;
-      return false;
-    }
+    if (!block && held_back(checked ? *checked : active_ms(t0))) return false;
     const stage from = at;
     if (!block && on_worker(from)) {
       // One part on the products' thread: the hand-over (a queued task and a wake-up). The stages run on the
