@@ -46,12 +46,16 @@ Options:\n\
                      wrapped: launches included, PETSc's MatMult checks excluded), per type the median over\n\
                      rounds of each round's median and of its difference from the first type's, in the solves'\n\
                      own cache state; with user-space hardware counters of those calls (instructions, L1\n\
-                     instruction-cache and instruction-TLB misses) where perf_event_open allows them\n\
+                     instruction-cache and instruction-TLB misses) where perf_event_open allows them, and\n\
+                     the stream time of each (a CUDA event pair around the call on PETSc's stream: from\n\
+                     before the call to the end of its last kernel, the product's share of the solve's\n\
+                     critical path where the device waits for the host)\n\
 KSP and PC options (-ksp_type, -pc_type, -ksp_rtol, -ksp_max_it, ...) apply to every solve.\n";
 
 #include <petscksp.h>
 #include <petscaijpredict.h>
 #include <petsc/private/matimpl.h> /* -time_mult wraps the matrix type's mult operation */
+#include <petscdevice_cuda.h>
 
 #include <cuda_runtime_api.h>
 
@@ -79,16 +83,20 @@ KSP and PC options (-ksp_type, -pc_type, -ksp_rtol, -ksp_max_it, ...) apply to e
 
 /* Waits for the GPU, where there is one (the solves' last norms already wait for the products; this also
    covers anything left queued). */
-static PetscErrorCode SyncDevice(void)
+static bool HaveDevice(void)
 {
   static int devices = -1;
-
-  PetscFunctionBeginUser;
   if (devices < 0 && cudaGetDeviceCount(&devices) != cudaSuccess) {
     (void)cudaGetLastError();
     devices = 0;
   }
-  if (devices > 0) {
+  return devices > 0;
+}
+
+static PetscErrorCode SyncDevice(void)
+{
+  PetscFunctionBeginUser;
+  if (HaveDevice()) {
     const cudaError_t e = cudaDeviceSynchronize();
     PetscCheck(e == cudaSuccess, PETSC_COMM_SELF, PETSC_ERR_GPU, "cudaDeviceSynchronize: %s", cudaGetErrorString(e));
   }
@@ -248,6 +256,18 @@ struct MultProbe {
   bool                                  record = false; /* set during the later solves */
   std::vector<double>                   us;
   std::vector<std::array<long long, MultCounters::n>> counts;
+  /* A pair of CUDA events around each product of a solve, on PETSc's stream: the stream's time from before the
+     call to after its last kernel (read after the solve's final synchronisation; the events are reused). */
+  std::vector<std::array<cudaEvent_t, 2>> events;
+  size_t                                  used = 0;
+  std::vector<double>                     gpu_us;
+  ~MultProbe()
+  {
+    for (auto &e : events) {
+      (void)cudaEventDestroy(e[0]);
+      (void)cudaEventDestroy(e[1]);
+    }
+  }
 };
 static std::map<Mat, MultProbe *> probes;
 static PetscBool                  time_mult = PETSC_FALSE;
@@ -259,10 +279,23 @@ static PetscErrorCode ProbedMult(Mat A, Vec x, Vec y)
   std::array<long long, MultCounters::n> c0{}, c1{};
 
   PetscFunctionBeginUser;
+  cudaStream_t stream = nullptr;
+  const bool   paired = p->record && HaveDevice();
+  if (paired) {
+    PetscCall(PetscGetCurrentCUDAStream(&stream));
+    if (p->used == p->events.size()) {
+      std::array<cudaEvent_t, 2> e{};
+      PetscCallCUDA(cudaEventCreate(&e[0]));
+      PetscCallCUDA(cudaEventCreate(&e[1]));
+      p->events.push_back(e);
+    }
+    PetscCallCUDA(cudaEventRecord(p->events[p->used][0], stream));
+  }
   const bool counted = p->record && counters.read_into(c0);
   const auto t0      = std::chrono::steady_clock::now();
   PetscCall(p->mult(A, x, y));
   const auto t1 = std::chrono::steady_clock::now();
+  if (paired) PetscCallCUDA(cudaEventRecord(p->events[p->used++][1], stream));
   if (counted && counters.read_into(c1)) {
     std::array<long long, MultCounters::n> d;
     for (int i = 0; i < MultCounters::n; ++i) d[i] = c1[i] - c0[i];
@@ -400,6 +433,12 @@ static PetscErrorCode SolverSolve(Solver *s)
   PetscCall(SyncDevice());
   PetscCall(PetscTime(&t1));
   if (s->done > 0) PetscCall(PetscLogStagePop());
+  for (size_t i = 0; i < s->probe.used; ++i) { /* -time_mult: the products' event pairs, complete after the sync */
+    float ms = 0;
+    PetscCallCUDA(cudaEventElapsedTime(&ms, s->probe.events[i][0], s->probe.events[i][1]));
+    s->probe.gpu_us.push_back(1e3 * ms);
+  }
+  s->probe.used = 0;
   if (s->done == 0) s->first = t1 - t0;
   else s->later.push_back(t1 - t0);
   ++s->done;
@@ -505,6 +544,7 @@ int main(int argc, char **argv)
   const auto inject_at = [&](size_t k) -> Injection * { return inj.us > 0 && (PetscInt)k == inject_type ? &inj : nullptr; };
   std::vector<std::vector<double>> first(nt), later(nt);
   std::vector<std::vector<double>> mult_us(nt); /* -time_mult: per type, each round's median host time per product */
+  std::vector<std::vector<double>> mult_gpu_us(nt); /* -time_mult: per type, each round's median event-pair time */
   std::vector<std::vector<std::array<double, MultCounters::n>>> mult_counts(nt);
   std::vector<std::vector<std::vector<double>>> each(nt); /* [type][round][solve index - 1]: the later solves */
   std::vector<std::vector<ProductTimes>> products(nt);
@@ -527,6 +567,7 @@ int main(int argc, char **argv)
       if (time_mult) {
         const MultProbe &pr = solver[k].probe;
         mult_us[k].push_back(Median(pr.us));
+        mult_gpu_us[k].push_back(Median(pr.gpu_us));
         std::array<double, MultCounters::n> c{};
         for (int i = 0; i < MultCounters::n; ++i) {
           std::vector<double> v;
@@ -612,15 +653,17 @@ int main(int argc, char **argv)
   }
   if (time_mult) {
     PetscCall(PetscPrintf(PETSC_COMM_WORLD, "Host time of each MatMult of the later solves (-time_mult; the type's mult operation), median over rounds of each round's median:\n"));
-    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-14s %10s %14s %14s %14s %14s\n", "type", "us", "us - first", "instructions", "L1i misses", "iTLB misses"));
+    PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-14s %10s %14s %14s %14s %14s %12s %14s\n", "type", "us", "us - first", "instructions", "L1i misses", "iTLB misses", "stream us", "stream - first"));
     for (size_t k = 0; k < nt; ++k) {
-      std::vector<double> d;
+      std::vector<double> d, g;
       std::array<std::vector<double>, MultCounters::n> c;
       for (PetscInt r = 0; r < rounds; ++r) {
         d.push_back(mult_us[k][r] - mult_us[0][r]);
+        g.push_back(mult_gpu_us[k][r] - mult_gpu_us[0][r]);
         for (int i = 0; i < MultCounters::n; ++i) c[i].push_back(mult_counts[k][r][i]);
       }
-      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-14s %10.3f %14.3f %14.0f %14.1f %14.1f\n", types[k].c_str(), Median(mult_us[k]), Median(d), Median(c[0]), Median(c[1]), Median(c[2])));
+      PetscCall(PetscPrintf(PETSC_COMM_WORLD, "%-14s %10.3f %14.3f %14.0f %14.1f %14.1f %12.3f %14.3f\n", types[k].c_str(), Median(mult_us[k]), Median(d), Median(c[0]), Median(c[1]), Median(c[2]),
+                            Median(mult_gpu_us[k]), Median(g)));
     }
     if (!counters.why.empty()) PetscCall(PetscPrintf(PETSC_COMM_WORLD, "(counters: %s)\n", counters.why.c_str()));
   }
