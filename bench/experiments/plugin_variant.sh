@@ -8,11 +8,13 @@
 #   a_no_product_extras.patch  the product is Sync + Apply only (no trace check, reuse step, SpMV event, install step)
 #   b_no_gpu_log.patch         a, and no PetscLogGpuTimeBegin/End or PetscLogGpuFlops
 #   c_stream_once.patch        b, and the CUDA stream queried once per process
+#   d_direct_cusparse.patch    the product by cuSPARSE on a CSR copy of the plugin's own, as aijcusparse issues it (session 36)
+#   e_cuda_vec_accessors.patch a, with VecCUDAGetArrayRead/Write as aijcusparse uses them (device vectors only)
 # Variants are not products: a drops the analysis altogether (no step ever starts).
 # Usage: bench/experiments/plugin_variant.sh PATCH OUTDIR   (after scripts/build.sh; --help)
 set -euo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ] || [ $# -ne 2 ]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -eq 2 ] || [ "${1:-}" = --help ] || [ "${1:-}" = -h ] || exit 2
   exit 0
 fi
