@@ -1893,6 +1893,49 @@ TEST(PlaceholderModel, EllrPellrRemainderShareFittedAndKeyed)
   EXPECT_EQ(m.count("chain_remainder_share.jad"), 0u);
 }
 
+// csr_vector's one-row loop (csr.cu: the first step peeled, then `#pragma unroll 4`) at a fitted share of a round
+// for each remainder iteration (format_remainder_share, csr_vector_remainder_steps): chosen from the warm-up's
+// samples in the L2 with one row per lane group, written under its key; a cache without the key counts one step per
+// step, as before.
+TEST(PlaceholderModel, CsrVectorRemainderShareFittedAndKeyed)
+{
+  const aijp::format_id vec = aijp::format_id::csr_vector;
+  const int i = static_cast<int>(vec);
+  aijp::bandwidth_model_params p;
+  p.stream_read_gbs = 3000;
+  aijp::bandwidth_model_params truth = p;
+  truth.format_remainder_share[i] = 0.5;
+  // 64 rows (one wave: one row per lane group) of 40-12001 entries: 2-376 steps of 32 lanes, 0-3 of them in the
+  // loop's remainder; the longer rows' chains above the fixed costs and the streaming (the chain factor's fit).
+  std::vector<aijp::fixed_cost_observation> obs;
+  for (int len : {40, 70, 100, 129, 301, 350, 2001, 3003, 4002, 6001, 8003, 10002, 12001}) {
+    const auto in = uniform_rows_input(64, len);
+    ASSERT_GT(aijp::layout_traffic_of(vec, in.stats, in.value_bytes, &in.device).unrolled_steps, 0.0) << len;
+    obs.push_back({vec, in, aijp::predict_bandwidth_model(in, truth, {vec}).front().predicted_us});
+  }
+  const auto used = aijp::fit_format_corrections(obs, p);
+  EXPECT_EQ(used.remainder[i], static_cast<int>(obs.size()));
+  EXPECT_EQ(p.format_remainder_share[i], 0.5);
+  // Rows of 100 under 32 lanes start 28 entries past an aligned index: 4 steps, the peeled one and 3 in the
+  // remainder: 4 x (1 + 0.5 x 3) steps at the unrolled rate, against 4 counted one per step.
+  const auto in = uniform_rows_input(64, 100);
+  const double ns = p.serial_entry_l2_ns * 1e-3;
+  EXPECT_NEAR(aijp::explain_bandwidth_model(vec, in, p).raw_chain_us, 4 * (1 + 0.5 * 3) * ns, 1e-9);
+  const aijp::bandwidth_model_params old = expect_keyed(p, "chain_remainder_share.csr_vector", 0.5, in, vec);
+  EXPECT_EQ(old.format_remainder_share[i], 0.0);
+  EXPECT_NEAR(aijp::explain_bandwidth_model(vec, in, old).raw_chain_us, 4 * ns, 1e-9);
+  // Samples of the linear chain (the same truth without the share) keep it.
+  aijp::bandwidth_model_params lin = truth;
+  lin.format_remainder_share[i] = 0.0;
+  std::vector<aijp::fixed_cost_observation> linear;
+  for (const auto& o : obs) linear.push_back({vec, o.input, aijp::predict_bandwidth_model(o.input, lin, {vec}).front().predicted_us});
+  aijp::bandwidth_model_params q;
+  q.stream_read_gbs = 3000;
+  const auto none = aijp::fit_format_corrections(linear, q);
+  EXPECT_EQ(q.format_remainder_share[i], 0.0);
+  EXPECT_EQ(none.remainder[i], 0);
+}
+
 // cuSPARSE SELL: its own L2 rate (format_l2_gather_gbs), fitted on and applied to matrices whose x fits in the L2
 // (own_l2_rate_applies), under the key every own rate has; and its fixed cost fitted on the samples whose terms are
 // at most half a launch (fixed_cost_span_launches), which keeps a misfit of the larger terms out of it.
