@@ -1442,15 +1442,13 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     std::array<std::vector<std::size_t>, format_count> chains;
     for (std::size_t k = 0; k < obs.size(); ++k) {
       const auto& o = obs[k];
-      if (!(o.measured_us > 0)) continue;
-      if (o.format == format_id::csr_vector) {
-        const placeholder_parts t = parts_of(o.format, o.input, best);
-        if (t.in_l2 && t.traffic.unrolled_steps > 0) chains[static_cast<int>(o.format)].push_back(k);
-        continue;
-      }
-      if ((o.format != format_id::ellr && o.format != format_id::pellr) || !has_remainder(o.input.stats)) continue;
+      const bool vec = o.format == format_id::csr_vector;
+      const bool ell = (o.format == format_id::ellr || o.format == format_id::pellr) && has_remainder(o.input.stats);
+      if (!(o.measured_us > 0) || !(vec || ell)) continue;
       const placeholder_parts t = parts_of(o.format, o.input, best);
-      if (t.in_l2 && chain_us_of(o.format, t, best) >= std::max(t.stream_us, t.l2_us)) chains[static_cast<int>(o.format)].push_back(k);
+      if (!t.in_l2) continue;
+      if (vec ? t.traffic.unrolled_steps > 0 : chain_us_of(o.format, t, best) >= std::max(t.stream_us, t.l2_us))
+        chains[static_cast<int>(o.format)].push_back(k);
     }
     const auto error = [&](format_id f, const bandwidth_model_params& q) {
       double e = 0;

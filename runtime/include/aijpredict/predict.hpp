@@ -162,8 +162,8 @@ struct bandwidth_model_params {
   /// "chain_lanes_sorted.pellr".
   double pellr_sorted_lanes = 0.0;
   /// What one iteration of the remainder loop costs, as a share of an unrolled round, in the chains of ELLPACK-R
-  /// and PELLR (indexed by format_id; 0, the cache files written before it and every other format: a whole
-  /// round). Their loop runs `#pragma unroll 4` (ell_common.cuh): rounds of 4 entries' loads, then n % 4 single
+  /// and PELLR, and of csr_vector below (indexed by format_id; 0, the cache files written before it and every
+  /// other format: the chain as before it, whole rounds for ELLPACK-R and PELLR). Their loop runs `#pragma unroll 4` (ell_common.cuh): rounds of 4 entries' loads, then n % 4 single
   /// iterations, each a col -> x pair like a round but with a quarter of its loads. Fitted per format
   /// (fit_format_corrections): the share of {1, 0.875, 0.75} whose fit leaves the least mean relative error over
   /// that format's training samples in the L2 whose chain is the largest term and has a remainder. Gated warm-ups:
@@ -173,8 +173,8 @@ struct bandwidth_model_params {
   /// remainder loop). Cache key "chain_remainder_share.<format>".
   /// csr_vector's one-row loop (kernels/src/formats/csr.cu: the first step peeled, then `#pragma unroll 4` over
   /// the rest) likewise, where it is fitted (the share of {1, 0.75, 0.5} that leaves the least mean relative
-  /// error over its training samples in the L2 with one row per lane group and a remainder, if below the linear
-  /// chain's): its chain counts 4 x (1 + floor(rest / 4) + share x rest % 4) steps for the longest row's `rest`
+  /// error over its training samples in the L2 with one row per lane group, with a remainder or not: the share
+  /// also counts the peeled step as a round; chosen only if below the linear chain's error): its chain counts 4 x (1 + floor(rest / 4) + share x rest % 4) steps for the longest row's `rest`
   /// steps after the first, instead of one per step; 0 keeps the linear chain (csr_vector_remainder_steps).
   std::array<double, format_count> format_remainder_share = per_format(0.0);
   /// Per-format factor on the serial chain's latency per entry (indexed by format_id; 1 for cache files
