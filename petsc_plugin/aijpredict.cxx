@@ -42,6 +42,7 @@ using ops_multadd = PetscErrorCode (*)(Mat, Vec, Vec, Vec);
 /* The -mat_aijpredict_* options of one matrix; copied by MatDuplicate(). */
 struct AIJPOptions {
   std::string formats;               /* -mat_aijpredict_formats */
+  std::vector<aijp::format_id> candidates = aijp::all_formats(); /* those formats, parsed once (AIJPOptionsParse) */
   std::string force;                 /* -mat_aijpredict_force */
   std::string cache_dir;             /* -mat_aijpredict_cache_dir */
   std::string model = "placeholder"; /* -mat_aijpredict_model (see aijp::context_options::model) */
@@ -123,7 +124,8 @@ struct Mat_SeqAIJPredict {
     PetscInt    since_start;             /* products since the running or last step began (-1: none yet) */
     double      gap_us;                  /* host time since the previous product returned */
     double      reuse_us, apply_us, step_us;
-    std::string stage;                   /* the staged step's last part, an exploration */
+    bool        stepping;                /* a step was running when the product was queued */
+    std::string stage;                   /* the staged step's part run in this product, an exploration */
   };
   std::vector<traced_product>           trace;
   PetscInt                              trace_dropped = 0;
@@ -140,7 +142,12 @@ bool          aijp_defer_context       = false; /* converting the blocks of an M
 /* One context per process and device: model parameters from the per-device cache (or calibrated once). */
 /* Shared: a background analysis (gpu_matrix::start_background) keeps the context it started with. */
 std::shared_ptr<aijp::context> aijp_context;
-std::string                    aijp_context_key;
+/* The options the context was made with (those that make a context: AIJPContextMadeFor compares them). */
+struct AIJPContextKey {
+  std::string cache_dir, model;
+  bool        online = false, preload = false;
+};
+AIJPContextKey aijp_context_key;
 bool                           aijp_warmup_done = false;
 
 /* Persists what online refinement learned (merged into the per-GPU cache file with what other processes
@@ -233,17 +240,21 @@ aijp::cache::file_bytes AIJPBroadcastRead(MPI_Comm comm, const std::filesystem::
 }
 
 /* Which context a matrix's options need: one per (cache directory, model, online refinement, preload). */
-std::string AIJPContextKey(const AIJPOptions &o) { return o.cache_dir + "|" + o.model + (o.online ? "|online" : "") + (o.preload ? "|preload" : ""); }
+/* Whether the context was made for these options: compared in place, since a step's start asks (building the key
+   as a string cost allocations in the product that starts it). */
+bool AIJPContextMadeFor(const AIJPOptions &o)
+{
+  const AIJPContextKey &k = aijp_context_key;
+  return aijp_context && k.online == (bool)o.online && k.preload == (bool)o.preload && k.model == o.model && k.cache_dir == o.cache_dir;
+}
 
 /* The context of (cache directory, model); with -mat_aijpredict_warmup, runs the quick warm-up once per
    process when this GPU has no fitted coefficients yet. Inside AIJPCollectiveContext the cache file is read
    once per group of ranks that share it and broadcast. */
 PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
 {
-  const std::string key = AIJPContextKey(p->opt);
-
   PetscFunctionBegin;
-  if (!aijp_context || key != aijp_context_key) {
+  if (!AIJPContextMadeFor(p->opt)) {
     aijp::context_options opts;
     opts.cache_dir = p->opt.cache_dir;
     opts.model     = p->opt.model;
@@ -258,7 +269,7 @@ PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
     if (aijp_context) PetscCall(AIJPSaveOnline()); /* corrections learned under the previous options */
     const auto t0 = std::chrono::steady_clock::now();
     PetscCallCXX(aijp_context = std::make_shared<aijp::context>(opts));
-    aijp_context_key = key;
+    aijp_context_key = {p->opt.cache_dir, p->opt.model, (bool)p->opt.online, (bool)p->opt.preload};
     PetscCall(PetscInfo(nullptr, "aijpredict: per-process context (device %d, %s %s; cache %s) made in %.3f ms\n", aijp_context->device().ordinal, aijp_context->device().name.c_str(), aijp_context->device().uuid.c_str(),
                         opts.cache_dir.empty() ? "default directory" : opts.cache_dir.c_str(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
     if (p->opt.preload) {
@@ -402,7 +413,7 @@ bool AIJPFirstSolveAnalysis(const Mat_SeqAIJPredict *p)
 PetscErrorCode AIJPPlanOptions(const Mat_SeqAIJPredict *p, double expected, aijp::plan_options *opts)
 {
   PetscFunctionBegin;
-  PetscCallCXX(opts->candidates = aijp::parse_format_list(p->opt.formats));
+  PetscCallCXX(opts->candidates = p->opt.candidates);
   opts->expected_mults = expected;
   opts->online         = p->opt.online;
   opts->partition      = p->opt.partition;
@@ -581,8 +592,6 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
   PetscCall(PetscGetCurrentCUDAStream(&stream));
   const double expected = std::max<double>(p->opt.expected_mults, p->mults);
   p->next_check         = 2 * p->mults;
-  aijp::plan_options opts;
-  PetscCall(AIJPPlanOptions(p, expected, &opts));
   if (!rep.analyzed) {
     /* The analysis is amortized too: no format saves more per product than cuSPARSE CSR's predicted time
        above one kernel launch (predicted at the upload: made here, it cost this product ~8-10 us of host time
@@ -594,6 +603,10 @@ PetscErrorCode AIJPReuseStep(Mat A, Mat_SeqAIJPredict *p)
       p->analysis_waits = PETSC_TRUE;
       PetscFunctionReturn(PETSC_SUCCESS);
     }
+  }
+  aijp::plan_options opts; /* after the check above: a check that waits pays only for it */
+  PetscCall(AIJPPlanOptions(p, expected, &opts));
+  if (!rep.analyzed) {
     PetscCall(AIJPStep(A, p, aijp::background_step::analyze, opts, stream, &started, &changed));
     PetscCall(AIJPChargeStart(p, started, checked));
     PetscFunctionReturn(PETSC_SUCCESS);
@@ -898,7 +911,9 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
     const double ms   = part(0, 3);
     const double gap_us = p->trace_last == clock::time_point{} ? 0.0 : std::chrono::duration<double, std::micro>(t[0] - p->trace_last).count();
     if (ms > p->opt.trace_ms || (p->step_begun == p->mults && part(0, 1) > 0.005)) { /* long, or the product that started a step */
-      std::string stage = p->gpu->staged_last_part();
+      /* The last part's label only where this product ran one (more than 2 us in the staged column) or printed now:
+         formatting it in every traced product of a step would load the products it measures. */
+      std::string stage = !p->opt.trace_buffer || part(2, 3) > 0.002 ? p->gpu->staged_last_part() : std::string();
       const auto  note  = [&stage](const std::string &what) { stage += (stage.empty() ? "" : "; ") + what; };
       const auto &r     = p->gpu->report();
       if (r.exploration && !r.exploration->finished) note(std::string("exploring ") + aijp::format_name(r.exploration->to));
@@ -913,7 +928,7 @@ PetscErrorCode MatProduct_SeqAIJPredict(Mat A, Vec xx, Vec yy, Vec zz, bool tran
         if (r.background_worker_cpu >= 0) stage += " (the worker woke on CPU " + std::to_string(r.background_worker_cpu) + ", the products' thread on CPU " + std::to_string(r.background_caller_cpu) + " when it handed over)";
       }
       if (!p->opt.trace_buffer) PetscCall(PetscInfo(A, "aijpredict: product %" PetscInt_FMT " took %.3f ms of host time (reuse step %.3f, product %.3f, staged step %.3f%s%s)\n", p->mults, ms, part(0, 1), part(1, 2), part(2, 3), stage.empty() ? "" : ": ", stage.c_str()));
-      else if (p->trace.size() < AIJP_TRACE_MAX) PetscCallCXX(p->trace.push_back({p->mults, p->step_begun > 0 ? p->mults - p->step_begun : -1, gap_us, 1e3 * part(0, 1), 1e3 * part(1, 2), 1e3 * part(2, 3), std::move(stage)}));
+      else if (p->trace.size() < AIJP_TRACE_MAX) PetscCallCXX(p->trace.push_back({p->mults, p->step_begun > 0 ? p->mults - p->step_begun : -1, gap_us, 1e3 * part(0, 1), 1e3 * part(1, 2), 1e3 * part(2, 3), stepping, std::move(stage)}));
       else p->trace_dropped++;
     }
     p->trace_last = clock::now(); /* the gap to the next product excludes this bookkeeping */
@@ -1092,14 +1107,15 @@ PetscErrorCode MatConvert_SeqAIJPredict_SeqAIJ(Mat A, MatType, MatReuse reuse, M
 /* -mat_aijpredict_trace_buffer: the products kept by MatProduct_SeqAIJPredict, one line each, on stdout (rank's
    own: PETSC_COMM_SELF). Columns: the product's count, products since the step began, host time (us) since the
    previous product returned (the solver's work between them; a solve boundary shows as a long gap), then the
-   product's host time split as the -info trace splits it, and the staged step's last part. */
+   product's host time split as the -info trace splits it, whether a step was running when the product was queued,
+   and the staged step's part run in the product (its label: "-" where none ran). */
 PetscErrorCode AIJPPrintTrace(Mat_SeqAIJPredict *p)
 {
   PetscFunctionBegin;
-  PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict trace: %zu products over %.3f ms of host time (-mat_aijpredict_trace_ms) or starting a step%s; columns: product, since the step began, gap us, reuse us, product us, staged us, total us, stage\n", p->trace.size(), (double)p->opt.trace_ms,
+  PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict trace: %zu products over %.3f ms of host time (-mat_aijpredict_trace_ms) or starting a step%s; columns: product, since the step began, gap us, reuse us, product us, staged us, total us, step running (1/0), stage\n", p->trace.size(), (double)p->opt.trace_ms,
                         p->trace_dropped ? (", " + std::to_string(p->trace_dropped) + " more not kept").c_str() : ""));
   for (const auto &e : p->trace)
-    PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict trace: %" PetscInt_FMT " %" PetscInt_FMT " %.1f %.1f %.1f %.1f %.1f %s\n", e.mult, e.since_start, e.gap_us, e.reuse_us, e.apply_us, e.step_us, e.reuse_us + e.apply_us + e.step_us, e.stage.empty() ? "-" : e.stage.c_str()));
+    PetscCall(PetscPrintf(PETSC_COMM_SELF, "aijpredict trace: %" PetscInt_FMT " %" PetscInt_FMT " %.1f %.1f %.1f %.1f %.1f %d %s\n", e.mult, e.since_start, e.gap_us, e.reuse_us, e.apply_us, e.step_us, e.reuse_us + e.apply_us + e.step_us, e.stepping ? 1 : 0, e.stage.empty() ? "-" : e.stage.c_str()));
   p->trace.clear();
   PetscFunctionReturn(PETSC_SUCCESS);
 }
@@ -1298,7 +1314,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_copy", "Without a GPU, keep the copy the GPU would hold on the host, refreshed by the same state checks, and multiply with it (tests that no operation leaves a stale copy)", "MatCreateSeqAIJPredict", o->host_copy, &o->host_copy, nullptr));
   /* Reject bad values now, with the option's name, rather than at the first MatMult. */
   try {
-    (void)aijp::parse_format_list(o->formats);
+    o->candidates = aijp::parse_format_list(o->formats);
     if (!o->force.empty()) (void)aijp::parse_format(o->force);
     if (o->model != "placeholder") (void)aijp::model::make_model(o->model);
   } catch (const std::exception &e) {
@@ -1487,8 +1503,7 @@ PetscErrorCode AIJPCollectiveContext(Mat B, Mat_SeqAIJPredict *p)
   PetscMPIInt size;
 
   PetscFunctionBegin;
-  const std::string key  = AIJPContextKey(p->opt);
-  const PetscMPIInt need = p->opt.use_gpu && aijp::device_available() && (!aijp_context || key != aijp_context_key) ? 1 : 0;
+  const PetscMPIInt need = p->opt.use_gpu && aijp::device_available() && !AIJPContextMadeFor(p->opt) ? 1 : 0;
   PetscCallMPI(MPI_Comm_size(comm, &size));
   aijp::context *ctx = nullptr;
   if (size == 1) {

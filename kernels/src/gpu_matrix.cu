@@ -1835,7 +1835,6 @@ struct gpu_matrix<Value>::background_job {
 
   // Staged mode.
   enum class stage { copy, copy_state, start, sampling, gathering, deciding, plan_strips, gathering_strips, plan_dp, replay, convert, converting, building_partition, finished };
-  stage at = stage::copy;  // staged mode: the running plan is copied in the first part
   clock_type::time_point started;
   format_id running_format = format_id::cusparse_csr;  // the running plan's: the parts' budget is its product time
   bool running_cusparse_csr = false;                    // the running plan is cuSPARSE CSR, unpartitioned
@@ -2027,8 +2026,6 @@ struct gpu_matrix<Value>::background_job {
   // 8-25 us (the analysis in pieces) landed three or four to a 1.1 ms solve of bcsstk13 and raised it 3-9 %,
   // against 0-3 % with one fifth of the duty (bench/results/2026-11-24_h100_session21_short_solves.txt).
   double overlap_us = 0;
-  double spent_us = 0;
-  int skipped = 0;              // advances that waited for the host-time share (opts.stage_duty)
   // The device time of the parts that issue device passes (statistics, locality samples, histogram, strips,
   // fills), measured with an event pair around each such part and read back at later polls without
   // waiting: it lands in the products' stream, where the solver waits for it at its next dot product, so it
@@ -2096,23 +2093,35 @@ struct gpu_matrix<Value>::background_job {
   // a cuSPARSE CSR solve): counted whole, that time let a 1.1 ms GMRES solve of bcsstk13 carry 2-3 % of
   // parts instead of the duty's 1 % (H100, session 23).
   static constexpr double gap_cap = 3.0;
+  static constexpr std::size_t recent_gaps = 15;
+  // The cap follows the median of the last gaps: a selection over 15 values took ~0.2 us, and with the rest of
+  // a poll (the job's fields spread over a dozen cache lines, cold after the solver's work) it made each
+  // product of a step 0.5 us slower than before it, ~0.4 % of a one-CPU GMRES(10) solve of bcsstk13
+  // (H200, session 37, bench/results/2026-11-28_h200_session37_step_cycle.txt). So it is recomputed while the
+  // ring fills and then every cap_refresh polls, and a poll's fields sit together below.
+  static constexpr std::size_t cap_refresh = 8;
+  // What every product's poll reads and writes (due, active_ms, held_back), together.
+  stage at = stage::copy;  // staged mode: the running plan is copied in the first part
   clock_type::time_point last_poll{};
   double active = 0;  // ms
-  static constexpr std::size_t recent_gaps = 15;
-  std::array<double, recent_gaps> gaps{};  // the last min(polls, recent_gaps) gaps (ms), a ring
+  double spent_us = 0;
+  double duty = 0;    // opts.stage_duty, 0 where unpaced (set by start_background)
+  double cap_ms = std::numeric_limits<double>::infinity();  // gap_cap times the median of the last gaps
   std::size_t polls = 0;
+  int skipped = 0;  // advances that waited for the host-time share (opts.stage_duty)
+  std::array<double, recent_gaps> gaps{};  // the last min(polls, recent_gaps) gaps (ms), a ring
   double active_ms(clock_type::time_point now)  // every product while the step runs: no allocation
   {
     const double gap = ms_between(last_poll == clock_type::time_point{} ? started : last_poll, now);
     last_poll = now;
-    double counted = gap;
-    const std::size_t known = std::min(polls, recent_gaps);
-    if (known >= 3) {
+    const double counted = std::min(gap, cap_ms);  // uncapped until three gaps are known
+    gaps[polls++ % recent_gaps] = gap;
+    if (polls >= 3 && (polls <= recent_gaps || polls % cap_refresh == 0)) {
+      const std::size_t known = std::min(polls, recent_gaps);
       std::array<double, recent_gaps> sorted = gaps;
       std::nth_element(sorted.begin(), sorted.begin() + known / 2, sorted.begin() + known);
-      counted = std::min(gap, gap_cap * sorted[known / 2]);
+      cap_ms = gap_cap * sorted[known / 2];
     }
-    gaps[polls++ % recent_gaps] = gap;
     active += counted;
     return active;
   }
@@ -2203,7 +2212,7 @@ struct gpu_matrix<Value>::background_job {
   // opts.stage_duty of the `active` wall time since the step began; a product held back counts as skipped.
   bool held_back(double active)
   {
-    if (!over_duty(spent_us, unpaced() ? 0.0 : opts.stage_duty, active)) return false;
+    if (!over_duty(spent_us, duty, active)) return false;
     ++skipped;
     return true;
   }
@@ -2669,6 +2678,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
   job->mode = mode;
   job->ctx = std::move(ctx);
   job->opts = opts;
+  job->duty = job->unpaced() ? 0.0 : opts.stage_duty;
   if (mode == background_mode::staged) {
     job->source = &m;  // copied in the first part
     job->source_values_version = m.values_version;
