@@ -59,6 +59,7 @@ struct AIJPOptions {
   PetscBool   staged         = PETSC_TRUE;  /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
   PetscBool   prefetch       = PETSC_TRUE;  /* -mat_aijpredict_prefetch: issue the analysis' device passes in the upload's solve, read them back in its later products */
   PetscBool   prefetch_side  = PETSC_FALSE; /* -mat_aijpredict_prefetch_stream: those passes on a stream of their own (lowest priority) */
+  PetscBool   host_bound     = PETSC_FALSE; /* -mat_aijpredict_host_bound_start: csr_vector before the analysis where predicted no slower (gpu_matrix::host_bound_start) */
   PetscBool   host_worker    = PETSC_TRUE;  /* -mat_aijpredict_host_worker: a staged step's stages without CUDA calls run on the step worker (needs a second CPU) */
   PetscBool   first_solve    = PETSC_TRUE;  /* -mat_aijpredict_first_solve_analysis: with prefetch and host_worker, analyse in the upload's solve */
   PetscReal   first_convert  = 200;         /* -mat_aijpredict_first_solve_convert_us: that analysis converts at once below this estimate */
@@ -495,6 +496,16 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
     PetscCall(PetscGetCurrentCUDAStream(&stream));
     PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
     PetscCallCXX(p->gpu->advance_prefetch(stream));
+    /* Once, in the product that reads them back: -mat_aijpredict_host_bound_start. */
+    if (p->opt.host_bound && p->gpu->prefetch_ready()) {
+      aijp::context     *ctx = nullptr;
+      aijp::plan_options opts;
+      bool               switched = false;
+      PetscCall(AIJPGetContext(p, &ctx));
+      opts.candidates = p->opt.candidates;
+      PetscCallCXX(switched = p->gpu->host_bound_start(*ctx, opts, stream));
+      if (switched) PetscCall(PetscInfo(A, "aijpredict: product %" PetscInt_FMT ": %s\n", p->mults, p->gpu->report().decision.c_str()));
+    }
     PetscCall(PetscLogEventEnd(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
   }
   if (!p->gpu->background_running()) PetscFunctionReturn(PETSC_SUCCESS);
@@ -1280,6 +1291,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_online", "Time sampled products with CUDA events (never waiting for them), correct the model's predictions per format with what was measured (saved in the cache at PetscFinalize), and try the runner-up format, then cuSPARSE CSR (its ALG2 when cuSPARSE CSR runs), once each when the chosen one measures slower than the candidate's prediction", "MatCreateSeqAIJPredict", o->online, &o->online, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_partition", "Plan row-partitioned multi-format layouts (dynamic programming over row strips) and use one when its predicted time beats the best single format", "MatCreateSeqAIJPredict", o->partition, &o->partition, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_prefetch", "With staged steps: issue the analysis' device passes (row statistics, locality samples, then the row-length histogram) in the product that uploads the matrix and read them back without waiting at the next products, so that a staged analysis of a reused matrix starts at its decision and none of its parts issues a device pass; the upload's solve carries them", "MatCreateSeqAIJPredict", o->prefetch, &o->prefetch, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_host_bound_start", "With -mat_aijpredict_prefetch: once its passes are read back and before any analysis, run csr_vector on the CSR copy instead of cuSPARSE CSR where the model predicts it no slower on the device (no conversion: its launch costs the host less than a cusparseSpMV call, which is what a host-bound short solve pays for); the analysis later decides as usual", "MatCreateSeqAIJPredict", o->host_bound, &o->host_bound, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_prefetch_stream", "With -mat_aijpredict_prefetch: issue those passes on a stream of their own (per device and process, lowest priority, after an event of the products' stream), so that the products queued after them in the upload's solve do not wait for their device time", "MatCreateSeqAIJPredict", o->prefetch_side, &o->prefetch_side, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_worker", "With staged steps: run the stages that make no CUDA call (the copy of a plan never analysed, the decision, the partition planner's DP, a conversion to a format on the CSR copy) on the process's step worker thread instead of in parts on the products' thread, which then only hands them over and checks a flag; needs a second CPU (ignored on one)", "MatCreateSeqAIJPredict", o->host_worker, &o->host_worker, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_first_solve_analysis", "With -mat_aijpredict_prefetch and -mat_aijpredict_host_worker (two CPUs): start the analysis as soon as the passes issued at the upload are read back, with its hand-over to the step worker unpaced, so that the hand-over and the install land in the upload's solve rather than in a later one; a conversion is then made if it pays within the products so far or -mat_aijpredict_defer_mults, whichever is more (a format on the CSR copy costs only its install), or at once if estimated at most -mat_aijpredict_first_solve_convert_us, else reconsidered as the product count doubles; the new plan's first online samples wait for the solver's pace", "MatCreateSeqAIJPredict", o->first_solve, &o->first_solve, nullptr));
@@ -1454,6 +1466,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
 .  -mat_aijpredict_prefetch <bool> - staged: issue the analysis' device passes in the upload's product, read back at the next ones (default true)
 .  -mat_aijpredict_prefetch_stream <bool> - with it: issue those passes on a stream of their own (default false)
+.  -mat_aijpredict_host_bound_start <bool> - with it: csr_vector before the analysis where predicted no slower than cuSPARSE CSR (default false)
 .  -mat_aijpredict_first_solve_analysis <bool> - with prefetch and host_worker: analyse, hand over and install in the upload's solve (default true)
 .  -mat_aijpredict_first_solve_convert_us <us> - with it: convert at once, in the upload's solve, a choice estimated at most this (default 200)
 .  -mat_aijpredict_worker_convert <bool> - with it: such a conversion to sell_delta16, sell_sigma or sell runs on the step worker's stream (default true)

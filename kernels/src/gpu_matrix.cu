@@ -278,6 +278,10 @@ struct gpu_matrix<Value>::impl {
   std::shared_ptr<detail::device_csr<Value>> csr_owner;
   detail::device_csr<Value>& csr;
   std::unique_ptr<detail::format_impl<Value>> format;
+  // cuSPARSE CSR's layout, set aside by gpu_matrix::host_bound_start while csr_vector runs: freed with the plan
+  // (its SpMV buffer's cudaFree would wait for the device inside a product), or taken back by a conversion to
+  // cuSPARSE CSR on this plan (take_csr).
+  std::unique_ptr<detail::format_impl<Value>> parked_csr;
   std::unique_ptr<detail::cusparse_transpose<Value>> transpose;
   plan_report report;
   column_summary columns{};
@@ -537,6 +541,12 @@ struct gpu_matrix<Value>::impl {
   // Bytes of the CSR copy (values, column indices, row pointers): what a conversion reads.
   double csr_bytes() const { return csr.nnz * (sizeof(Value) + sizeof(index_type)) + (csr.rows + 1.0) * sizeof(index_type); }
 
+  // cuSPARSE CSR: the layout host_bound_start set aside, else a new one.
+  std::unique_ptr<detail::format_impl<Value>> take_csr(cudaStream_t stream)
+  {
+    if (parked_csr) return std::move(parked_csr);
+    return build(format_id::cusparse_csr, stream);
+  }
   std::unique_ptr<detail::format_impl<Value>> build(format_id f, cudaStream_t stream)
   {
     auto built = build_format<Value>(f, detail::build_args<Value>{csr, report.stats, handle, stream});
@@ -1016,7 +1026,7 @@ format_id gpu_matrix<Value>::impl::build_or_fall_back(format_id choice, cudaStre
 {
   format.reset();
   try {
-    format = build(choice, stream);
+    format = choice == format_id::cusparse_csr ? take_csr(stream) : build(choice, stream);
   } catch (const device_out_of_memory& e) {
     if (choice == format_id::cusparse_csr) throw;
     return fall_back_to_csr(choice, e.what(), true, stream);
@@ -1034,7 +1044,7 @@ format_id gpu_matrix<Value>::impl::fall_back_to_csr(format_id choice, const std:
   report.decision += out_of_memory ? "; out of device memory while converting (" + why + "), using cuSPARSE CSR"
                                    : std::string("; ") + format_name(choice) + " cannot hold this matrix (" + why +
                                          "), using cuSPARSE CSR";
-  format = build(format_id::cusparse_csr, stream);
+  format = take_csr(stream);
   return format_id::cusparse_csr;
 }
 
@@ -1838,6 +1848,7 @@ struct gpu_matrix<Value>::background_job {
   clock_type::time_point started;
   format_id running_format = format_id::cusparse_csr;  // the running plan's: the parts' budget is its product time
   bool running_cusparse_csr = false;                    // the running plan is cuSPARSE CSR, unpartitioned
+  bool running_parked_csr = false;                      // the running plan keeps cuSPARSE CSR aside (host_bound_start)
   detail::row_stats_job stats_job;
   detail::locality_job locality;
   size_type free_memory = 0;
@@ -2566,8 +2577,9 @@ struct gpu_matrix<Value>::background_job {
         }
         if (!m.staged_choice) return true;  // nothing to convert (no change)
         building = *m.staged_choice;
-        if (building == format_id::cusparse_csr && running_cusparse_csr) {
-          keep_running_layout = true;  // the install moves the running cuSPARSE CSR (and its handle) over
+        if (building == format_id::cusparse_csr && (running_cusparse_csr || running_parked_csr)) {
+          // The install moves the running cuSPARSE CSR (or the one host_bound_start set aside) and its handle over.
+          keep_running_layout = true;
           m.converted(building, 0.0);
           return true;
         }
@@ -2696,6 +2708,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
                         : m.csr_bound_us;  // not analysed yet
     job->running_format = m.report.chosen;
     job->running_cusparse_csr = !m.report.partitioned && m.format && m.format->id() == format_id::cusparse_csr;
+    job->running_parked_csr = m.parked_csr != nullptr;
     const double product_us = job->slack_us + params.launch_us;
     if (product_us >= background_job::timed_passes_min_us) {
       if (opts.stage_duty > 0) job->pass_timer = std::make_unique<detail::spmv_timer>(4);
@@ -2758,7 +2771,9 @@ void gpu_matrix<Value>::install_background(cudaStream_t stream, bool* changed)
     built.background = false;
     built.staged = false;
     built.staged_choice.reset();
-    if (job->keep_running_layout) built.format = std::move(running.format);  // its handle moves below
+    if (job->keep_running_layout) {  // its handle moves below
+      built.format = running.parked_csr ? std::move(running.parked_csr) : std::move(running.format);
+    }
     built.on.timing = running.on.timing;
     built.on.pace = running.on.pace;  // the solver's pace, not the plan's (first_spacing)
     if (built.on.corr && !built.on.timer) built.on.timer = std::make_unique<detail::spmv_timer>();
@@ -2889,6 +2904,41 @@ bool gpu_matrix<Value>::advance_prefetch(cudaStream_t stream)
   const bool loc_done = p.loc.poll();
   if (!stats_done || !loc_done) return false;
   p.result = typename impl::gathered_input{p.stats.result(), p.loc.result(), p.free_memory};
+  return true;
+}
+
+template <typename Value>
+bool gpu_matrix<Value>::host_bound_start(const context& ctx, const plan_options& opts, cudaStream_t stream)
+{
+  auto& m = *impl_;
+  if (job_ || m.report.analyzed || opts.forced || !m.prefetch || !m.prefetch->result || m.parked_csr) return false;
+  if (!m.format || m.format->id() != format_id::cusparse_csr) return false;
+  if (std::find(opts.candidates.begin(), opts.candidates.end(), format_id::csr_vector) == opts.candidates.end()) return false;
+  const auto t0 = clock_type::now();
+  const auto& g = *m.prefetch->result;
+  const prediction_input in = m.analysis_input(g.stats, g.loc, g.free_memory_bytes);
+  const auto est = estimate_block(ctx, in, g.stats, {format_id::cusparse_csr, format_id::csr_vector});
+  const int csr_i = estimate_index(est, format_id::cusparse_csr), vec_i = estimate_index(est, format_id::csr_vector);
+  if (csr_i < 0 || vec_i < 0 || !est[csr_i].feasible || !est[vec_i].feasible || !(est[vec_i].predicted_us <= est[csr_i].predicted_us)) {
+    return false;
+  }
+  std::unique_ptr<detail::format_impl<Value>> vec;
+  try {
+    vec = build_format<Value>(format_id::csr_vector, detail::build_args<Value>{m.csr, g.stats, m.handle, stream});
+  } catch (const not_supported&) {
+    return false;
+  }
+  m.parked_csr = std::move(m.format);
+  m.format = std::move(vec);
+  plan_report& rep = m.report;
+  rep.chosen = format_id::csr_vector;
+  rep.plan = format_name(rep.chosen);
+  char line[240];
+  std::snprintf(line, sizeof(line),
+                "not analysed yet: csr_vector until the matrix is reused (host-bound start: predicted %.2f us against cuSPARSE CSR's %.2f us, "
+                "on the CSR copy; decided in %.0f us)",
+                est[vec_i].predicted_us, est[csr_i].predicted_us, 1e3 * ms_since(t0));
+  rep.decision = line;
   return true;
 }
 

@@ -3,7 +3,7 @@
 // waiting for the device, while the products keep running the current plan. Every product before, during
 // and after the install against the host reference; the same choice as the synchronous analysis; a
 // conversion split into many parts; values changed mid-conversion; finishing, destroying and analysing
-// synchronously mid-step; the analysis that keeps cuSPARSE CSR. Skipped on a machine without a CUDA device.
+// synchronously mid-step; the analysis that keeps cuSPARSE CSR; the host-bound start. Skipped on a machine without a CUDA device.
 #include <aijpredict/generators.hpp>
 
 #include "gpu_test_support.hpp"
@@ -978,6 +978,72 @@ TEST_F(GpuStaged, EmptyMatrix)
   bool changed = false;
   EXPECT_TRUE(m.finish_background(nullptr, &changed));
   EXPECT_TRUE(m.report().analyzed);
+}
+
+// gpu_matrix::host_bound_start: before any analysis, once the prefetched passes are back, csr_vector runs on the
+// CSR copy where the model predicts it no slower than cuSPARSE CSR (the context's own constants decide, so the
+// test follows its answer); never before the passes are back, with csr_vector not a candidate, or twice. The
+// analyses that follow decide as usual: synchronous, staged, and one that keeps cuSPARSE CSR (forced), which
+// takes back the layout set aside. Every product checked against the host reference, the transpose and a
+// values refresh too.
+TEST_F(GpuStaged, HostBoundStartRunsCsrVectorUntilTheAnalysis)
+{
+  const auto ctx = make_context();
+  for (const char* spec : {"lap7:16x16x16", "powerlaw:rows=20000,deg=8,exp=2.1"}) {
+    SCOPED_TRACE(spec);
+    const auto a = aijp::gen::from_spec(spec);
+    const auto x = aijp::test::random_vector(a.cols, 23);
+    device_vec<double> dx(x);
+    aijp::plan_options opts;
+    opts.online = false;
+    aijp::plan_options without = opts;
+    without.candidates = {format_id::cusparse_csr, format_id::csr_scalar};
+    // Prepares a matrix running what host_bound_start decides; false where it keeps cuSPARSE CSR.
+    const auto started = [&](aijp::gpu_matrix<double>& m) {
+      EXPECT_FALSE(m.host_bound_start(*ctx, opts, nullptr)) << "before the prefetched passes are back";
+      prefetch_and_wait(m, a, x, dx);
+      EXPECT_FALSE(m.host_bound_start(*ctx, without, nullptr)) << "csr_vector is not a candidate";
+      EXPECT_EQ(m.format(), format_id::cusparse_csr);
+      const bool on = m.host_bound_start(*ctx, opts, nullptr);
+      std::cout << spec << ": " << m.report().decision << "\n";
+      EXPECT_FALSE(m.report().analyzed);
+      EXPECT_EQ(m.format(), on ? format_id::csr_vector : format_id::cusparse_csr);
+      EXPECT_EQ(m.report().chosen, m.format());
+      EXPECT_EQ(on, m.report().decision.find("host-bound start") != std::string::npos) << m.report().decision;
+      EXPECT_FALSE(m.host_bound_start(*ctx, opts, nullptr)) << "once";
+      for (int k = 0; k < 3; ++k) check_product(m, a, x, dx, "before the analysis");
+      return on;
+    };
+    {
+      aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+      started(m);
+      aijp::test::check_products_and_refresh(m, a, "host-bound start", 29);
+    }
+    {  // a synchronous analysis keeping cuSPARSE CSR takes the layout set aside
+      aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+      started(m);
+      aijp::plan_options forced = opts;
+      forced.forced = format_id::cusparse_csr;
+      m.analyze(*ctx, forced, nullptr);
+      EXPECT_EQ(m.format(), format_id::cusparse_csr) << m.report().decision;
+      aijp::test::check_products_and_refresh(m, a, "analysed synchronously to cuSPARSE CSR", 31);
+    }
+    for (const bool keep : {false, true}) {  // staged: the usual choice, or cuSPARSE CSR kept (the layout set aside moves over)
+      SCOPED_TRACE(keep ? "staged, cuSPARSE CSR forced" : "staged");
+      aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
+      const bool on = started(m);
+      aijp::plan_options step = opts;
+      if (keep) step.forced = format_id::cusparse_csr;
+      ASSERT_TRUE(m.start_background(ctx, background_step::analyze, step, nullptr, background_mode::staged));
+      bool changed = false;
+      poll_until_installed(m, a, x, dx, on ? format_id::csr_vector : format_id::cusparse_csr, &changed);
+      EXPECT_TRUE(m.report().analyzed);
+      if (keep) {
+        EXPECT_EQ(m.format(), format_id::cusparse_csr) << m.report().decision;
+      }
+      aijp::test::check_products_and_refresh(m, a, keep ? "staged to cuSPARSE CSR" : "staged", 37);
+    }
+  }
 }
 
 }  // namespace

@@ -422,6 +422,16 @@ class gpu_matrix {
   bool prefetch_pending() const;
   /// The passes prefetch_analysis issued are read back: a staged analysis started now begins at its decision.
   bool prefetch_ready() const;
+  /// Before any analysis, once the prefetched passes are read back: runs csr_vector on the CSR copy instead of
+  /// cuSPARSE CSR where the model, from those statistics, predicts it no slower on the device (both feasible,
+  /// csr_vector among opts.candidates, nothing forced, no step running). No conversion: csr_vector runs on the
+  /// CSR copy, and building it launches nothing. What it saves is host time: a cusparseSpMV call costs the
+  /// products' thread ~4-5 us more than our kernel's launch, 4 % of a host-bound 1 ms GMRES(10) solve of a small
+  /// matrix on the H200 (bench/results/2026-11-28_h200_session37_step_cycle.txt). cuSPARSE CSR's layout is kept
+  /// aside (freed with the plan, not inside a product) and an analysis that keeps cuSPARSE CSR on this plan takes
+  /// it back. The analysis later decides as usual. True where it switched. (PETSc plugin:
+  /// -mat_aijpredict_host_bound_start.)
+  bool host_bound_start(const context& ctx, const plan_options& opts, cudaStream_t stream);
   /// A staged step not installed yet: its last part's stage, as plan_report::staged_poll_labels names it; an
   /// exploration's candidate being converted in parts: which and its part (empty otherwise). For a report of
   /// a slow product. A staged part's label ends with its recorded host time ("[part 12.3 us]").
