@@ -240,9 +240,9 @@ aijp::cache::file_bytes AIJPBroadcastRead(MPI_Comm comm, const std::filesystem::
   return bytes;
 }
 
-/* Which context a matrix's options need: one per (cache directory, model, online refinement, preload). */
-/* Whether the context was made for these options: compared in place, since a step's start asks (building the key
-   as a string cost allocations in the product that starts it). */
+/* Whether the context was made for these options: one context per (cache directory, model, online refinement,
+   preload), compared in place, since a step's start asks (building the key as a string cost allocations in the
+   product that starts it). */
 bool AIJPContextMadeFor(const AIJPOptions &o)
 {
   const AIJPContextKey &k = aijp_context_key;

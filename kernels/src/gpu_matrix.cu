@@ -2911,8 +2911,8 @@ template <typename Value>
 bool gpu_matrix<Value>::host_bound_start(const context& ctx, const plan_options& opts, cudaStream_t stream)
 {
   auto& m = *impl_;
-  if (job_ || m.report.analyzed || opts.forced || !m.prefetch || !m.prefetch->result || m.parked_csr) return false;
-  if (!m.format || m.format->id() != format_id::cusparse_csr) return false;
+  if (job_ || m.report.analyzed || opts.forced || !m.prefetch || !m.prefetch->result) return false;
+  if (!m.format || m.format->id() != format_id::cusparse_csr) return false;  // also: switched already
   if (std::find(opts.candidates.begin(), opts.candidates.end(), format_id::csr_vector) == opts.candidates.end()) return false;
   const auto t0 = clock_type::now();
   const auto& g = *m.prefetch->result;
