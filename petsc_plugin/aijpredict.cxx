@@ -59,7 +59,8 @@ struct AIJPOptions {
   PetscBool   staged         = PETSC_TRUE;  /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
   PetscBool   prefetch       = PETSC_TRUE;  /* -mat_aijpredict_prefetch: issue the analysis' device passes in the upload's solve, read them back in its later products */
   PetscBool   prefetch_side  = PETSC_FALSE; /* -mat_aijpredict_prefetch_stream: those passes on a stream of their own (lowest priority) */
-  PetscBool   host_bound     = PETSC_FALSE; /* -mat_aijpredict_host_bound_start: csr_vector before the analysis where predicted no slower (gpu_matrix::host_bound_start) */
+  PetscBool   host_bound     = PETSC_TRUE;  /* -mat_aijpredict_host_bound_start: csr_vector before the analysis where predicted no slower (gpu_matrix::host_bound_start) */
+  PetscReal   host_bound_us  = 50;          /* -mat_aijpredict_host_bound_start_us: only where cuSPARSE CSR is predicted at most this (plan_options::host_bound_start_us) */
   PetscBool   host_worker    = PETSC_TRUE;  /* -mat_aijpredict_host_worker: a staged step's stages without CUDA calls run on the step worker (needs a second CPU) */
   PetscBool   first_solve    = PETSC_TRUE;  /* -mat_aijpredict_first_solve_analysis: with prefetch and host_worker, analyse in the upload's solve */
   PetscReal   first_convert  = 200;         /* -mat_aijpredict_first_solve_convert_us: that analysis converts at once below this estimate */
@@ -502,7 +503,8 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
       aijp::plan_options opts;
       bool               switched = false;
       PetscCall(AIJPGetContext(p, &ctx));
-      opts.candidates = p->opt.candidates;
+      opts.candidates          = p->opt.candidates;
+      opts.host_bound_start_us = p->opt.host_bound_us;
       PetscCallCXX(switched = p->gpu->host_bound_start(*ctx, opts, stream));
       if (switched) PetscCall(PetscInfo(A, "aijpredict: product %" PetscInt_FMT ": %s\n", p->mults, p->gpu->report().decision.c_str()));
     }
@@ -731,10 +733,16 @@ PetscErrorCode MatSeqAIJPredictSync(Mat A, Mat_SeqAIJPredict *p)
     if (!p->opt.force.empty()) PetscCallCXX(opts.forced = aijp::parse_format(p->opt.force));
     /* Short solves never pay for an analysis: upload and run cuSPARSE CSR until the matrix is reused. */
     opts.analyze = p->opt.defer_mults == 0 || !p->opt.force.empty();
-    /* An analysis at the upload knows no use yet (expected_mults 0): its partition planning gets upload_share
-       of the upload's time, and is planned when the matrix is reused if that buys too few strips; unbounded
-       it took 7.2 ms for a 2003-row matrix, 3-4x its first solve (H100). */
-    opts.planning_upload_share = p->opt.upload_share;
+    /* An analysis at the upload knows no use yet (expected_mults 0), and the solve that holds it may be short
+       (<= defer_mults products), where everything the analysis adds to the upload counts against it. So its
+       partition planning gets a tenth of upload_share of the upload's time, and is planned when the matrix is
+       reused if that buys too few strips: unbounded it took 7.2 ms for a 2003-row matrix, 3-4x its first solve
+       (H100); at upload_share it took 2.5 ms of a 23 ms upload for lap7 128^3 (42 strips, no split found),
+       which with the analysis made an 8-product CG solve 1.08-1.12x aijcusparse's (H200, session 38). */
+    opts.planning_upload_share = 0.1 * p->opt.upload_share;
+    /* Nor does its online refinement explore (a conversion inside a product) within such a solve: a runner-up
+       is tried only after more samples than defer_mults products can hold. */
+    opts.online_policy.explore_after = std::max<int>(opts.online_policy.explore_after, (int)std::min<PetscInt>(p->opt.defer_mults + 1, 1 << 20));
     p->mults            = 0;
     p->next_check       = 0;
     p->analysis_waits   = PETSC_FALSE;
@@ -1291,7 +1299,9 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_online", "Time sampled products with CUDA events (never waiting for them), correct the model's predictions per format with what was measured (saved in the cache at PetscFinalize), and try the runner-up format, then cuSPARSE CSR (its ALG2 when cuSPARSE CSR runs), once each when the chosen one measures slower than the candidate's prediction", "MatCreateSeqAIJPredict", o->online, &o->online, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_partition", "Plan row-partitioned multi-format layouts (dynamic programming over row strips) and use one when its predicted time beats the best single format", "MatCreateSeqAIJPredict", o->partition, &o->partition, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_prefetch", "With staged steps: issue the analysis' device passes (row statistics, locality samples, then the row-length histogram) in the product that uploads the matrix and read them back without waiting at the next products, so that a staged analysis of a reused matrix starts at its decision and none of its parts issues a device pass; the upload's solve carries them", "MatCreateSeqAIJPredict", o->prefetch, &o->prefetch, nullptr));
-  PetscCall(PetscOptionsBool("-mat_aijpredict_host_bound_start", "With -mat_aijpredict_prefetch: once its passes are read back and before any analysis, run csr_vector on the CSR copy instead of cuSPARSE CSR where the model predicts it no slower on the device (no conversion: its launch costs the host less than a cusparseSpMV call, which is what a host-bound short solve pays for); the analysis later decides as usual", "MatCreateSeqAIJPredict", o->host_bound, &o->host_bound, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_host_bound_start", "With -mat_aijpredict_prefetch: once its passes are read back and before any analysis, run csr_vector on the CSR copy instead of cuSPARSE CSR where the model predicts it no slower on the device and cuSPARSE CSR's product at most -mat_aijpredict_host_bound_start_us (no conversion: its launch costs the host ~4-5 us less than a cusparseSpMV call, which is what a host-bound short solve pays for); the analysis later decides as usual", "MatCreateSeqAIJPredict", o->host_bound, &o->host_bound, nullptr));
+  PetscCall(PetscOptionsReal("-mat_aijpredict_host_bound_start_us", "With -mat_aijpredict_host_bound_start: switch only where cuSPARSE CSR's product is predicted at most this many microseconds (a longer one keeps the device busy while the host runs ahead, and the host time saved buys nothing; 0: never)", "MatCreateSeqAIJPredict", o->host_bound_us, &o->host_bound_us, nullptr));
+  PetscCheck(o->host_bound_us >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_host_bound_start_us must be >= 0, got %g", (double)o->host_bound_us);
   PetscCall(PetscOptionsBool("-mat_aijpredict_prefetch_stream", "With -mat_aijpredict_prefetch: issue those passes on a stream of their own (per device and process, lowest priority, after an event of the products' stream), so that the products queued after them in the upload's solve do not wait for their device time", "MatCreateSeqAIJPredict", o->prefetch_side, &o->prefetch_side, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_host_worker", "With staged steps: run the stages that make no CUDA call (the copy of a plan never analysed, the decision, the partition planner's DP, a conversion to a format on the CSR copy) on the process's step worker thread instead of in parts on the products' thread, which then only hands them over and checks a flag; needs a second CPU (ignored on one)", "MatCreateSeqAIJPredict", o->host_worker, &o->host_worker, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_first_solve_analysis", "With -mat_aijpredict_prefetch and -mat_aijpredict_host_worker (two CPUs): start the analysis as soon as the passes issued at the upload are read back, with its hand-over to the step worker unpaced, so that the hand-over and the install land in the upload's solve rather than in a later one; a conversion is then made if it pays within the products so far or -mat_aijpredict_defer_mults, whichever is more (a format on the CSR copy costs only its install), or at once if estimated at most -mat_aijpredict_first_solve_convert_us, else reconsidered as the product count doubles; the new plan's first online samples wait for the solver's pace", "MatCreateSeqAIJPredict", o->first_solve, &o->first_solve, nullptr));
@@ -1313,7 +1323,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsBool("-mat_aijpredict_upload_pool", "Upload the CSR copy (and its layout reserve) into a block of a process-wide pool that keeps destroyed matrices' blocks for later uploads (a few us instead of a cudaMalloc of ~0.1 ms; at most 256 MiB kept unused, given back when an allocation of ours runs out of memory; copies up to 64 MiB), and take the reserve's free-memory figure from a reading of the last second instead of asking the driver", "MatCreateSeqAIJPredict", o->upload_pool, &o->upload_pool, nullptr));
   PetscCall(PetscOptionsReal("-mat_aijpredict_free_band", "Online refinement: where the running format's products measure at most 20 us, csr_vector or csr_scalar (they run on the CSR copy: no conversion), if never measured on this matrix, is also tried when predicted within this fraction of the measured time, slower predictions included (0: only when predicted faster by the exploration margin)", "MatCreateSeqAIJPredict", o->free_band, &o->free_band, nullptr));
   PetscCheck(o->free_band >= 0 && o->free_band <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_free_band must be in [0, 1]");
-  PetscCall(PetscOptionsReal("-mat_aijpredict_upload_share", "A matrix whose analysis (~2 ms) is at most this share of its upload's time is analysed and converted at the upload, in the first solve, instead of over the products after -mat_aijpredict_defer_mults (0: never); an analysis at the upload plans a row partition within this share of the upload's time, else when the matrix is reused", "MatCreateSeqAIJPredict", o->upload_share, &o->upload_share, nullptr));
+  PetscCall(PetscOptionsReal("-mat_aijpredict_upload_share", "A matrix whose analysis (~2 ms) is at most this share of its upload's time is analysed and converted at the upload, in the first solve, instead of over the products after -mat_aijpredict_defer_mults (0: never); an analysis at the upload plans a row partition within a tenth of this share of the upload's time, else when the matrix is reused, and its online refinement tries no other format within -mat_aijpredict_defer_mults products (a short solve holding the upload pays for neither)", "MatCreateSeqAIJPredict", o->upload_share, &o->upload_share, nullptr));
   PetscCheck(o->upload_share >= 0 && o->upload_share <= 1, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_upload_share must be in [0, 1]");
   PetscCall(PetscOptionsReal("-mat_aijpredict_trace_ms", "Under -info, report each product whose host time (reuse check, product, staged part) exceeds this many milliseconds, with where it went", "MatCreateSeqAIJPredict", o->trace_ms, &o->trace_ms, nullptr));
   PetscCheck(o->trace_ms >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_trace_ms must be >= 0");
@@ -1446,7 +1456,7 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_model <name>     - performance model: placeholder (default), aijp, guo_wang, wang_gu_li_normal, wang_gu_li_uniform
 .  -mat_aijpredict_warmup           - fit the models on this GPU first if it has no fitted coefficients (quick warm-up)
 .  -mat_aijpredict_defer_mults <k>  - products on cuSPARSE CSR before the analysis (default 10; 0: at once); then the analysis waits until it can pay
-.  -mat_aijpredict_upload_share <f> - analyse and convert at the upload a matrix whose analysis (~2 ms) is at most this share of the upload's time (default 0.1, an upload of 20 ms; 0: never); it also bounds an analysis at the upload's partition planning
+.  -mat_aijpredict_upload_share <f> - analyse and convert at the upload a matrix whose analysis (~2 ms) is at most this share of the upload's time (default 0.1, an upload of 20 ms; 0: never); a tenth of it bounds an analysis at the upload's partition planning
 .  -mat_aijpredict_expected_mults <n> - products expected; conversion only when it pays (default: as many as so far)
 .  -mat_aijpredict_use_gpu <bool>   - false runs everything on the CPU like `MATSEQAIJ`
 .  -mat_aijpredict_preload <bool>   - load the library's CUDA modules (PetscScalar's kernels) when the per-process context is made, not inside the first product of each format (default true)
@@ -1466,7 +1476,8 @@ PetscErrorCode AIJPComposeSeq(Mat B, bool add)
 .  -mat_aijpredict_background <bool> - analyse and convert on a worker thread while the products run the current format (default false)
 .  -mat_aijpredict_prefetch <bool> - staged: issue the analysis' device passes in the upload's product, read back at the next ones (default true)
 .  -mat_aijpredict_prefetch_stream <bool> - with it: issue those passes on a stream of their own (default false)
-.  -mat_aijpredict_host_bound_start <bool> - with it: csr_vector before the analysis where predicted no slower than cuSPARSE CSR (default false)
+.  -mat_aijpredict_host_bound_start <bool> - with it: csr_vector before the analysis where predicted no slower than cuSPARSE CSR (default true)
+.  -mat_aijpredict_host_bound_start_us <us> - that switch only where cuSPARSE CSR is predicted at most this (default 50; 0: never)
 .  -mat_aijpredict_first_solve_analysis <bool> - with prefetch and host_worker: analyse, hand over and install in the upload's solve (default true)
 .  -mat_aijpredict_first_solve_convert_us <us> - with it: convert at once, in the upload's solve, a choice estimated at most this (default 200)
 .  -mat_aijpredict_worker_convert <bool> - with it: such a conversion to sell_delta16, sell_sigma or sell runs on the step worker's stream (default true)

@@ -1882,7 +1882,9 @@ struct gpu_matrix<Value>::background_job {
         if (!plan || plan->pending_partition) return false;
         if (!plan->staged_choice) return true;
         const format_id f = *plan->staged_choice;
-        if (f == format_id::csr_vector || f == format_id::csr_scalar || (f == format_id::cusparse_csr && running_cusparse_csr)) return true;
+        if (f == format_id::csr_vector || f == format_id::csr_scalar || (f == format_id::cusparse_csr && (running_cusparse_csr || running_parked_csr))) {
+          return true;
+        }
         return detail::has_format_builder(f) && worker_conversion();
       }
       case stage::converting: return worker_converting && !worker_fallback;
@@ -2919,7 +2921,8 @@ bool gpu_matrix<Value>::host_bound_start(const context& ctx, const plan_options&
   const prediction_input in = m.analysis_input(g.stats, g.loc, g.free_memory_bytes);
   const auto est = estimate_block(ctx, in, g.stats, {format_id::cusparse_csr, format_id::csr_vector});
   const int csr_i = estimate_index(est, format_id::cusparse_csr), vec_i = estimate_index(est, format_id::csr_vector);
-  if (csr_i < 0 || vec_i < 0 || !est[csr_i].feasible || !est[vec_i].feasible || !(est[vec_i].predicted_us <= est[csr_i].predicted_us)) {
+  if (csr_i < 0 || vec_i < 0 || !est[csr_i].feasible || !est[vec_i].feasible || !(est[vec_i].predicted_us <= est[csr_i].predicted_us) ||
+      !(est[csr_i].predicted_us <= opts.host_bound_start_us)) {
     return false;
   }
   std::unique_ptr<detail::format_impl<Value>> vec;

@@ -50,6 +50,12 @@ struct plan_options {
   /// such a part cost 2-6 % on the H100 (session 30). 0: off (the PETSc plugin sets it with
   /// -mat_aijpredict_first_solve_analysis, from -mat_aijpredict_first_solve_convert_us).
   double convert_at_once_us = 0;
+  /// host_bound_start switches to csr_vector only where cuSPARSE CSR's predicted product takes at most this
+  /// (us). What the switch saves is host time (~4-5 us per product); it pays where a product is that short
+  /// and the solve waits on its host (bcsstk13's 2003 rows: 5-8 us). A longer product keeps the device busy
+  /// while the host runs ahead, so the host time saved buys nothing, and the switch would follow the model's
+  /// comparison of two device times alone, where csr_vector's p95 error is 12-19 %. 0: never switch.
+  double host_bound_start_us = 50;
   /// Online refinement when the context has it (context_options::online): sampled products are timed with
   /// CUDA events (read back later, never waited for in apply), fed to the context's corrections, and the
   /// runner-up is tried once when the running format measures worse than the runner-up's prediction
@@ -429,8 +435,9 @@ class gpu_matrix {
   /// products' thread ~4-5 us more than our kernel's launch, 4 % of a host-bound 1 ms GMRES(10) solve of a small
   /// matrix on the H200 (bench/results/2026-11-28_h200_session37_step_cycle.txt). cuSPARSE CSR's layout is kept
   /// aside (freed with the plan, not inside a product) and an analysis that keeps cuSPARSE CSR on this plan takes
-  /// it back. The analysis later decides as usual. True where it switched. (PETSc plugin:
-  /// -mat_aijpredict_host_bound_start.)
+  /// it back. The analysis later decides as usual. Only where cuSPARSE CSR's prediction is at most
+  /// opts.host_bound_start_us. True where it switched. (PETSc plugin: -mat_aijpredict_host_bound_start, on by
+  /// default.)
   bool host_bound_start(const context& ctx, const plan_options& opts, cudaStream_t stream);
   /// A staged step not installed yet: its last part's stage, as plan_report::staged_poll_labels names it; an
   /// exploration's candidate being converted in parts: which and its part (empty otherwise). For a report of
