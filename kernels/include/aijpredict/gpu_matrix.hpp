@@ -54,8 +54,12 @@ struct plan_options {
   /// (us). What the switch saves is host time (~4-5 us per product); it pays where a product is that short
   /// and the solve waits on its host (bcsstk13's 2003 rows: 5-8 us). A longer product keeps the device busy
   /// while the host runs ahead, so the host time saved buys nothing, and the switch would follow the model's
-  /// comparison of two device times alone, where csr_vector's p95 error is 12-19 %. 0: never switch.
-  double host_bound_start_us = 50;
+  /// comparison of two device times alone, where csr_vector's p95 error is 12-19 %: 25 us is where that error
+  /// reaches the host time saved. On four gated warm-ups (three H100, one H200), every matrix the
+  /// rule switched with cuSPARSE CSR predicted at most 25 us measured csr_vector at most 0.90x cuSPARSE CSR;
+  /// from 25 to 50 us 6-8 of 19-22 measured it slower, up to 1.15x
+  /// (bench/results/2026-11-28_session38_host_bound_start_offline.txt). 0: never switch.
+  double host_bound_start_us = 25;
   /// Online refinement when the context has it (context_options::online): sampled products are timed with
   /// CUDA events (read back later, never waited for in apply), fed to the context's corrections, and the
   /// runner-up is tried once when the running format measures worse than the runner-up's prediction
