@@ -26,6 +26,8 @@ done
 [ ${#configs[@]} -gt 0 ] || configs=("default:15:" "pw2:14,15:-mat_aijpredict_prefetch+-mat_aijpredict_host_worker")
 here="$(cd "$(dirname "$0")/.." && pwd)"
 source "$here/.device/paths.env"
+# The packed libraries (PETSc, MPI, ...) as scripts/device_run.sh finds them, so that this runs without it too.
+export LD_LIBRARY_PATH="$here/.device/lib:$here/.device/petsc:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 ab="$AIJP_HOST_BUILD_DIR/examples/petsc/aijp_solve_ab"
 [ -x "$ab" ] || { echo "short_solves.sh: $ab not built" >&2; exit 1; }
 dev="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
@@ -46,7 +48,8 @@ for c in "${configs[@]}"; do
     echo "=== ${name}_${mat} (taskset -c $cpus) ${src[*]} $opts" >> "$out"
     # shellcheck disable=SC2086
     AIJPREDICT_CACHE_DIR="$cache" taskset -c "$cpus" "$ab" "${src[@]}" -ksp_max_it 10 -ksp_type gmres -pc_type jacobi \
-      -types aijcusparse,aijpredict -interleave -rounds "$rounds" -solves 160 $opts 2>&1 | grep -v '^round ' >> "$out" || rc=1
+      -types aijcusparse,aijpredict -interleave -rounds "$rounds" -solves 160 $opts 2>&1 | grep -v '^round ' >> "$out" || {
+      rc=1; echo "short_solves.sh: ${name}_${mat} failed (its output is in $out)" >&2; }
     rm -rf "$cache"
   done
 done
