@@ -496,9 +496,10 @@ PetscErrorCode AIJPInstallStep(Mat A, Mat_SeqAIJPredict *p, bool wait)
   if (!wait && p->gpu->prefetch_pending()) { /* the passes issued at the upload: read back without waiting */
     PetscCall(PetscGetCurrentCUDAStream(&stream));
     PetscCall(PetscLogEventBegin(AIJP_EVENT_ANALYZE, A, 0, 0, 0));
-    PetscCallCXX(p->gpu->advance_prefetch(stream));
+    bool back = false;
+    PetscCallCXX(back = p->gpu->advance_prefetch(stream));
     /* Once, in the product that reads them back: -mat_aijpredict_host_bound_start. */
-    if (p->opt.host_bound && p->gpu->prefetch_ready()) {
+    if (p->opt.host_bound && back) {
       aijp::context     *ctx = nullptr;
       aijp::plan_options opts;
       bool               switched = false;

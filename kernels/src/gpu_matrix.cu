@@ -1847,8 +1847,8 @@ struct gpu_matrix<Value>::background_job {
   enum class stage { copy, copy_state, start, sampling, gathering, deciding, plan_strips, gathering_strips, plan_dp, replay, convert, converting, building_partition, finished };
   clock_type::time_point started;
   format_id running_format = format_id::cusparse_csr;  // the running plan's: the parts' budget is its product time
-  bool running_cusparse_csr = false;                    // the running plan is cuSPARSE CSR, unpartitioned
-  bool running_parked_csr = false;                      // the running plan keeps cuSPARSE CSR aside (host_bound_start)
+  // The running plan holds cuSPARSE CSR's layout: it runs it, unpartitioned, or keeps it aside (host_bound_start).
+  bool running_has_csr = false;
   detail::row_stats_job stats_job;
   detail::locality_job locality;
   size_type free_memory = 0;
@@ -1882,9 +1882,7 @@ struct gpu_matrix<Value>::background_job {
         if (!plan || plan->pending_partition) return false;
         if (!plan->staged_choice) return true;
         const format_id f = *plan->staged_choice;
-        if (f == format_id::csr_vector || f == format_id::csr_scalar || (f == format_id::cusparse_csr && (running_cusparse_csr || running_parked_csr))) {
-          return true;
-        }
+        if (f == format_id::csr_vector || f == format_id::csr_scalar || (f == format_id::cusparse_csr && running_has_csr)) return true;
         return detail::has_format_builder(f) && worker_conversion();
       }
       case stage::converting: return worker_converting && !worker_fallback;
@@ -2579,7 +2577,7 @@ struct gpu_matrix<Value>::background_job {
         }
         if (!m.staged_choice) return true;  // nothing to convert (no change)
         building = *m.staged_choice;
-        if (building == format_id::cusparse_csr && (running_cusparse_csr || running_parked_csr)) {
+        if (building == format_id::cusparse_csr && running_has_csr) {
           // The install moves the running cuSPARSE CSR (or the one host_bound_start set aside) and its handle over.
           keep_running_layout = true;
           m.converted(building, 0.0);
@@ -2709,8 +2707,7 @@ bool gpu_matrix<Value>::start_background(std::shared_ptr<const context> ctx, bac
                         ? std::max(0.0, m.report.predicted_us - params.launch_us)
                         : m.csr_bound_us;  // not analysed yet
     job->running_format = m.report.chosen;
-    job->running_cusparse_csr = !m.report.partitioned && m.format && m.format->id() == format_id::cusparse_csr;
-    job->running_parked_csr = m.parked_csr != nullptr;
+    job->running_has_csr = m.parked_csr != nullptr || (!m.report.partitioned && m.format && m.format->id() == format_id::cusparse_csr);
     const double product_us = job->slack_us + params.launch_us;
     if (product_us >= background_job::timed_passes_min_us) {
       if (opts.stage_duty > 0) job->pass_timer = std::make_unique<detail::spmv_timer>(4);
