@@ -6,6 +6,7 @@
 #include <aijpredict/measure.hpp>
 #include <aijpredict/reference.hpp>
 
+#include "gpu_test_support.hpp"
 #include "test_checks.hpp"
 #include "test_matrices.hpp"
 
@@ -409,9 +410,7 @@ TEST_F(GpuOnline, ExplorationThatCannotPayIsNotTried)
   for (const bool enough : {false, true}) {
     auto ctx = online_context();
     aijp::plan_options po = quick_exploration();
-    po.candidates.erase(std::remove_if(po.candidates.begin(), po.candidates.end(),
-                                       [](format_id f) { return f == format_id::csr_scalar || f == format_id::csr_vector; }),
-                        po.candidates.end());
+    aijp::test::drop_csr_copy_formats(po.candidates);
     const format_id first = mispredict_choice(*ctx, po);
     ASSERT_NE(first, format_id::cusparse_csr);
     // Every other format's own cell says its model is right, cuSPARSE CSR's that it is 3x slower: the

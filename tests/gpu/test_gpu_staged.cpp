@@ -258,12 +258,9 @@ TEST_F(GpuStaged, AnalysisKeepingCuSparseCsrMovesTheRunningLayoutThenConvertsWhe
   aijp::gpu_matrix<double> m(*ctx, a.view(), not_analysed(), nullptr);
   aijp::plan_options once;
   once.expected_mults = 1;  // no conversion pays for one product: cuSPARSE CSR stays, the choice is deferred
-  // Without the formats on the CSR copy, which convert for the price of their install and so may pay within one
-  // product as the interim format, depending on the context's calibration: under compute-sanitizer (kernels
-  // ~100x slower while the device is calibrated) csr_vector did, and ran instead of cuSPARSE CSR.
-  once.candidates.erase(std::remove_if(once.candidates.begin(), once.candidates.end(),
-                                       [](format_id f) { return f == format_id::csr_scalar || f == format_id::csr_vector; }),
-                        once.candidates.end());
+  // Without the formats on the CSR copy: under compute-sanitizer (kernels ~100x slower while the device is
+  // calibrated) csr_vector paid within one product as the interim format, and ran instead of cuSPARSE CSR.
+  aijp::test::drop_csr_copy_formats(once.candidates);
   ASSERT_TRUE(m.start_background(ctx, background_step::analyze, once, nullptr, background_mode::staged));
   bool changed = false;
   poll_until_installed(m, a, x, dx, format_id::cusparse_csr, &changed);
