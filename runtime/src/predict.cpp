@@ -156,8 +156,10 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (fq != m.end()) p.format_floor_adds_l2[i] = fq->second > 0 ? 1.0 : 0.0;
     const auto lr = m.find(l2_gather_key(static_cast<format_id>(i)));
     if (lr != m.end() && lr->second > 0 && lr->second <= 1e6) p.format_l2_gather_gbs[i] = lr->second;
+    // ELLPACK-R and PELLR only: csr_vector's key (sessions 36-38) described its kernel before the chunk loop.
     const auto rs = m.find(remainder_share_key(static_cast<format_id>(i)));
-    if (rs != m.end() && rs->second > 0.0 && rs->second <= 1.0) p.format_remainder_share[i] = rs->second;
+    const bool has_share = i == static_cast<int>(format_id::ellr) || i == static_cast<int>(format_id::pellr);
+    if (has_share && rs != m.end() && rs->second > 0.0 && rs->second <= 1.0) p.format_remainder_share[i] = rs->second;
     const auto fl = m.find(floor_key(static_cast<format_id>(i)));
     if (fl != m.end() && std::isfinite(fl->second) && fl->second >= 0.0 && fl->second <= 1e3) p.format_floor_us[i] = fl->second;
   }
@@ -427,20 +429,6 @@ bool has_remainder(const row_stats& s)
   return unroll4_chain_entries(s.max_len, s.min_len, 0.5) < unroll4_chain_entries(s.max_len, s.min_len);
 }
 
-// csr_vector's chain with one row per lane group (layout_traffic::unrolled_steps), in steps at the unrolled rate:
-// the peeled first step is a whole round of dependent loads (col_idx and values, then x), the loop's rounds take
-// 4 steps' loads in flight, and each of its rest % 4 remainder iterations is a round of one step's loads, at
-// `remainder_share` of a round (bandwidth_model_params::format_remainder_share). A linear count, one step per
-// step, prices a short row's steps at the rate of a long row's unrolled ones: on the H100 session-32 gated
-// warm-up csr_vector's small matrices whose longest row takes 3-6 steps measured 10-24 % over their predictions
-// (normal rows of mean 40 and sigma 20 or 40 on 1000 rows: 3.68 and 4.43 us against 3.25 and 3.38), those of
-// one step 4-15 % under them (docs/models.md, Session 36: csr_vector's remainder).
-double csr_vector_remainder_steps(double steps, double remainder_share)
-{
-  if (!(steps > 0)) return 0.0;
-  const double rest = std::max(0.0, steps - 1.0);
-  return csr_vector_unroll * (1.0 + std::floor(rest / csr_vector_unroll) + remainder_share * std::fmod(rest, csr_vector_unroll));
-}
 
 }  // namespace
 
@@ -504,12 +492,17 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       const double typ = csr_vector_typical_length(s);
       const double typical = std::max(1.0, std::ceil(typ / lanes));
       c.moved_bytes = nnz * entry + row_ptr;
-      // Serial chain in steps of the one-row loop, which keeps csr_vector_unroll steps' loads in flight.
+      // Serial chain in steps at the rate of a round of csr_vector_unroll steps. With one row per group a lane
+      // walks its steps in chunks of layout_ref::csr_chunk (= csr_vector_unroll), so the longest row takes
+      // ceil(longest / chunk) rounds, counted as whole rounds of 4 steps beyond the first, whose latency every
+      // product has and the fixed cost holds: H200 gated held-out set (2026-11-28), the first round counted
+      // put matrices of one round 3-15 % over (2.45-2.73 us measured, 2.82 predicted), csr_vector 9.4 / 22.2 %
+      // mean / p95; without it 7.3 / 16.9 % (docs/models.md, Session 39).
       // With rows stacked (slot i of group g is row block_first + i * groups + g) every step issues the
       // loads of all the thread's rows before any fma (csr.cu), so the chain is the longest row's, at
       // csr_vector_stacked_unroll steps per round; the other rows add loads to each round, not rounds.
-      c.serial_entries = slots == 1 ? longest : 1.0 + csr_vector_unroll / csr_vector_stacked_unroll * (longest - 1.0);
-      if (slots == 1) c.unrolled_steps = longest;
+      c.serial_entries = slots == 1 ? csr_vector_unroll * (std::ceil(longest / csr_vector_unroll) - 1.0)
+                                    : 1.0 + csr_vector_unroll / csr_vector_stacked_unroll * (longest - 1.0);
       // Long rows stored together (natural-order N_iter within 1.5x of the length-sorted one, rows far longer
       // than typical) fill several slots of a lane group, whose rows then count one after another: 4096 rows
       // of 2000 above a 2M-row stencil measured 232 us on an H100 and 223 us on an H200 (GPU-independent, like
@@ -749,8 +742,6 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   const double remainder_share = p.format_remainder_share[static_cast<int>(f)];
   const double serial_entries = (f == format_id::ellr || f == format_id::pellr) && remainder_share > 0
                                     ? unroll4_chain_entries(s.max_len, s.min_len, remainder_share)
-                                : f == format_id::csr_vector && remainder_share > 0 && c.unrolled_steps > 0
-                                    ? csr_vector_remainder_steps(c.unrolled_steps, remainder_share)
                                     : c.serial_entries;
   r.serial_us = serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
   // JAD walks the rows sorted by length, so its longest chain is walked by the 32 longest rows, not by the
@@ -1428,27 +1419,19 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   // the shares apart (H100 session-32 gated warm-up: 16.1 / 15.9 / 16.0 % at 1 / 0.875 / 0.75, set by its samples
   // beyond the L2), its 29 chains in the L2 with a remainder do (about 11.1 / 10.6 / 10.8 %).
   {
-    // csr_vector's one-row loop likewise (csr_vector_remainder_steps), over its training samples in the L2 with one
-    // row per lane group: its shares count the peeled step and the remainder as rounds, which moves every such
-    // chain, not only those with a remainder, against the linear chain of its whole fit.
-    constexpr format_id remainder_formats[] = {format_id::ellr, format_id::pellr, format_id::csr_vector};
-    constexpr double remainder_shares[] = {1.0, 0.875, 0.75, 0.5};
-    const auto in_grid = [](format_id f, double share) {
-      // csr_vector: 0.25 would be the linear chain plus 3 steps for every row (4 x (1 + floor(rest / 4)) + rest % 4
-      // = steps + 3), which the fixed cost absorbs: no other model.
-      if (f == format_id::csr_vector) return share == 1.0 || share == 0.75 || share == 0.5;
-      return share == 0.875 || share == 0.75;  // ELLPACK-R, PELLR: 1 is their whole fit's (unroll4_chain_entries)
-    };
+    // (csr_vector's one-row loop had a peeled step and an unrolled loop's remainder with a share of its own until
+    // session 39; its kernel now walks chunks, whose whole rounds layout_traffic_of counts.)
+    constexpr format_id remainder_formats[] = {format_id::ellr, format_id::pellr};
+    constexpr double remainder_shares[] = {0.875, 0.75};  // 1 is their whole fit's (unroll4_chain_entries)
+    const auto in_grid = [](format_id, double) { return true; };
     std::array<std::vector<std::size_t>, format_count> chains;
     for (std::size_t k = 0; k < obs.size(); ++k) {
       const auto& o = obs[k];
-      const bool vec = o.format == format_id::csr_vector;
       const bool ell = (o.format == format_id::ellr || o.format == format_id::pellr) && has_remainder(o.input.stats);
-      if (!(o.measured_us > 0) || !(vec || ell)) continue;
+      if (!(o.measured_us > 0) || !ell) continue;
       const placeholder_parts t = parts_of(o.format, o.input, best);
       if (!t.in_l2) continue;
-      if (vec ? t.traffic.unrolled_steps > 0 : chain_us_of(o.format, t, best) >= std::max(t.stream_us, t.l2_us))
-        chains[static_cast<int>(o.format)].push_back(k);
+      if (chain_us_of(o.format, t, best) >= std::max(t.stream_us, t.l2_us)) chains[static_cast<int>(o.format)].push_back(k);
     }
     const auto error = [&](format_id f, const bandwidth_model_params& q) {
       double e = 0;

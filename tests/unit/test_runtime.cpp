@@ -858,9 +858,10 @@ TEST(PlaceholderModel, FloorOfCsrVectorFollowsItsRowsPerLaneGroup)
   s.max_len = 2'000'000;
   EXPECT_EQ(aijp::csr_vector_slots(s, nullptr), 1);
   EXPECT_EQ(aijp::csr_vector_slots(s, &d), 4);
-  const double one_row = p.launch_us + 125000 * p.serial_entry_l2_ns * 1e-3;
+  // One row per group: 31250 chunks of 4 steps, the 31249 beyond the first counted (csr.cu's chunk loop).
+  const double one_row = p.launch_us + 4 * 31249 * p.serial_entry_l2_ns * 1e-3;
   EXPECT_NEAR(aijp::at_least_launches(aijp::format_id::csr_vector, s, 8, p, 1.0), one_row, 1e-6);
-  // Stacked, the long row advances 2 steps per round where the one-row loop (unrolled by 4) advances 4.
+  // Stacked, the long row advances 2 steps per round where the one-row loop (chunks of 4) advances 4.
   const double stacked = p.launch_us + (1 + 2 * 124999) * p.serial_entry_l2_ns * 1e-3;
   EXPECT_NEAR(aijp::at_least_launches(aijp::format_id::csr_vector, s, 8, p, 1.0, &d), stacked, 1e-6);
   // The placeholder reads the device of its input.
@@ -1893,47 +1894,46 @@ TEST(PlaceholderModel, EllrPellrRemainderShareFittedAndKeyed)
   EXPECT_EQ(m.count("chain_remainder_share.jad"), 0u);
 }
 
-// csr_vector's one-row loop (csr.cu: the first step peeled, then `#pragma unroll 4`) at a fitted share of a round
-// for each remainder iteration (format_remainder_share, csr_vector_remainder_steps): chosen from the warm-up's
-// samples in the L2 with one row per lane group, written under its key; a cache without the key counts one step per
-// step, as before.
-TEST(PlaceholderModel, CsrVectorRemainderShareFittedAndKeyed)
+// csr_vector's one-row loop (csr.cu) walks a lane's steps in chunks of 4: its chain counts whole rounds of 4 steps
+// beyond the first (a row of 1-4 steps is one round, in the fixed cost), and the remainder share of sessions 36-38
+// (a key in older caches) is not read.
+TEST(PlaceholderModel, CsrVectorOneRowChainCountsWholeChunks)
 {
   const aijp::format_id vec = aijp::format_id::csr_vector;
   const int i = static_cast<int>(vec);
   aijp::bandwidth_model_params p;
   p.stream_read_gbs = 3000;
-  aijp::bandwidth_model_params truth = p;
-  truth.format_remainder_share[i] = 0.5;
-  // 64 rows (one wave: one row per lane group) of 40-12001 entries: 2-376 steps of 32 lanes, 0-3 of them in the
-  // loop's remainder; the longer rows' chains above the fixed costs and the streaming (the chain factor's fit).
-  std::vector<aijp::fixed_cost_observation> obs;
-  for (int len : {40, 70, 100, 129, 301, 350, 2001, 3003, 4002, 6001, 8003, 10002, 12001}) {
-    const auto in = uniform_rows_input(64, len);
-    ASSERT_GT(aijp::layout_traffic_of(vec, in.stats, in.value_bytes, &in.device).unrolled_steps, 0.0) << len;
-    obs.push_back({vec, in, aijp::predict_bandwidth_model(in, truth, {vec}).front().predicted_us});
-  }
-  const auto used = aijp::fit_format_corrections(obs, p);
-  EXPECT_EQ(used.remainder[i], static_cast<int>(obs.size()));
-  EXPECT_EQ(p.format_remainder_share[i], 0.5);
-  // Rows of 100 under 32 lanes start 28 entries past an aligned index: 4 steps, the peeled one and 3 in the
-  // remainder: 4 x (1 + 0.5 x 3) steps at the unrolled rate, against 4 counted one per step.
-  const auto in = uniform_rows_input(64, 100);
   const double ns = p.serial_entry_l2_ns * 1e-3;
-  EXPECT_NEAR(aijp::explain_bandwidth_model(vec, in, p).raw_chain_us, 4 * (1 + 0.5 * 3) * ns, 1e-9);
-  const aijp::bandwidth_model_params old = expect_keyed(p, "chain_remainder_share.csr_vector", 0.5, in, vec);
-  EXPECT_EQ(old.format_remainder_share[i], 0.0);
-  EXPECT_NEAR(aijp::explain_bandwidth_model(vec, in, old).raw_chain_us, 4 * ns, 1e-9);
-  // Samples of the linear chain (the same truth without the share) keep it.
-  aijp::bandwidth_model_params lin = truth;
-  lin.format_remainder_share[i] = 0.0;
-  std::vector<aijp::fixed_cost_observation> linear;
-  for (const auto& o : obs) linear.push_back({vec, o.input, aijp::predict_bandwidth_model(o.input, lin, {vec}).front().predicted_us});
-  aijp::bandwidth_model_params q;
-  q.stream_read_gbs = 3000;
-  const auto none = aijp::fit_format_corrections(linear, q);
-  EXPECT_EQ(q.format_remainder_share[i], 0.0);
-  EXPECT_EQ(none.remainder[i], 0);
+  // 64 rows (one wave: one row per lane group) under 32 lanes; rows of n start at multiples of n, at most
+  // 32 - gcd(n, 32) entries past an aligned index.
+  const std::vector<std::pair<int, double>> rounds = {
+      {40, 1},    // 24 + 40 = 64: 2 steps
+      {100, 1},   // 28 + 100 = 128: 4 steps
+      {129, 2},   // 31 + 129 = 160: 5 steps
+      {301, 3},   // 31 + 301 = 332: 11 steps
+      {2001, 16}, // 31 + 2001 = 2032: 64 steps
+  };
+  for (const auto& [len, r] : rounds) {
+    const auto in = uniform_rows_input(64, len);
+    ASSERT_EQ(aijp::csr_vector_slots(in.stats, &in.device), 1) << len;
+    EXPECT_NEAR(aijp::explain_bandwidth_model(vec, in, p).raw_chain_us, 4 * (r - 1) * ns, 1e-9) << len;
+  }
+  // Short rows: 2 lanes for rows of 1-2, a row of 5 takes 3 steps, one round like a row of 2.
+  auto in = uniform_rows_input(4096, 2);
+  in.stats.max_len = 5;
+  ASSERT_EQ(aijp::csr_vector_lanes(in.stats), 2);
+  EXPECT_EQ(aijp::explain_bandwidth_model(vec, in, p).raw_chain_us, 0.0);
+  in.stats.max_len = 9;  // 5 steps: two rounds
+  EXPECT_NEAR(aijp::explain_bandwidth_model(vec, in, p).raw_chain_us, 4 * ns, 1e-9);
+  // A csr_vector share in a cache (written by sessions 36-38) is ignored; ELLPACK-R's is read.
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(p, m);
+  m["chain_remainder_share.csr_vector"] = 0.5;
+  m["chain_remainder_share.ellr"] = 0.75;
+  aijp::bandwidth_model_params r;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_EQ(r.format_remainder_share[i], 0.0);
+  EXPECT_EQ(r.format_remainder_share[static_cast<int>(aijp::format_id::ellr)], 0.75);
 }
 
 // cuSPARSE SELL: its own L2 rate (format_l2_gather_gbs), fitted on and applied to matrices whose x fits in the L2

@@ -21,6 +21,15 @@ constexpr unsigned full_mask = 0xffffffffu;
 // Rows per lane group of csr_vector once one row per group needs more than a wave (the measurements that
 // chose 4 are in layout_ref_csr.hpp).
 constexpr int stacked_slots = layout_ref::csr_vector_stacked_slots;
+// csr_vector's one-row loop walks a lane's steps in chunks of `chunk`: first the chunk's column indices and
+// values (predicated past the row's end), then its x gathers, then the fused multiply-adds in order, as the
+// sliced-ELL kernels do (sell_common::chunk), so a row of n steps takes ceil(n / chunk) dependent rounds. Under
+// `#pragma unroll 4` a peeled first step and the n % 4 remainder iterations were a dependent col_idx -> x -> fma
+// round each. H200, double, gated held-out set, 2026-11-28 (docs/models.md, Session 39): 8-9 % faster in
+// geometric mean over 29 matrices, 10-24 % on the small real matrices with rows of 2-400 steps (bcsstk13 3.56 ->
+// 2.71 us, adder_dcop_05 22.0 -> 18.3 us), the stacked rows unchanged. csr_scalar keeps `#pragma unroll 4`: the
+// same chunks there won on short rows and stencils but lost 7-20 % on long rows (same section).
+constexpr int chunk = layout_ref::csr_chunk;
 
 template <typename Value, bool beta_zero>
 __device__ __forceinline__ void write_result(Value* y, size_type row, Value alpha, Value sum, Value beta)
@@ -48,9 +57,9 @@ __global__ void __launch_bounds__(block_size) csr_scalar_spmv(size_type rows, co
 }
 
 // `lanes` consecutive threads own a row; each group owns `slots` rows of the block, slot i of group g being
-// row block_first + i * groups + g (so every slot of a warp reads consecutive rows). With one slot the row
-// runs in a counted loop unrolled by 4 (a `k < end` loop on unsigned k does not unroll), 4 loads in flight
-// on long rows. With several slots all rows of the thread advance together (unrolled by 2), the loads of
+// row block_first + i * groups + g (so every slot of a warp reads consecutive rows). With one slot a lane walks
+// its entries in chunks of `chunk` steps (the loop shape above), so a row of n steps takes ceil(n / chunk)
+// dependent rounds. With several slots all rows of the thread advance together (unrolled by 2), the loads of
 // every slot in flight at once, where one row per group left short-row matrices with a single dependent
 // load chain per warp. No thread returns early: every lane of the warp takes part in the full-mask
 // shuffles; rows past the end contribute nothing (a finished row re-reads entry 0 and discards it).
@@ -69,6 +78,7 @@ __global__ void __launch_bounds__(block_size) csr_vector_spmv(size_type rows, co
   unsigned k[slots], steps[slots];
   Value sum[slots];
   unsigned max_steps = 0;
+  unsigned begin0 = 0, end0 = 0;  // the row of the only slot (slots == 1)
 #pragma unroll
   for (int i = 0; i < slots; ++i) {
     const size_type row = first_row + static_cast<size_type>(i) * groups;
@@ -84,16 +94,36 @@ __global__ void __launch_bounds__(block_size) csr_vector_spmv(size_type rows, co
       k[i] = (begin & ~static_cast<unsigned>(aligned - 1)) + lane;
     }
     sum[i] = 0;
+    if (slots == 1) {
+      begin0 = begin;
+      end0 = end;
+      continue;  // the chunk loop below takes the first step too
+    }
     if (k[i] >= begin && k[i] < end) sum[i] = fma(values[k[i]], __ldg(x + col_idx[k[i]]), sum[i]);
     k[i] += lanes;  // now >= begin on every lane
     steps[i] = k[i] < end ? (end - k[i] + lanes - 1) / lanes : 0;
     max_steps = max(max_steps, steps[i]);
   }
   if (slots == 1) {
-#pragma unroll 4
-    for (unsigned s = 0; s < steps[0]; ++s) {
-      sum[0] = fma(values[k[0]], __ldg(x + col_idx[k[0]]), sum[0]);
-      k[0] += lanes;
+    // Entry positions k, k + lanes, ...; only the first can lie below `begin` (the aligned start). At most
+    // end + chunk * lanes < 2^32: no wrap.
+    for (unsigned at = k[0]; at < end0; at += chunk * lanes) {
+      bool in[chunk];
+      index_type c[chunk];
+      Value v[chunk], xv[chunk];
+#pragma unroll
+      for (int u = 0; u < chunk; ++u) {
+        const unsigned e = at + static_cast<unsigned>(u * lanes);
+        in[u] = e >= begin0 && e < end0;
+        c[u] = in[u] ? col_idx[e] : 0;
+        v[u] = in[u] ? values[e] : Value(0);
+      }
+#pragma unroll
+      for (int u = 0; u < chunk; ++u) xv[u] = in[u] ? __ldg(x + c[u]) : Value(0);
+#pragma unroll
+      for (int u = 0; u < chunk; ++u) {
+        if (in[u]) sum[0] = fma(v[u], xv[u], sum[0]);
+      }
     }
   } else {
     // Every row of the thread advances one step per iteration, with the loads of all rows issued before any

@@ -55,6 +55,10 @@ constexpr int csr_block_size = 256;
 /// (ego-Facebook, 4k rows, longest 1045: 7.0 us with one, 16 us with 4).
 constexpr int csr_vector_stacked_slots = 4;
 
+/// Lane steps whose loads csr_vector issues together with one row per lane group: a row of n steps takes
+/// ceil(n / csr_chunk) dependent rounds (kernels/src/formats/csr.cu; the cost models count the chain so).
+constexpr int csr_chunk = 4;
+
 /// Blocks of csr_block_size threads csr_vector launches for `rows` rows with `lanes` lanes per row and
 /// `slots` rows per lane group.
 inline size_type csr_vector_blocks(size_type rows, int lanes, int slots)

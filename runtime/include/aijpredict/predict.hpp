@@ -171,11 +171,9 @@ struct bandwidth_model_params {
   /// session 34's; ELLPACK-R 0.75 on all eight. Held out, pellr's mean / p95 on the H100 session-32 pair went from
   /// 5.1 / 12.2 % to 4.8 / 11.6 %, ellr's from 4.6 / 10.5 % to 3.6 / 7.4 % (docs/models.md, Session 34: the
   /// remainder loop). Cache key "chain_remainder_share.<format>".
-  /// csr_vector's one-row loop (kernels/src/formats/csr.cu: the first step peeled, then `#pragma unroll 4` over
-  /// the rest) likewise, where it is fitted (the share of {1, 0.75, 0.5} that leaves the least mean relative
-  /// error over its training samples in the L2 with one row per lane group, with a remainder or not: the share
-  /// also counts the peeled step as a round; chosen only if below the linear chain's error): its chain counts 4 x (1 + floor(rest / 4) + share x rest % 4) steps for the longest row's `rest`
-  /// steps after the first, instead of one per step; 0 keeps the linear chain (csr_vector_remainder_steps).
+  /// ELLPACK-R and PELLR only: csr_vector's one-row loop had such a share in sessions 36-38 (a peeled first step,
+  /// then `#pragma unroll 4`); it walks chunks of 4 steps now (csr.cu), counted as whole rounds, and a cache's
+  /// csr_vector key is ignored.
   std::array<double, format_count> format_remainder_share = per_format(0.0);
   /// Per-format factor on the serial chain's latency per entry (indexed by format_id; 1 for cache files
   /// written before it): the median of (measured - fixed costs) / chain over the warm-up's samples a chain
@@ -300,10 +298,6 @@ struct layout_traffic {
   int launches = 1;           ///< kernel launches per SpMV
   double serial_entries = 0;  ///< longest dependent chain of entries one thread walks (csr_vector: in steps of its
                               ///< one-row loop, see layout_traffic_of in predict.cpp)
-  /// csr_vector with one row per lane group: the longest row's steps, the first one peeled before the
-  /// `#pragma unroll 4` loop whose remainder iterations bandwidth_model_params::format_remainder_share prices
-  /// (0: another layout, or stacked rows).
-  double unrolled_steps = 0;
   /// Bytes of the layout one SpMV touches, each once (x and y excluded): what must fit in the L2 for its
   /// chain to run at the L2 latency. moved_bytes except where a layout fetches sectors more than once
   /// (csr_scalar's entries that miss L1 fetch their sectors again; the data stay as large).
