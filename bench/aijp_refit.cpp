@@ -163,11 +163,6 @@ int main(int argc, char** argv)
     if (fitted.l2_resident > 0)
       std::printf("\n# placeholder layouts in the L2 below %.2f of it (training mean error %.1f %%, %.1f %% with the whole L2; %d samples)",
                   params.l2_resident_share, 100 * fitted.l2_resident_error, 100 * fitted.l2_resident_error_whole, fitted.l2_resident);
-    for (int f = 0; f < aijp::format_count; ++f) {
-      if (fitted.remainder[f] > 0)
-        std::printf("\n# placeholder %s remainder iteration: %.3f of an unrolled round (%d chains in the L2)",
-                    aijp::format_name(static_cast<aijp::format_id>(f)), params.format_remainder_share[f], fitted.remainder[f]);
-    }
     if (fitted.hyb_empty_ell > 0) std::printf("\n# placeholder HYB without an ELL part: %+.2f us beyond HYB's fixed cost (%d)", params.hyb_empty_ell_us, fitted.hyb_empty_ell);
     std::printf("\n");
 

@@ -156,10 +156,6 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (fq != m.end()) p.format_floor_adds_l2[i] = fq->second > 0 ? 1.0 : 0.0;
     const auto lr = m.find(l2_gather_key(static_cast<format_id>(i)));
     if (lr != m.end() && lr->second > 0 && lr->second <= 1e6) p.format_l2_gather_gbs[i] = lr->second;
-    // ELLPACK-R and PELLR only: csr_vector's key (sessions 36-38) described its kernel before the chunk loop.
-    const auto rs = m.find(remainder_share_key(static_cast<format_id>(i)));
-    const bool has_share = i == static_cast<int>(format_id::ellr) || i == static_cast<int>(format_id::pellr);
-    if (has_share && rs != m.end() && rs->second > 0.0 && rs->second <= 1.0) p.format_remainder_share[i] = rs->second;
     const auto fl = m.find(floor_key(static_cast<format_id>(i)));
     if (fl != m.end() && std::isfinite(fl->second) && fl->second >= 0.0 && fl->second <= 1e3) p.format_floor_us[i] = fl->second;
   }
@@ -205,7 +201,6 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(floor_key(f), p.format_floor_us[i], 0.0);
     put(floor_adds_l2_key(f), p.format_floor_adds_l2[i], 0.0);
     put(l2_gather_key(f), p.format_l2_gather_gbs[i], 0.0);
-    put(remainder_share_key(f), p.format_remainder_share[i], 0.0);
   }
   put("floor_us_per_doubling.cusparse_csr", p.cusparse_csr_floor_us_per_doubling, 0.0);
   put("stream_efficiency.coo", p.coo_efficiency, bandwidth_model_params{}.coo_efficiency);
@@ -221,7 +216,6 @@ std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + form
 std::string floor_key(format_id f) { return std::string("floor_us.") + format_name(f); }
 std::string floor_adds_l2_key(format_id f) { return std::string("floor_adds_l2.") + format_name(f); }
 std::string l2_gather_key(format_id f) { return std::string("l2_gather_gbs.") + format_name(f); }
-std::string remainder_share_key(format_id f) { return std::string("chain_remainder_share.") + format_name(f); }
 std::string chain_scale_key(format_id f) { return std::string("chain_scale.") + format_name(f); }
 std::string chain_lanes_key(format_id f) { return std::string("chain_lanes.") + format_name(f); }
 std::string chain_scale_dram_key(format_id f) { return std::string("chain_scale_dram.") + format_name(f); }
@@ -320,7 +314,6 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.csr_scalar_x_reread_l2_share = from.csr_scalar_x_reread_l2_share;
   to.l2_resident_share = from.l2_resident_share;
   to.pellr_sorted_lanes = from.pellr_sorted_lanes;
-  to.format_remainder_share = from.format_remainder_share;
   to.format_chain_scale = from.format_chain_scale;
   to.format_chain_lanes = from.format_chain_lanes;
   to.format_chain_scale_dram = from.format_chain_scale_dram;
@@ -341,7 +334,6 @@ bool has_format_corrections(const bandwidth_model_params& p)
          p.coo_efficiency != neutral.coo_efficiency || p.hyb_empty_ell_us != neutral.hyb_empty_ell_us ||
          p.csr_scalar_x_reread_l2_share != neutral.csr_scalar_x_reread_l2_share ||
          p.l2_resident_share != neutral.l2_resident_share || p.pellr_sorted_lanes != neutral.pellr_sorted_lanes ||
-         p.format_remainder_share != neutral.format_remainder_share ||
          p.cusparse_sell_wide_padded != neutral.cusparse_sell_wide_padded ||
          p.cusparse_sell_wide_chain_scale != neutral.cusparse_sell_wide_chain_scale ||
          p.format_l2_gather_gbs != neutral.format_l2_gather_gbs;
@@ -403,30 +395,33 @@ int csr_vector_slots(const row_stats& s, const device_properties* device)
 }
 
 namespace {
-// Longest dependent chain, in entries, of a thread-per-row loop over its own row length under `#pragma unroll 4`
-// (kernels/src/formats/ell_common.cuh): nvcc emits an unrolled loop whose round issues the loads of 4 entries
-// together, then a remainder loop of n % 4 iterations, each a dependent index -> x chain of its own (PTX of the
-// loop, CUDA 13.0, sm_90; sell_common.cuh measured the same remainder cost and replaced it by chunks). In a warp
-// whose rows differ in length the two loops diverge and run one after the other, so the warp holding the longest
-// row (max_len) takes the most rounds of any length it may hold: floor(n / 4) + n % 4 over n in
-// [max(min_len, max_len - 3), max_len]. In entries at the unrolled rate (4 per round), so that the chain factors
-// keep their meaning on long rows (rows of 8 to 1600 entries: 1608). A remainder iteration counts
-// `remainder_share` of a round (bandwidth_model_params::format_remainder_share; 1: a whole one).
-double unroll4_chain_entries(double longest, double shortest, double remainder_share = 1.0)
+// Longest dependent chain, in entries, of JAD's thread-per-row loop over its own row length under `#pragma unroll 4`
+// (kernels/src/formats/jad.cu): nvcc emits an unrolled loop whose round issues the loads of 4 entries together,
+// then a remainder loop of n % 4 iterations, each a dependent index -> x chain of its own (PTX of the loop, CUDA
+// 13.0, sm_90). In a warp whose rows differ in length the two loops diverge and run one after the other, so the
+// warp holding the longest row (max_len) takes the most rounds of any length it may hold: floor(n / 4) + n % 4
+// over n in [max(min_len, max_len - 3), max_len]. In entries at the unrolled rate (4 per round), so that the chain
+// factors keep their meaning on long rows (rows of 8 to 1600 entries: 1608). The ELL family walked the same loop
+// until session 39 (ELLPACK-R and PELLR with a fitted share of a round per remainder iteration).
+double unroll4_chain_entries(double longest, double shortest)
 {
   if (longest < 1.0) return 0.0;
   double rounds = 0;
   for (double n = longest; n >= std::max({shortest, longest - 3.0, 1.0}); n -= 1.0) {
-    rounds = std::max(rounds, std::floor(n / 4.0) + remainder_share * std::fmod(n, 4.0));
+    rounds = std::max(rounds, std::floor(n / 4.0) + std::fmod(n, 4.0));
   }
   return 4.0 * rounds;
 }
 
-// Whether the longest rows' window [max(min_len, max_len - 3), max_len] holds a length with a remainder
-// iteration: the chains format_remainder_share moves.
-bool has_remainder(const row_stats& s)
+// Longest chain, in entries at the rate of a round of 4, of a loop that walks n slots in chunks of 4
+// (ell_common.cuh's ell_spmv: ELL, ELLPACK-R, PELLR, HYB's ELL part): ceil(n / 4) rounds whatever n is. In a warp
+// whose rows differ in length the longest row's chunks bound it; the shorter rows' last chunk is a predicate of the
+// same loop, not a loop of its own. H200 gated held-out set (2026-11-28, bench/results/..._session39_ell_chunks.txt):
+// ell / ellr / pellr / hyb 5.7 / 5.5 / 4.7 / 5.2 % mean error counted so, against 6.3 / 5.1 / 5.3 / 5.9 with one
+// entry per entry and 6.3 / 5.1 / 4.0 / 5.9 with the old remainder count (docs/models.md, Session 39).
+double chunk4_chain_entries(double longest)
 {
-  return unroll4_chain_entries(s.max_len, s.min_len, 0.5) < unroll4_chain_entries(s.max_len, s.min_len);
+  return longest < 1.0 ? 0.0 : 4.0 * std::ceil(longest / 4.0);
 }
 
 
@@ -530,27 +525,25 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       c.padded_entries = rows * s.max_len;
       c.device_bytes = c.padded_entries * entry;
       c.moved_bytes = c.device_bytes;
-      c.serial_entries = s.max_len;
+      c.serial_entries = chunk4_chain_entries(s.max_len);  // ell_spmv walks the width in chunks of 4
       c.slot_work = c.padded_entries;
       break;
     case format_id::ellr:
       c.padded_entries = rows * s.max_len;
       c.device_bytes = c.padded_entries * entry + rows * idx;
       c.moved_bytes = natural * entry + rows * idx;
-      // Rows of natural order walk their own lengths: the unrolled loop and its remainder diverge in a warp.
-      c.serial_entries = unroll4_chain_entries(s.max_len, s.min_len);
+      // Rows of natural order walk their own lengths in chunks of 4: the longest row's chunks bound its warp.
+      c.serial_entries = chunk4_chain_entries(s.max_len);
       c.slot_work = natural;
       break;
     case format_id::pellr:
       c.padded_entries = rows * s.max_len;
       c.device_bytes = c.padded_entries * entry + 2 * rows * idx;
       c.moved_bytes = sorted * entry + 2 * rows * idx;
-      // The same unrolled loop and remainder as ELLR (ell_common.cuh). Sorted by length, a warp holds one
-      // length (two at a boundary), and the warp of the worst length in [max_len - 3, max_len] (rows of 7
-      // take 1 + 3 rounds, rows of 8 take 2) bounds the product; min_len and max_len only bound which lengths
-      // exist. Counting entries instead left pellr's small matrices (rows of 5-19, chain-bound) 9-14 % under
-      // where ellr, counted so, sits within 5 % on the same matrices (H100 gated held-out sets of sessions 22-25).
-      c.serial_entries = unroll4_chain_entries(s.max_len, s.min_len);
+      // The same chunks of 4 as ELLR (ell_common.cuh); sorted by length, the warp of the longest rows bounds it.
+      // (Under the `#pragma unroll 4` loop before session 39 the worst length in [max_len - 3, max_len] did:
+      // counting entries then left pellr's small matrices 9-14 % under on the H100 gated sets of sessions 22-25.)
+      c.serial_entries = chunk4_chain_entries(s.max_len);
       c.slot_work = sorted;
       break;
     case format_id::jad:
@@ -568,7 +561,7 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       c.device_bytes = c.padded_entries * entry + s.hyb_coo_nnz * (entry + idx) + (s.hyb_coo_nnz > 0 ? (rows + 1) * idx : 0);
       c.moved_bytes = c.device_bytes + (s.hyb_coo_nnz > 0 ? 2 * rows * vb : 0);
       c.launches = s.hyb_coo_nnz > 0 ? 2 : 1;
-      c.serial_entries = s.hyb_ell_width;
+      c.serial_entries = chunk4_chain_entries(s.hyb_ell_width);  // its ELL part: ell_spmv's chunks
       c.slot_work = c.padded_entries + static_cast<double>(s.hyb_coo_nnz);
       break;
     case format_id::sell_c_sigma:
@@ -738,12 +731,7 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   const double scatter = sorted_scatter_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted);
   r.bytes = c.moved_bytes + vectors + scatter;
   r.fixed_us = c.launches * p.launch_us + pt.fixed_us;
-  // ELLPACK-R's and PELLR's remainder iterations at their fitted share of a round (format_remainder_share).
-  const double remainder_share = p.format_remainder_share[static_cast<int>(f)];
-  const double serial_entries = (f == format_id::ellr || f == format_id::pellr) && remainder_share > 0
-                                    ? unroll4_chain_entries(s.max_len, s.min_len, remainder_share)
-                                    : c.serial_entries;
-  r.serial_us = serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
+  r.serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
   // JAD walks the rows sorted by length, so its longest chain is walked by the 32 longest rows, not by the
   // longest row's natural group: the lanes in the sorted order, where known. On the H100 held-out sets the
   // natural lanes left jad's one-long-row matrices (hangGlider_2, adder_dcop_05: ratio to the raw chain 0.96-0.99)
@@ -910,7 +898,7 @@ double cusparse_csr_us_above_launch(const device_properties& device, const bandw
 namespace {
 // The whole fit below with the layouts counted in the L2 under `l2_share` of it (l2_resident_share).
 format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& out, int min_samples,
-                              double l2_share, const std::array<double, format_count>& remainder_share = per_format(0.0))
+                              double l2_share)
 {
   // The fit starts from neutral corrections, whatever `out` holds (a cache entry refitted offline gives the
   // same values as the warm-up that fitted it), and writes only the corrections it could fit.
@@ -918,7 +906,6 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
   copy_format_corrections(bandwidth_model_params{}, p);
   p.l2_resident_share = l2_share;
   p.pellr_sorted_lanes = 1.0;
-  p.format_remainder_share = remainder_share;
   for (int i = 0; i < format_count; ++i) p.format_floor_adds_l2[i] = floor_adds_l2(static_cast<format_id>(i)) ? 1.0 : 0.0;
   format_fit used;
   std::vector<placeholder_parts> parts;
@@ -1361,7 +1348,6 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
       out.cusparse_sell_wide_chain_scale = p.cusparse_sell_wide_chain_scale;
     }
     if (used.chain[i] > 0 && i == static_cast<int>(format_id::pellr)) out.pellr_sorted_lanes = p.pellr_sorted_lanes;
-    if (used.chain[i] > 0) out.format_remainder_share[i] = p.format_remainder_share[i];
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];
@@ -1408,68 +1394,6 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       best_error = e;
       best = q;
       best_fit = fit;
-    }
-  }
-  // ELLPACK-R's and PELLR's remainder iterations (bandwidth_model_params::format_remainder_share): the whole fit at
-  // the chosen share of the L2 runs again with the remainder at each share of a round in the grid, and each format
-  // keeps the share whose fit leaves the least mean relative error over its samples in the L2 whose chain is the
-  // largest term and has a remainder (taken from the fit with whole rounds), if below the whole rounds' error.
-  // The other formats' corrections do not depend on these two formats' chains, so the last fit, with every
-  // format's chosen share, gives them as before. PELLR's mean error over all its training samples does not tell
-  // the shares apart (H100 session-32 gated warm-up: 16.1 / 15.9 / 16.0 % at 1 / 0.875 / 0.75, set by its samples
-  // beyond the L2), its 29 chains in the L2 with a remainder do (about 11.1 / 10.6 / 10.8 %).
-  {
-    // (csr_vector's one-row loop had a peeled step and an unrolled loop's remainder with a share of its own until
-    // session 39; its kernel now walks chunks, whose whole rounds layout_traffic_of counts.)
-    constexpr format_id remainder_formats[] = {format_id::ellr, format_id::pellr};
-    constexpr double remainder_shares[] = {0.875, 0.75};  // 1 is their whole fit's (unroll4_chain_entries)
-    const auto in_grid = [](format_id, double) { return true; };
-    std::array<std::vector<std::size_t>, format_count> chains;
-    for (std::size_t k = 0; k < obs.size(); ++k) {
-      const auto& o = obs[k];
-      const bool ell = (o.format == format_id::ellr || o.format == format_id::pellr) && has_remainder(o.input.stats);
-      if (!(o.measured_us > 0) || !ell) continue;
-      const placeholder_parts t = parts_of(o.format, o.input, best);
-      if (!t.in_l2) continue;
-      if (chain_us_of(o.format, t, best) >= std::max(t.stream_us, t.l2_us)) chains[static_cast<int>(o.format)].push_back(k);
-    }
-    const auto error = [&](format_id f, const bandwidth_model_params& q) {
-      double e = 0;
-      for (std::size_t k : chains[static_cast<int>(f)]) e += relative_error_of(obs[k], q);  // f's samples only
-      return e;
-    };
-    std::array<double, format_count> chosen = per_format(0.0), chosen_error{};
-    for (format_id f : remainder_formats) chosen_error[static_cast<int>(f)] = error(f, best);
-    for (double share : remainder_shares) {
-      std::array<double, format_count> trial = per_format(0.0);
-      bool any = false;
-      for (format_id f : remainder_formats) {
-        if (!in_grid(f, share)) continue;
-        trial[static_cast<int>(f)] = share;
-        any = true;
-      }
-      if (!any) continue;
-      bandwidth_model_params q = out;
-      const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, trial);
-      for (format_id f : remainder_formats) {
-        const int i = static_cast<int>(f);
-        if (!in_grid(f, share) || fit.chain[i] == 0 || static_cast<int>(chains[i].size()) < std::max(1, min_samples)) continue;
-        const double e = error(f, q);
-        if (e < chosen_error[i]) {
-          chosen_error[i] = e;
-          chosen[i] = share;
-        }
-      }
-    }
-    if (chosen != per_format(0.0)) {
-      bandwidth_model_params q = out;
-      const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, chosen);
-      best = q;
-      best_fit = fit;
-      for (format_id f : remainder_formats) {
-        const int i = static_cast<int>(f);
-        if (chosen[i] > 0) best_fit.remainder[i] = static_cast<int>(chains[i].size());
-      }
     }
   }
   out = best;

@@ -332,7 +332,7 @@ TEST(Aijp, FeaturesOfEllByHand)
   EXPECT_DOUBLE_EQ(phi[1], ws);
   EXPECT_DOUBLE_EQ(phi[2], 0.0);
   EXPECT_DOUBLE_EQ(phi[3], 0.25 * 5000 * 32);
-  EXPECT_DOUBLE_EQ(phi[4], 5.0);  // in L2
+  EXPECT_DOUBLE_EQ(phi[4], 8.0);  // in L2: rows of 5 walked in 2 chunks of 4
   EXPECT_DOUBLE_EQ(phi[5], 0.0);
   EXPECT_DOUBLE_EQ(phi[6], 5000.0 / s_thread);
 
@@ -342,7 +342,7 @@ TEST(Aijp, FeaturesOfEllByHand)
   EXPECT_DOUBLE_EQ(big[1], d.l2_bytes);
   EXPECT_DOUBLE_EQ(big[2], 4e6 * 5 * 12 + 4e6 * 8 * 2 - d.l2_bytes);
   EXPECT_DOUBLE_EQ(big[4], 0.0);
-  EXPECT_DOUBLE_EQ(big[5], 5.0);
+  EXPECT_DOUBLE_EQ(big[5], 8.0);
 
   // csr_vector: lanes = 8 for mean 5, ceil(max / lanes) = 5 steps, walked in chunks of 4: 2 rounds, the one
   // beyond the first counted (4 steps).

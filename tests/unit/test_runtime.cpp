@@ -530,47 +530,40 @@ TEST(PlaceholderModel, CsrVectorIdleLanesFollowTheTypicalRow)
   EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::csr_vector, few, 8, &dev).serial_entries, apart);
 }
 
-TEST(PlaceholderModel, EllrChainCountsTheUnrolledLoopsRemainder)
+TEST(PlaceholderModel, EllFamilyChainCountsChunksAndJadItsUnrolledLoopsRemainder)
 {
-  // ELLPACK-R's loop over a row's own length is unrolled by 4: n / 4 rounds of 4 loads, then n % 4 dependent
-  // iterations one at a time; rows of one warp that differ in length run both loops one after the other. The
-  // chain is counted in entries at the unrolled rate (4 per round).
+  // ELLPACK-R's loop over a row's own length walks chunks of 4 (ell_common.cuh): ceil(n / 4) rounds of 4 loads
+  // for the warp's longest row, counted in entries at the round's rate. JAD's loop is unrolled by 4: n / 4 rounds,
+  // then n % 4 dependent iterations one at a time, and rows of one warp that differ in length run both loops one
+  // after the other.
   aijp::row_stats s;
   s.rows = 4096;
   s.cols = 4096;
-  const auto chain = [&](aijp::index_type min_len, aijp::index_type max_len) {
+  const auto chain = [&](aijp::format_id f, aijp::index_type min_len, aijp::index_type max_len) {
     s.min_len = min_len;
     s.max_len = max_len;
     s.mean = 0.5 * (min_len + max_len);
     s.nnz = static_cast<aijp::size_type>(s.mean * s.rows);
     s.n_iter_natural = s.n_iter_sorted = (s.rows / 32) * max_len;
-    return aijp::layout_traffic_of(aijp::format_id::ellr, s, 8).serial_entries;
+    return aijp::layout_traffic_of(f, s, 8).serial_entries;
   };
-  EXPECT_DOUBLE_EQ(chain(8, 8), 8.0);     // two unrolled rounds
-  EXPECT_DOUBLE_EQ(chain(3, 3), 12.0);    // three remainder iterations
-  EXPECT_DOUBLE_EQ(chain(9, 9), 12.0);    // two rounds and one iteration
-  EXPECT_DOUBLE_EQ(chain(1, 8), 16.0);    // a warp may hold rows of 7: one round and three iterations
-  EXPECT_DOUBLE_EQ(chain(8, 10), 16.0);   // rows of 8 to 10: at most 2 + 2 rounds
-  EXPECT_DOUBLE_EQ(chain(1600, 1600), 1600.0);
-  EXPECT_DOUBLE_EQ(chain(8, 1600), 1608.0);  // long rows keep the factor's meaning within 0.5 %
-  EXPECT_DOUBLE_EQ(chain(0, 0), 0.0);
-  // The other layouts still count entries.
-  s.min_len = 1;
-  s.max_len = 8;
-  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::ell, s, 8).serial_entries, 8.0);
-  // PELLR runs the same loop (ell_common.cuh) over rows sorted by length: its warps hold one length each, the
-  // worst of which (rows of 7 here, if any) takes one round and three iterations.
-  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::pellr, s, 8).serial_entries, 16.0);
-  s.min_len = s.max_len = 3;
-  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::pellr, s, 8).serial_entries, 12.0);
-  // JAD's thread walks its sorted row's own length under the same unroll (jad.cu): counted as PELLR.
-  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::jad, s, 8).serial_entries, 12.0);
-  s.min_len = 1;
-  s.max_len = 8;
-  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::jad, s, 8).serial_entries, 16.0);
-  s.min_len = 8;
-  s.max_len = 1600;
-  EXPECT_DOUBLE_EQ(aijp::layout_traffic_of(aijp::format_id::jad, s, 8).serial_entries, 1608.0);
+  const auto ellr = aijp::format_id::ellr;
+  EXPECT_DOUBLE_EQ(chain(ellr, 8, 8), 8.0);     // two chunks
+  EXPECT_DOUBLE_EQ(chain(ellr, 3, 3), 4.0);     // one chunk, its last slot predicated off
+  EXPECT_DOUBLE_EQ(chain(ellr, 9, 9), 12.0);    // three chunks
+  EXPECT_DOUBLE_EQ(chain(ellr, 1, 8), 8.0);     // shorter rows finish inside the longest row's chunks
+  EXPECT_DOUBLE_EQ(chain(ellr, 8, 10), 12.0);
+  EXPECT_DOUBLE_EQ(chain(ellr, 8, 1600), 1600.0);
+  EXPECT_DOUBLE_EQ(chain(ellr, 0, 0), 0.0);
+  EXPECT_DOUBLE_EQ(chain(aijp::format_id::pellr, 1, 7), 8.0);
+  EXPECT_DOUBLE_EQ(chain(aijp::format_id::ell, 1, 7), 8.0);
+  const auto jad = aijp::format_id::jad;
+  EXPECT_DOUBLE_EQ(chain(jad, 8, 8), 8.0);     // two unrolled rounds
+  EXPECT_DOUBLE_EQ(chain(jad, 3, 3), 12.0);    // three remainder iterations
+  EXPECT_DOUBLE_EQ(chain(jad, 9, 9), 12.0);    // two rounds and one iteration
+  EXPECT_DOUBLE_EQ(chain(jad, 1, 8), 16.0);    // a warp may hold rows of 7: one round and three iterations
+  EXPECT_DOUBLE_EQ(chain(jad, 8, 10), 16.0);   // rows of 8 to 10: at most 2 + 2 rounds
+  EXPECT_DOUBLE_EQ(chain(jad, 8, 1600), 1608.0);  // long rows keep the factor's meaning within 0.5 %
 }
 
 TEST(PlaceholderModel, HybCooPartStreamsAtCooRate)
@@ -1859,48 +1852,12 @@ TEST(PlaceholderModel, PellrChainInSortedLanesWhereFitted)
   EXPECT_EQ(aijp::explain_bandwidth_model(aijp::format_id::jad, in, old).lanes, 32.0);
 }
 
-// ELLPACK-R's and PELLR's remainder iterations (ell_common.cuh, `#pragma unroll 4`) at a fitted share of an
-// unrolled round (format_remainder_share): chosen per format from the warm-up's chains in the L2 with a remainder,
-// written under its key; a cache without the key counts whole rounds, as before.
-TEST(PlaceholderModel, EllrPellrRemainderShareFittedAndKeyed)
-{
-  aijp::bandwidth_model_params p;
-  p.stream_read_gbs = 3000;
-  aijp::bandwidth_model_params truth = p;
-  for (aijp::format_id f : {aijp::format_id::ellr, aijp::format_id::pellr}) truth.format_remainder_share[static_cast<int>(f)] = 0.75;
-  // Chain-bound rows in the L2 (1024 rows of 200-603 entries: at most 7.4 MB) with 0-3 remainder iterations.
-  std::vector<aijp::fixed_cost_observation> obs;
-  for (aijp::format_id f : {aijp::format_id::ellr, aijp::format_id::pellr}) {
-    for (int len : {200, 203, 301, 302, 400, 403, 500, 501, 602, 603}) {
-      const auto in = uniform_rows_input(1024, len);
-      obs.push_back({f, in, aijp::predict_bandwidth_model(in, truth, {f}).front().predicted_us});
-    }
-  }
-  const auto used = aijp::fit_format_corrections(obs, p);
-  const auto in = uniform_rows_input(1024, 83);  // 20 rounds and 3 remainder iterations
-  for (aijp::format_id f : {aijp::format_id::ellr, aijp::format_id::pellr}) {
-    const int i = static_cast<int>(f);
-    EXPECT_EQ(used.remainder[i], 7);  // the lengths with a remainder: all but 200, 400 and 500
-    EXPECT_EQ(p.format_remainder_share[i], 0.75);
-    EXPECT_NEAR(aijp::explain_bandwidth_model(f, in, p).raw_chain_us, (4 * 20 + 4 * 0.75 * 3) * 0.09, 1e-9);
-    const aijp::bandwidth_model_params old = expect_keyed(p, std::string("chain_remainder_share.") + aijp::format_name(f), 0.75, in, f);
-    EXPECT_EQ(old.format_remainder_share[i], 0.0);
-    EXPECT_NEAR(aijp::explain_bandwidth_model(f, in, old).raw_chain_us, 4 * 23 * 0.09, 1e-9);
-  }
-  // No other format has the key.
-  std::map<std::string, double> m;
-  aijp::params_to_metrics(p, m);
-  EXPECT_EQ(m.count("chain_remainder_share.ell"), 0u);
-  EXPECT_EQ(m.count("chain_remainder_share.jad"), 0u);
-}
-
 // csr_vector's one-row loop (csr.cu) walks a lane's steps in chunks of 4: its chain counts whole rounds of 4 steps
 // beyond the first (a row of 1-4 steps is one round, in the fixed cost), and the remainder share of sessions 36-38
 // (a key in older caches) is not read.
 TEST(PlaceholderModel, CsrVectorOneRowChainCountsWholeChunks)
 {
   const aijp::format_id vec = aijp::format_id::csr_vector;
-  const int i = static_cast<int>(vec);
   aijp::bandwidth_model_params p;
   p.stream_read_gbs = 3000;
   const double ns = p.serial_entry_l2_ns * 1e-3;
@@ -1925,15 +1882,24 @@ TEST(PlaceholderModel, CsrVectorOneRowChainCountsWholeChunks)
   EXPECT_EQ(aijp::explain_bandwidth_model(vec, in, p).raw_chain_us, 0.0);
   in.stats.max_len = 9;  // 5 steps: two rounds
   EXPECT_NEAR(aijp::explain_bandwidth_model(vec, in, p).raw_chain_us, 4 * ns, 1e-9);
-  // A csr_vector share in a cache (written by sessions 36-38) is ignored; ELLPACK-R's is read.
+  // The remainder shares of older caches (csr_vector sessions 36-38, ELLPACK-R and PELLR sessions 34-38) are not
+  // read: a cache with them predicts what one without them does, and writes none back.
   std::map<std::string, double> m;
   aijp::params_to_metrics(p, m);
+  EXPECT_EQ(m.count("chain_remainder_share.csr_vector") + m.count("chain_remainder_share.ellr"), 0u);
   m["chain_remainder_share.csr_vector"] = 0.5;
   m["chain_remainder_share.ellr"] = 0.75;
+  m["chain_remainder_share.pellr"] = 0.875;
   aijp::bandwidth_model_params r;
   ASSERT_TRUE(aijp::params_from_metrics(m, r));
-  EXPECT_EQ(r.format_remainder_share[i], 0.0);
-  EXPECT_EQ(r.format_remainder_share[static_cast<int>(aijp::format_id::ellr)], 0.75);
+  for (aijp::format_id f : {vec, aijp::format_id::ellr, aijp::format_id::pellr}) {
+    const auto long_rows = uniform_rows_input(1024, 83);
+    EXPECT_EQ(aijp::predict_bandwidth_model(long_rows, r, {f}).front().predicted_us,
+              aijp::predict_bandwidth_model(long_rows, p, {f}).front().predicted_us) << aijp::format_name(f);
+  }
+  std::map<std::string, double> back;
+  aijp::params_to_metrics(r, back);
+  EXPECT_EQ(back.count("chain_remainder_share.ellr"), 0u);
 }
 
 // cuSPARSE SELL: its own L2 rate (format_l2_gather_gbs), fitted on and applied to matrices whose x fits in the L2

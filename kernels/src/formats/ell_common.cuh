@@ -22,6 +22,8 @@ namespace aijp::detail::ell_family {
 
 /// Threads per block of every kernel of the family: 8 warps, so 8 blocks fill an SM of 2048 threads.
 constexpr int block_size = 256;
+// Slots whose loads the SpMV kernel issues together (ell_spmv; the cost models count its rounds).
+constexpr int chunk = 4;
 
 inline unsigned grid_for(size_type threads)
 {
@@ -127,8 +129,28 @@ __global__ void __launch_bounds__(block_size)
   const Value* val = ell_val + i;
   Value sum = 0;
   size_type slot = 0;
-#pragma unroll 4
-  for (index_type j = 0; j < n; ++j, slot += rows) sum += val[slot] * __ldg(x + col[slot]);
+  // Chunks of `chunk` slots (sell_common::chunk's loop shape): the chunk's columns and values, predicated past
+  // the row's n, then its x gathers, then the products in order, so a row of n takes ceil(n / chunk) dependent
+  // rounds wherever its n falls. Under `#pragma unroll 4` the n % 4 remainder iterations were a round each, and
+  // in a warp whose rows differ in length the two loops ran one after the other (docs/models.md, Session 39).
+  for (index_type j = 0; j < n; j += chunk, slot += chunk * static_cast<size_type>(rows)) {
+    bool in[chunk];
+    index_type c[chunk];
+    Value v[chunk], xv[chunk];
+#pragma unroll
+    for (int u = 0; u < chunk; ++u) {
+      in[u] = u < n - j;  // j < n: no overflow
+      const size_type at = slot + static_cast<size_type>(u) * rows;
+      c[u] = in[u] ? col[at] : 0;
+      v[u] = in[u] ? val[at] : Value(0);
+    }
+#pragma unroll
+    for (int u = 0; u < chunk; ++u) xv[u] = in[u] ? __ldg(x + c[u]) : Value(0);
+#pragma unroll
+    for (int u = 0; u < chunk; ++u) {
+      if (in[u]) sum += v[u] * xv[u];
+    }
+  }
   y[r] = beta_zero ? alpha * sum : alpha * sum + beta * y[r];
 }
 

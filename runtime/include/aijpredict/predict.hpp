@@ -161,20 +161,9 @@ struct bandwidth_model_params {
   /// H100 pairs (sessions 25-32) nothing moved: their fits give PELLR's chain no lanes slope in the L2. Cache key
   /// "chain_lanes_sorted.pellr".
   double pellr_sorted_lanes = 0.0;
-  /// What one iteration of the remainder loop costs, as a share of an unrolled round, in the chains of ELLPACK-R
-  /// and PELLR, and of csr_vector below (indexed by format_id; 0, the cache files written before it and every
-  /// other format: the chain as before it, whole rounds for ELLPACK-R and PELLR). Their loop runs `#pragma unroll 4` (ell_common.cuh): rounds of 4 entries' loads, then n % 4 single
-  /// iterations, each a col -> x pair like a round but with a quarter of its loads. Fitted per format
-  /// (fit_format_corrections): the share of {1, 0.875, 0.75} whose fit leaves the least mean relative error over
-  /// that format's training samples in the L2 whose chain is the largest term and has a remainder. Gated warm-ups:
-  /// PELLR 0.875 on the four H100 ones (sessions 25-32) and the H200 session 33's, 0.75 on the H200 runs 2-3 and
-  /// session 34's; ELLPACK-R 0.75 on all eight. Held out, pellr's mean / p95 on the H100 session-32 pair went from
-  /// 5.1 / 12.2 % to 4.8 / 11.6 %, ellr's from 4.6 / 10.5 % to 3.6 / 7.4 % (docs/models.md, Session 34: the
-  /// remainder loop). Cache key "chain_remainder_share.<format>".
-  /// ELLPACK-R and PELLR only: csr_vector's one-row loop had such a share in sessions 36-38 (a peeled first step,
-  /// then `#pragma unroll 4`); it walks chunks of 4 steps now (csr.cu), counted as whole rounds, and a cache's
-  /// csr_vector key is ignored.
-  std::array<double, format_count> format_remainder_share = per_format(0.0);
+  // (Sessions 34-38 fitted `format_remainder_share`, the cost of a `#pragma unroll 4` remainder iteration in the
+  // chains of ELLPACK-R, PELLR and csr_vector, cache keys "chain_remainder_share.<format>". Session 39's kernels
+  // walk those rows in chunks of 4 instead, whose rounds layout_traffic_of counts; such keys are not read.)
   /// Per-format factor on the serial chain's latency per entry (indexed by format_id; 1 for cache files
   /// written before it): the median of (measured - fixed costs) / chain over the warm-up's samples a chain
   /// clearly dominates (fit_format_corrections). The 90 / 270 ns per entry above are one format's; on the
@@ -271,7 +260,6 @@ std::string chain_lanes_dram_key(format_id f);  ///< "chain_lanes_dram.<format n
 std::string floor_key(format_id f);  ///< "floor_us.<format name>"
 std::string floor_adds_l2_key(format_id f);  ///< "floor_adds_l2.<format name>"
 std::string l2_gather_key(format_id f);  ///< "l2_gather_gbs.<format name>"
-std::string remainder_share_key(format_id f);  ///< "chain_remainder_share.<format name>"
 /// Whether `p` carries fitted per-format corrections (any fixed cost or chain factor off its neutral value).
 bool has_format_corrections(const bandwidth_model_params& p);
 /// Copies the per-format corrections (fixed costs, floors, chain factors and their lanes slopes) of `from` into
@@ -426,7 +414,6 @@ struct format_fit {
   double l2_resident_error = 0;  ///< their mean relative error at the chosen share
   double l2_resident_error_whole = 0;  ///< and at the whole L2 (share 1)
   std::array<int, format_count> l2_gather{};  ///< observations behind format_l2_gather_gbs (0: not fitted)
-  std::array<int, format_count> remainder{};  ///< observations behind format_remainder_share (0: not fitted)
 };
 
 /// Fits the placeholder's per-format corrections from measured products. p.format_floor_us: for each format
