@@ -1,6 +1,7 @@
 #include <aijpredict/predict.hpp>
 
 #include <aijpredict/layout_ref_csr.hpp>
+#include <aijpredict/layout_ref_ell.hpp>
 #include <aijpredict/online.hpp>
 
 #include "model_fit.hpp"
@@ -16,10 +17,8 @@ namespace aijp {
 namespace {
 
 constexpr int slice_height = 32;  // SELL slice height and warp size of the thread-per-row kernels
-// Unroll of csr_vector's one-row loop (kernels/src/formats/csr.cu, `#pragma unroll 4`): its SASS issues the
-// col_idx loads of 4 steps, then their x and value loads, then the 4 fmas, i.e. one dependent round per 4
-// steps (CUDA 13.0, sm_90).
-constexpr double csr_vector_unroll = 4.0;
+// Steps of csr_vector's one-row loop per dependent round (kernels/src/formats/csr.cu walks them in chunks).
+constexpr double csr_vector_unroll = layout_ref::csr_chunk;
 // Unroll of its stacked loop (`#pragma unroll 2`, all rows' loads of a step issued together).
 constexpr double csr_vector_stacked_unroll = 2.0;
 
@@ -413,15 +412,15 @@ double unroll4_chain_entries(double longest, double shortest)
   return 4.0 * rounds;
 }
 
-// Longest chain, in entries at the rate of a round of 4, of a loop that walks n slots in chunks of 4
-// (ell_common.cuh's ell_spmv: ELL, ELLPACK-R, PELLR, HYB's ELL part): ceil(n / 4) rounds whatever n is. In a warp
-// whose rows differ in length the longest row's chunks bound it; the shorter rows' last chunk is a predicate of the
-// same loop, not a loop of its own. H200 gated held-out set (2026-11-28, bench/results/..._session39_ell_chunks.txt):
+// Longest chain, in entries at the rate of a round of `chunk`, of a loop that walks n slots in chunks (ell_common.cuh's
+// ell_spmv: ELL, ELLPACK-R, PELLR, HYB's ELL part; csr.cu's csr_vector with one row per lane group, in lane steps):
+// ceil(n / chunk) rounds whatever n is. In a warp whose rows differ in length the longest row's chunks bound it; the
+// shorter rows' last chunk is a predicate of the same loop, not a loop of its own. H200 gated held-out set (2026-11-28, bench/results/..._session39_ell_chunks.txt):
 // ell / ellr / pellr / hyb 5.7 / 5.5 / 4.7 / 5.2 % mean error counted so, against 6.3 / 5.1 / 5.3 / 5.9 with one
 // entry per entry and 6.3 / 5.1 / 4.0 / 5.9 with the old remainder count (docs/models.md, Session 39).
-double chunk4_chain_entries(double longest)
+double chunk_chain_entries(double longest, double chunk = layout_ref::ell_chunk)
 {
-  return longest < 1.0 ? 0.0 : 4.0 * std::ceil(longest / 4.0);
+  return longest < 1.0 ? 0.0 : chunk * std::ceil(longest / chunk);
 }
 
 
@@ -496,7 +495,7 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       // With rows stacked (slot i of group g is row block_first + i * groups + g) every step issues the
       // loads of all the thread's rows before any fma (csr.cu), so the chain is the longest row's, at
       // csr_vector_stacked_unroll steps per round; the other rows add loads to each round, not rounds.
-      c.serial_entries = slots == 1 ? csr_vector_unroll * (std::ceil(longest / csr_vector_unroll) - 1.0)
+      c.serial_entries = slots == 1 ? std::max(0.0, chunk_chain_entries(longest, csr_vector_unroll) - csr_vector_unroll)
                                     : 1.0 + csr_vector_unroll / csr_vector_stacked_unroll * (longest - 1.0);
       // Long rows stored together (natural-order N_iter within 1.5x of the length-sorted one, rows far longer
       // than typical) fill several slots of a lane group, whose rows then count one after another: 4096 rows
@@ -525,7 +524,7 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       c.padded_entries = rows * s.max_len;
       c.device_bytes = c.padded_entries * entry;
       c.moved_bytes = c.device_bytes;
-      c.serial_entries = chunk4_chain_entries(s.max_len);  // ell_spmv walks the width in chunks of 4
+      c.serial_entries = chunk_chain_entries(s.max_len);  // ell_spmv walks the width in chunks of 4
       c.slot_work = c.padded_entries;
       break;
     case format_id::ellr:
@@ -533,7 +532,7 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       c.device_bytes = c.padded_entries * entry + rows * idx;
       c.moved_bytes = natural * entry + rows * idx;
       // Rows of natural order walk their own lengths in chunks of 4: the longest row's chunks bound its warp.
-      c.serial_entries = chunk4_chain_entries(s.max_len);
+      c.serial_entries = chunk_chain_entries(s.max_len);
       c.slot_work = natural;
       break;
     case format_id::pellr:
@@ -543,7 +542,7 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       // The same chunks of 4 as ELLR (ell_common.cuh); sorted by length, the warp of the longest rows bounds it.
       // (Under the `#pragma unroll 4` loop before session 39 the worst length in [max_len - 3, max_len] did:
       // counting entries then left pellr's small matrices 9-14 % under on the H100 gated sets of sessions 22-25.)
-      c.serial_entries = chunk4_chain_entries(s.max_len);
+      c.serial_entries = chunk_chain_entries(s.max_len);
       c.slot_work = sorted;
       break;
     case format_id::jad:
@@ -561,7 +560,7 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
       c.device_bytes = c.padded_entries * entry + s.hyb_coo_nnz * (entry + idx) + (s.hyb_coo_nnz > 0 ? (rows + 1) * idx : 0);
       c.moved_bytes = c.device_bytes + (s.hyb_coo_nnz > 0 ? 2 * rows * vb : 0);
       c.launches = s.hyb_coo_nnz > 0 ? 2 : 1;
-      c.serial_entries = chunk4_chain_entries(s.hyb_ell_width);  // its ELL part: ell_spmv's chunks
+      c.serial_entries = chunk_chain_entries(s.hyb_ell_width);  // its ELL part: ell_spmv's chunks
       c.slot_work = c.padded_entries + static_cast<double>(s.hyb_coo_nnz);
       break;
     case format_id::sell_c_sigma:

@@ -1882,6 +1882,8 @@ TEST(PlaceholderModel, CsrVectorOneRowChainCountsWholeChunks)
   EXPECT_EQ(aijp::explain_bandwidth_model(vec, in, p).raw_chain_us, 0.0);
   in.stats.max_len = 9;  // 5 steps: two rounds
   EXPECT_NEAR(aijp::explain_bandwidth_model(vec, in, p).raw_chain_us, 4 * ns, 1e-9);
+  // Rows without entries: no round, and no negative chain.
+  EXPECT_EQ(aijp::layout_traffic_of(vec, uniform_rows_input(64, 0).stats, 8).serial_entries, 0.0);
   // The remainder shares of older caches (csr_vector sessions 36-38, ELLPACK-R and PELLR sessions 34-38) are not
   // read: a cache with them predicts what one without them does, and writes none back.
   std::map<std::string, double> m;

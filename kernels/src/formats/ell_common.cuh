@@ -12,6 +12,8 @@
 
 #include "../format_impl.hpp"
 
+#include <aijpredict/layout_ref_ell.hpp>
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -23,7 +25,7 @@ namespace aijp::detail::ell_family {
 /// Threads per block of every kernel of the family: 8 warps, so 8 blocks fill an SM of 2048 threads.
 constexpr int block_size = 256;
 // Slots whose loads the SpMV kernel issues together (ell_spmv; the cost models count its rounds).
-constexpr int chunk = 4;
+constexpr int chunk = layout_ref::ell_chunk;
 
 inline unsigned grid_for(size_type threads)
 {

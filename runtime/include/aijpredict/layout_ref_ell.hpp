@@ -23,6 +23,10 @@
 
 namespace aijp::layout_ref {
 
+/// Slots whose loads the ELL family's SpMV kernel issues together (kernels/src/formats/ell_common.cuh, ell_spmv):
+/// a row of n slots takes ceil(n / ell_chunk) dependent rounds (the cost models count the chain so).
+constexpr int ell_chunk = 4;
+
 /// ELL / ELLPACK-R / PELLR / the ELL part of HYB: `rows` stored rows x `width` slots, column-major.
 template <typename Value>
 struct ell_layout {
