@@ -4,7 +4,11 @@
 # (same iteration count), and the aijp_ksp_solve example with -log_view. Output goes to $1 (a folder).
 # Usage: bash bench/e2e_skeleton.sh OUTDIR
 set -uo pipefail
-out="${1:?usage: e2e_skeleton.sh OUTDIR}"; mkdir -p "$out"
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ] || [ $# -ne 1 ]; then
+  sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
+  [ $# -eq 1 ]; exit $?  # --help: 0; a wrong argument count: 1
+fi
+out="$1"; mkdir -p "$out"
 source "$(dirname "$0")/../.device/paths.env"
 B="$AIJP_HOST_BUILD_DIR"; lib="$B/petsc_plugin/libaijpredict.so"
 rc=0
