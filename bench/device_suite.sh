@@ -59,13 +59,17 @@ large=(gen:lap7:200x200x200 gen:lap27:130x130x130 gen:fem3:90x90x90 gen:banded:r
        gen:powerlaw:rows=2000000,deg=12,exp=2.1 gen:circuit:rows=2000000,dense=20,len=200000)
 timed() { local t0; t0=$(date +%s%N); "$@"; local r=$?; echo "wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"; return $r; }
 rc=0
-# gated_pair PREFIX BINDIR: BINDIR's gated full warm-up into OUTDIR/PREFIXcache_gated, then BINDIR's gated accuracy report
-# from that cache into OUTDIR/PREFIXaccuracy_gated.* (the same files as the main gated run, PREFIX before each name).
-gated_pair() {
-  local p="$1" bin="$2"
-  { stamp "$bin/aijp_warmup --full --restart --gated --cache-dir ${p}cache_gated";
+# The gated runs (device time), in files and a cache directory of their own, PREFIX before each name: BINDIR's gated
+# full warm-up into OUTDIR/PREFIXcache_gated, and BINDIR's gated accuracy report from that cache into
+# OUTDIR/PREFIXaccuracy_gated.*. The main run uses this build's tools and no prefix; --base, BINDIR and "base_".
+gated_warmup() {  # PREFIX BINDIR
+  local p="$1" bin="$2" tool="${1:+$2/}aijp_warmup"
+  { stamp "$tool --full --restart --gated --cache-dir ${p}cache_gated";
     timed "$bin/aijp_warmup" --full --restart --gated --cache-dir "$out/${p}cache_gated"; } > "$out/${p}warmup_gated.txt" 2>&1 || rc=1
-  { stamp "$bin/aijp_accuracy --gated --cache-dir ${p}cache_gated --min-nnz 10000 --csv ${p}accuracy_gated.csv --json ${p}accuracy_gated.json --samples ${p}accuracy_gated_samples.jsonl <real shared matrices> ${large[*]}";
+}
+gated_accuracy() {  # PREFIX BINDIR
+  local p="$1" bin="$2" tool="${1:+$2/}aijp_accuracy"
+  { stamp "$tool --gated --cache-dir ${p}cache_gated --min-nnz 10000 --csv ${p}accuracy_gated.csv --json ${p}accuracy_gated.json --samples ${p}accuracy_gated_samples.jsonl <real shared matrices> ${large[*]}";
     "$bin/aijp_accuracy" --gated --cache-dir "$out/${p}cache_gated" --min-nnz 10000 --csv "$out/${p}accuracy_gated.csv" \
       --json "$out/${p}accuracy_gated.json" --samples "$out/${p}accuracy_gated_samples.jsonl" "${real[@]}" "${large[@]}"; } \
     > "$out/${p}accuracy_gated.txt" 2> "$out/${p}accuracy_gated.err" || rc=1
@@ -73,7 +77,8 @@ gated_pair() {
     --title "aijpredict model accuracy (device time, gated), $dev, $(date -u +%F)" || rc=1
 }
 if [ -n "$base" ] && ! skipped warmup && ! skipped accuracy; then
-  gated_pair base_ "$base"
+  gated_warmup base_ "$base"
+  gated_accuracy base_ "$base"
 fi
 if ! skipped bench; then
   cmd=("$B/aijp_bench" --online 64 --json "$out/bench_formats.json" "${real[@]}" "${large[@]}")
@@ -83,9 +88,8 @@ if ! skipped warmup; then
   export AIJPREDICT_CACHE_DIR="$out/cache"
   { stamp "aijp_warmup --quick --restart"; timed "$B/aijp_warmup" --quick --restart; } > "$out/warmup_quick.txt" 2>&1 || rc=1
   { stamp "aijp_warmup --full --restart"; timed "$B/aijp_warmup" --full --restart; } > "$out/warmup_full.txt" 2>&1 || rc=1
-  # The gated warm-up (device time) in a cache directory of its own: the runtime's cache stays back to back.
-  { stamp "aijp_warmup --full --restart --gated --cache-dir cache_gated";
-    timed "$B/aijp_warmup" --full --restart --gated --cache-dir "$out/cache_gated"; } > "$out/warmup_gated.txt" 2>&1 || rc=1
+  # The gated warm-up in a cache directory of its own: the runtime's cache stays back to back.
+  gated_warmup "" "$B"
 fi
 if ! skipped accuracy; then
   export AIJPREDICT_CACHE_DIR="$out/cache"
@@ -95,11 +99,7 @@ if ! skipped accuracy; then
     python3 "$here/bench/plot_accuracy.py" "$out/accuracy.csv" "$out/accuracy.png" --title "aijpredict model accuracy, $dev, $(date -u +%F)" || rc=1
   fi
   if [ -d "$out/cache_gated" ]; then
-    { stamp "aijp_accuracy --gated --cache-dir cache_gated --min-nnz 10000 --csv accuracy_gated.csv --json accuracy_gated.json --samples accuracy_gated_samples.jsonl <same matrices>";
-      "$B/aijp_accuracy" --gated --cache-dir "$out/cache_gated" --min-nnz 10000 --csv "$out/accuracy_gated.csv" --json "$out/accuracy_gated.json" \
-        --samples "$out/accuracy_gated_samples.jsonl" "${real[@]}" "${large[@]}"; } > "$out/accuracy_gated.txt" 2> "$out/accuracy_gated.err" || rc=1
-    python3 "$here/bench/plot_accuracy.py" "$out/accuracy_gated.csv" "$out/accuracy_gated.png" \
-      --title "aijpredict model accuracy (device time, gated), $dev, $(date -u +%F)" || rc=1
+    gated_accuracy "" "$B"
   fi
 fi
 if ! skipped online; then

@@ -4,10 +4,9 @@
 # (same iteration count), and the aijp_ksp_solve example with -log_view. Output goes to $1 (a folder).
 # Usage: bash bench/e2e_skeleton.sh OUTDIR
 set -uo pipefail
-if [ "${1:-}" = --help ] || [ "${1:-}" = -h ] || [ $# -ne 1 ]; then
-  sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
-  [ $# -eq 1 ]; exit $?  # --help: 0; a wrong argument count: 1
-fi
+usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; }
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then usage; exit 0; fi
+[ $# -eq 1 ] || { usage >&2; exit 1; }
 out="$1"; mkdir -p "$out"
 source "$(dirname "$0")/../.device/paths.env"
 B="$AIJP_HOST_BUILD_DIR"; lib="$B/petsc_plugin/libaijpredict.so"
