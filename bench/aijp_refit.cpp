@@ -146,6 +146,7 @@ int main(int argc, char** argv)
         if (fitted.lanes[f] > 0) std::printf(" (+%.2f at 32 lanes)", params.format_chain_lanes[f]);
         if (fitted.chain_dram[f] > 0) std::printf(" (DRAM %.2f, +%.2f at 32 lanes, %d)", params.format_chain_scale_dram[f], params.format_chain_lanes_dram[f] >= 0 ? params.format_chain_lanes_dram[f] : params.format_chain_lanes[f], fitted.chain_dram[f]);
         std::printf(" (%d)", fitted.chain[f]);
+        if (params.format_overlap[f] > 0) std::printf(" (+%.2f of the traffic term)", params.format_overlap[f]);
       }
     }
     if (fitted.cusparse_sell_wide > 0) {

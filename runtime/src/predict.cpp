@@ -149,6 +149,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (ln != m.end() && ln->second >= 0.0 && ln->second <= 4.0) p.format_chain_lanes[i] = ln->second;
     const auto cd = m.find(chain_scale_dram_key(static_cast<format_id>(i)));
     if (cd != m.end() && cd->second >= 0.25 && cd->second <= 4.0) p.format_chain_scale_dram[i] = cd->second;
+    const auto ov = m.find(chain_overlap_key(static_cast<format_id>(i)));
+    if (ov != m.end() && ov->second >= 0.0 && ov->second <= 1.0) p.format_overlap[i] = ov->second;
     const auto ld = m.find(chain_lanes_dram_key(static_cast<format_id>(i)));
     if (ld != m.end() && ld->second >= 0.0 && ld->second <= 4.0) p.format_chain_lanes_dram[i] = ld->second;
     const auto fq = m.find(floor_adds_l2_key(static_cast<format_id>(i)));
@@ -197,6 +199,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(chain_lanes_key(f), p.format_chain_lanes[i], 0.0);
     put(chain_scale_dram_key(f), p.format_chain_scale_dram[i], 0.0);
     put(chain_lanes_dram_key(f), p.format_chain_lanes_dram[i], -1.0);
+    put(chain_overlap_key(f), p.format_overlap[i], 0.0);
     put(floor_key(f), p.format_floor_us[i], 0.0);
     put(floor_adds_l2_key(f), p.format_floor_adds_l2[i], 0.0);
     put(l2_gather_key(f), p.format_l2_gather_gbs[i], 0.0);
@@ -218,6 +221,7 @@ std::string l2_gather_key(format_id f) { return std::string("l2_gather_gbs.") + 
 std::string chain_scale_key(format_id f) { return std::string("chain_scale.") + format_name(f); }
 std::string chain_lanes_key(format_id f) { return std::string("chain_lanes.") + format_name(f); }
 std::string chain_scale_dram_key(format_id f) { return std::string("chain_scale_dram.") + format_name(f); }
+std::string chain_overlap_key(format_id f) { return std::string("chain_overlap.") + format_name(f); }
 std::string chain_lanes_dram_key(format_id f) { return std::string("chain_lanes_dram.") + format_name(f); }
 
 namespace {
@@ -233,6 +237,15 @@ double lanes_position(double lanes) { return std::clamp((lanes - 1.0) / (stats_w
 // 2026-11-24). csr_scalar's block samples grow along the line instead (0.53 / 0.54 / 0.60 / 0.90), and the other
 // layouts' fitted slopes are near 0 on the H100, so they keep it.
 bool saturating_lanes(format_id f) { return f == format_id::jad; }
+
+// Formats whose overlap of chain and traffic is fitted (bandwidth_model_params::format_overlap): csr_vector only.
+// Fitted for every format on four H100 gated pairs (session 41: two of call 1, calls 6 and 7; fit on the warm-up,
+// scored on the held-out set), the training error chose it for csr_vector (0.6), pellr and jad (0.3) and the SELL
+// layouts (0.15). Held out, csr_vector's mean / p95 went from 5.5 / 17.1, 4.9 / 16.1 and 7.7 / 16.2 % to 4.0 /
+// 11.3, 3.7 / 11.1 and 6.2 / 14.0 (its single long rows beside many short ones: adder_dcop_05 +19 -> +7 %), while
+// jad's p95 rose on every pair (9.4 -> 11.5, 9.1 -> 12.2, 11.2 -> 14.1) and the others moved within 1 point either
+// way (docs/models.md, Session 41).
+bool overlap_fitted(format_id f) { return f == format_id::csr_vector; }
 
 // Formats whose product is several kernels in sequence, the data-moving one after the others, so that its L2
 // traffic adds to the floor (bandwidth_model_params::format_floor_adds_l2): cuSPARSE CSR ALG1 and ALG2 (more than
@@ -317,6 +330,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.format_chain_lanes = from.format_chain_lanes;
   to.format_chain_scale_dram = from.format_chain_scale_dram;
   to.format_chain_lanes_dram = from.format_chain_lanes_dram;
+  to.format_overlap = from.format_overlap;
   to.cusparse_sell_wide_padded = from.cusparse_sell_wide_padded;
   to.cusparse_sell_wide_chain_scale = from.cusparse_sell_wide_chain_scale;
   to.format_l2_gather_gbs = from.format_l2_gather_gbs;
@@ -327,7 +341,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
   const bandwidth_model_params neutral;
   return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale ||
          p.format_chain_lanes != neutral.format_chain_lanes || p.format_chain_scale_dram != neutral.format_chain_scale_dram ||
-         p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_floor_us != neutral.format_floor_us ||
+         p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_overlap != neutral.format_overlap || p.format_floor_us != neutral.format_floor_us ||
          p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
          p.coo_efficiency != neutral.coo_efficiency || p.hyb_empty_ell_us != neutral.hyb_empty_ell_us ||
@@ -788,7 +802,8 @@ double chain_us_of(format_id f, const placeholder_parts& t, const bandwidth_mode
 // The terms that grow with the matrix: streaming, the chain and the L2 traffic.
 double variable_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
 {
-  return std::max({t.stream_us, chain_us_of(f, t, p), t.l2_us});
+  const double chain = chain_us_of(f, t, p), traffic = std::max(t.stream_us, t.l2_us);
+  return std::max(traffic, chain + p.format_overlap[static_cast<int>(f)] * traffic);
 }
 
 // The format's floor for a matrix of `rows` rows: the fitted floor, which for cuSPARSE CSR grows with
@@ -897,13 +912,14 @@ double cusparse_csr_us_above_launch(const device_properties& device, const bandw
 namespace {
 // The whole fit below with the layouts counted in the L2 under `l2_share` of it (l2_resident_share).
 format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& out, int min_samples,
-                              double l2_share)
+                              double l2_share, const std::array<double, format_count>& overlap = per_format(0.0))
 {
   // The fit starts from neutral corrections, whatever `out` holds (a cache entry refitted offline gives the
   // same values as the warm-up that fitted it), and writes only the corrections it could fit.
   bandwidth_model_params p = out;
   copy_format_corrections(bandwidth_model_params{}, p);
   p.l2_resident_share = l2_share;
+  p.format_overlap = overlap;
   p.pellr_sorted_lanes = 1.0;
   for (int i = 0; i < format_count; ++i) p.format_floor_adds_l2[i] = floor_adds_l2(static_cast<format_id>(i)) ? 1.0 : 0.0;
   format_fit used;
@@ -1158,7 +1174,8 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
       // A chain that clearly dominates: at least two launches long and twice the traffic terms.
       if (t.serial_us < 2 * p.launch_us || t.serial_us < 2 * std::max(t.stream_us, t.l2_us)) continue;
       const double x_bytes = static_cast<double>(std::min(o.input.stats.cols, o.input.stats.nnz)) * o.input.value_bytes;
-      const double net = o.measured_us - t.fixed_us - p.format_fixed_us[i] - t.after_chain_us;
+      const double net = o.measured_us - t.fixed_us - p.format_fixed_us[i] - t.after_chain_us -
+                         p.format_overlap[i] * std::max(t.stream_us, t.l2_us);
       // The lane groups in lanes: 1-16 and more (csr_scalar: busy rows of its SM, csr_scalar_chain_lanes).
       ratios[i].push_back({lanes_position(o.format, t.lanes), net / t.serial_us,
                            lanes_position(t.lanes) <= few_lanes, t.in_l2,
@@ -1347,6 +1364,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
       out.cusparse_sell_wide_chain_scale = p.cusparse_sell_wide_chain_scale;
     }
     if (used.chain[i] > 0 && i == static_cast<int>(format_id::pellr)) out.pellr_sorted_lanes = p.pellr_sorted_lanes;
+    if (observed[i]) out.format_overlap[i] = used.chain[i] > 0 ? p.format_overlap[i] : 0.0;
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];
@@ -1356,6 +1374,22 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
   }
   out.l2_resident_share = l2_share;
   return used;
+}
+
+// Sum and count of the placeholder's relative errors over the measured observations of each format.
+std::array<std::pair<double, int>, format_count> relative_errors_by_format(const std::vector<fixed_cost_observation>& obs,
+                                                                          const bandwidth_model_params& p)
+{
+  std::array<std::pair<double, int>, format_count> e{};
+  for (const auto& o : obs) {
+    if (!(o.measured_us > 0)) continue;
+    const double pred = predicted_of(o.format, parts_of(o.format, o.input, p), p);
+    if (!std::isfinite(pred)) continue;
+    auto& [sum, n] = e[static_cast<int>(o.format)];
+    sum += std::abs(pred - o.measured_us) / o.measured_us;
+    ++n;
+  }
+  return e;
 }
 
 // Mean relative error of the placeholder over the measured observations.
@@ -1394,6 +1428,36 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       best = q;
       best_fit = fit;
     }
+  }
+  // The overlap of chain and traffic (bandwidth_model_params::format_overlap), at the chosen share: the whole fit
+  // again with every format's overlap at each value of a grid, and per format the value whose fit leaves the least
+  // mean relative error over that format's training samples, where it improves on none by at least 3 % of that
+  // error; then the fit with the chosen values. The formats' corrections are fitted apart from each other
+  // (HYB's chain factor may be ELL's, fitted at the same overlap), so one pass per grid value suffices.
+  constexpr double overlaps[] = {0.15, 0.3, 0.45, 0.6};
+  const auto none = relative_errors_by_format(obs, best);
+  std::array<double, format_count> chosen = per_format(0.0), chosen_error{};
+  for (int i = 0; i < format_count; ++i) chosen_error[i] = none[i].second > 0 ? none[i].first / none[i].second : 0.0;
+  for (double w : overlaps) {
+    bandwidth_model_params q = out;
+    fit_corrections_at(obs, q, min_samples, best.l2_resident_share, per_format(w));
+    const auto e = relative_errors_by_format(obs, q);
+    for (int i = 0; i < format_count; ++i) {
+      if (!overlap_fitted(static_cast<format_id>(i)) || e[i].second == 0 || none[i].second == 0 || !(q.format_overlap[i] > 0)) continue;
+      const double mean = e[i].first / e[i].second;
+      if (mean < chosen_error[i] && mean < 0.97 * none[i].first / none[i].second) {
+        chosen[i] = w;
+        chosen_error[i] = mean;
+      }
+    }
+  }
+  if (chosen != per_format(0.0)) {
+    bandwidth_model_params q = out;
+    const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, chosen);
+    best = q;
+    best_fit = fit;
+    best_error = mean_relative_error(obs, best);
+    for (int i = 0; i < format_count; ++i) best_fit.overlap[i] = best.format_overlap[i] > 0 ? none[i].second : 0;
   }
   out = best;
   best_fit.l2_resident_error = best_error;

@@ -240,6 +240,18 @@ struct bandwidth_model_params {
   /// -3 % after); the 8M-row 7-point Laplacian (x 64 MB) keeps the calibrated rate, which the own one put 16-19 %
   /// under on the H200 (docs/models.md, Session 34). Cache key "l2_gather_gbs.<format>".
   std::array<double, format_count> format_l2_gather_gbs = per_format(0.0);
+  /// Per-format share of the traffic term (streaming or L2, whichever is larger) that adds to the chain
+  /// (indexed by format_id; 0 = none: the larger of the two alone, as in cache files written before it): a chain
+  /// does not hide all of the other rows' traffic. On the H100 session-41 gated warm-up ELL's chains in the L2 took
+  /// 0.67-0.99 of the raw chain on 1000 rows and 0.89-1.16 on 8000 (the same chains, 8x the traffic beside them);
+  /// the single median factor put the held-out small matrices with long rows (mbeacxc, G51, watt_2: 496-1856
+  /// rows) 13-18 % over; csr_vector's single long rows beside many short rows (adder_dcop_05) 15-19 % over. The
+  /// variable part is max(traffic, chain + format_overlap x traffic), traffic = max(streaming, L2 term). Chosen
+  /// from a grid by the training error (fit_format_corrections), the chain factors fitted net of it; fitted for
+  /// csr_vector only (predict.cpp, overlap_fitted: held out, it took csr_vector's p95 from 16-17 % to 11-14 % on
+  /// the three H100 pairs of session 41 where the fit chose it, and raised jad's on every pair where it was
+  /// tried). Cache key "chain_overlap.<format>".
+  std::array<double, format_count> format_overlap = per_format(0.0);
 };
 
 /// The chain term's factor for `lanes` lanes (chain_lanes): format_chain_scale x (1 + format_chain_lanes x
@@ -257,6 +269,7 @@ std::string chain_scale_key(format_id f);
 std::string chain_lanes_key(format_id f);  ///< "chain_lanes.<format name>"
 std::string chain_scale_dram_key(format_id f);  ///< "chain_scale_dram.<format name>"
 std::string chain_lanes_dram_key(format_id f);  ///< "chain_lanes_dram.<format name>"
+std::string chain_overlap_key(format_id f);  ///< "chain_overlap.<format name>"
 std::string floor_key(format_id f);  ///< "floor_us.<format name>"
 std::string floor_adds_l2_key(format_id f);  ///< "floor_adds_l2.<format name>"
 std::string l2_gather_key(format_id f);  ///< "l2_gather_gbs.<format name>"
@@ -405,6 +418,7 @@ struct format_fit {
   std::array<int, format_count> chain{};
   std::array<int, format_count> lanes{};  ///< observations behind format_chain_lanes (0: not fitted)
   std::array<int, format_count> chain_dram{};  ///< observations behind format_chain_scale_dram (0: not fitted)
+  std::array<int, format_count> overlap{};  ///< training samples behind a non-zero format_overlap (0: none)
   std::array<int, format_count> floor{};  ///< observations behind format_floor_us (0: not fitted)
   int coo_efficiency = 0;  ///< observations behind bandwidth_model_params::coo_efficiency (0: not fitted)
   int hyb_empty_ell = 0;  ///< observations behind bandwidth_model_params::hyb_empty_ell_us (0: not fitted)
