@@ -949,6 +949,15 @@ TEST(PlaceholderModel, ParamsFromCacheMetrics)
 
 // A small matrix of rows of 3 with one long row, whose chain bounds the thread-per-row layouts, on a device
 // with an L2 of `l2_bytes`.
+// `p` written to a cache entry's metrics and read back: the metrics and the parameters read from them.
+std::pair<std::map<std::string, double>, aijp::bandwidth_model_params> through_metrics(const aijp::bandwidth_model_params& p)
+{
+  std::pair<std::map<std::string, double>, aijp::bandwidth_model_params> out;
+  aijp::params_to_metrics(p, out.first);
+  EXPECT_TRUE(aijp::params_from_metrics(out.first, out.second));
+  return out;
+}
+
 aijp::prediction_input chain_bound_input(aijp::size_type rows, int long_row, double l2_bytes)
 {
   aijp::prediction_input in;
@@ -1001,12 +1010,9 @@ TEST(PlaceholderModel, ChainOverlapsPartOfTheTrafficBesideIt)
   }
   aijp::bandwidth_model_params p;
   p.format_overlap[i] = 0.3;
-  std::map<std::string, double> m;
-  aijp::params_to_metrics(p, m);
+  const auto [m, r] = through_metrics(p);
   EXPECT_NEAR(m.at("chain_overlap.csr_vector"), 0.3, 1e-12);
   EXPECT_EQ(m.count("chain_overlap.sell"), 0u);
-  aijp::bandwidth_model_params r;
-  ASSERT_TRUE(aijp::params_from_metrics(m, r));
   EXPECT_NEAR(r.format_overlap[i], 0.3, 1e-12);
   // The larger term alone without the key; with it, the chain plus 0.3 of the traffic where the chain is larger.
   const auto in = chain_bound_input(20000, 3000, 50 << 20);
@@ -1635,12 +1641,9 @@ TEST(PlaceholderModel, FloorsAndFixedCostsFittedFromSmallSamples)
   EXPECT_NEAR(again.format_floor_us[a], 8.0, 1e-9);
   EXPECT_EQ(again.format_fixed_us[c], p.format_fixed_us[c]);
   // The floors travel through the cache's metrics; absent keys are no floor.
-  std::map<std::string, double> m;
-  aijp::params_to_metrics(p, m);
+  const auto [m, r] = through_metrics(p);
   EXPECT_NEAR(m.at("floor_us.sell"), 8.0, 1e-9);
   EXPECT_EQ(m.count("floor_us.coo"), 0u);
-  aijp::bandwidth_model_params r;
-  ASSERT_TRUE(aijp::params_from_metrics(m, r));
   EXPECT_NEAR(r.format_floor_us[a], 8.0, 1e-9);
   EXPECT_EQ(r.format_floor_us[coo], 0.0);
   EXPECT_TRUE(aijp::has_format_corrections(r));
