@@ -248,8 +248,8 @@ struct bandwidth_model_params {
   /// rows) 13-18 % over; csr_vector's single long rows beside many short rows (adder_dcop_05) 15-19 % over. The
   /// variable part is max(traffic, chain + format_overlap x traffic), traffic = max(streaming, L2 term). Chosen
   /// from a grid by the training error (fit_format_corrections), the chain factors fitted net of it; fitted for
-  /// csr_vector only (predict.cpp, overlap_fitted: held out, it took csr_vector's p95 from 16-17 % to 11-14 % on
-  /// the three H100 pairs of session 41 where the fit chose it, and raised jad's on every pair where it was
+  /// csr_vector and ELL (predict.cpp, overlap_fitted: held out on the H100 pairs of session 41 it took csr_vector's
+  /// p95 from 16-17 % to 11-14 % and ELL's from 13-15 % to 12-13.5 %, and raised jad's on every pair where it was
   /// tried). Cache key "chain_overlap.<format>".
   std::array<double, format_count> format_overlap = per_format(0.0);
 };
