@@ -977,7 +977,7 @@ aijp::prediction_input chain_bound_input(aijp::size_type rows, int long_row, dou
 // A chain does not hide all of the other rows' traffic: products measured as chain + 0.3 x their streaming /
 // L2 term (chains in the L2 beside 20000-240000 short rows) give back the overlap 0.3 from the fit's grid and the
 // chain factor net of it; products measured as the chain alone keep no overlap. The key round-trips through the
-// cache's metrics, and a file without it predicts the larger term alone.
+// cache's metrics, and a file without it predicts the larger term alone. Formats outside csr_vector and ELL fit none.
 TEST(PlaceholderModel, ChainOverlapsPartOfTheTrafficBesideIt)
 {
   const aijp::format_id f = aijp::format_id::csr_vector;
@@ -1007,6 +1007,23 @@ TEST(PlaceholderModel, ChainOverlapsPartOfTheTrafficBesideIt)
     EXPECT_EQ(used.overlap[i] > 0, overlap > 0);
     EXPECT_NEAR(p.format_chain_scale[i], 1.2, 1e-6);
     for (const auto& o : obs) EXPECT_NEAR(predicted(o.input, p), o.measured_us, 1e-6 * o.measured_us);
+  }
+  // Fitted for csr_vector and ELL only (held out on the H100 it raised JAD's p95): JAD's products with the same
+  // overlap leave JAD without one.
+  {
+    const aijp::format_id jad = aijp::format_id::jad;
+    aijp::bandwidth_model_params jad_truth;
+    jad_truth.format_chain_scale[static_cast<int>(jad)] = 1.2;
+    jad_truth.format_overlap[static_cast<int>(jad)] = 0.3;
+    std::vector<aijp::fixed_cost_observation> obs;
+    for (int k = 0; k < 12; ++k) {
+      const auto in = chain_bound_input(20000 + 20000 * k, 400 + 8 * k, 50 << 20);
+      obs.push_back({jad, in, aijp::predict_bandwidth_model(in, jad_truth, {jad}).front().predicted_us});
+    }
+    aijp::bandwidth_model_params q;
+    const auto used = aijp::fit_format_corrections(obs, q);
+    EXPECT_GT(used.chain[static_cast<int>(jad)], 0);
+    EXPECT_EQ(q.format_overlap[static_cast<int>(jad)], 0.0);
   }
   aijp::bandwidth_model_params p;
   p.format_overlap[i] = 0.3;
