@@ -343,7 +343,8 @@ bool has_format_corrections(const bandwidth_model_params& p)
   const bandwidth_model_params neutral;
   return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale ||
          p.format_chain_lanes != neutral.format_chain_lanes || p.format_chain_scale_dram != neutral.format_chain_scale_dram ||
-         p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_overlap != neutral.format_overlap || p.format_floor_us != neutral.format_floor_us ||
+         p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_overlap != neutral.format_overlap ||
+         p.format_floor_us != neutral.format_floor_us ||
          p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
          p.coo_efficiency != neutral.coo_efficiency || p.hyb_empty_ell_us != neutral.hyb_empty_ell_us ||
@@ -1399,12 +1400,9 @@ double mean_relative_error(const std::vector<fixed_cost_observation>& obs, const
 {
   double sum = 0;
   int n = 0;
-  for (const auto& o : obs) {
-    if (!(o.measured_us > 0)) continue;
-    const double pred = predicted_of(o.format, parts_of(o.format, o.input, p), p);
-    if (!std::isfinite(pred)) continue;
-    sum += std::abs(pred - o.measured_us) / o.measured_us;
-    ++n;
+  for (const auto& [s, k] : relative_errors_by_format(obs, p)) {
+    sum += s;
+    n += k;
   }
   return n > 0 ? sum / n : 0.0;
 }
@@ -1432,20 +1430,23 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     }
   }
   // The overlap of chain and traffic (bandwidth_model_params::format_overlap), at the chosen share: the whole fit
-  // again with every format's overlap at each value of a grid, and per format (those of overlap_fitted) the value
-  // whose fit leaves the least mean relative error over that format's training samples, where it improves on none
-  // by at least 0.5 % of that error; then the fit with the chosen values. The formats' corrections are fitted apart from each other
-  // (HYB's chain factor may be ELL's, fitted at the same overlap), so one pass per grid value suffices.
+  // again with the overlap of the formats of overlap_fitted at each value of a grid, and per format the value whose
+  // fit leaves the least mean relative error over that format's training samples, where it improves on none by at
+  // least 0.5 % of that error; then the fit with the chosen values. The formats' corrections are fitted apart from
+  // each other (HYB's chain factor in the L2 may be ELL's, fitted at ELL's overlap), so one pass per grid value
+  // suffices.
   constexpr double overlaps[] = {0.15, 0.3, 0.45, 0.6};
   const auto none = relative_errors_by_format(obs, best);
   std::array<double, format_count> chosen = per_format(0.0), chosen_error{};
   for (int i = 0; i < format_count; ++i) chosen_error[i] = none[i].second > 0 ? none[i].first / none[i].second : 0.0;
   for (double w : overlaps) {
+    std::array<double, format_count> grid = per_format(0.0);
+    for (int i = 0; i < format_count; ++i) grid[i] = overlap_fitted(static_cast<format_id>(i)) ? w : 0.0;
     bandwidth_model_params q = out;
-    fit_corrections_at(obs, q, min_samples, best.l2_resident_share, per_format(w));
+    fit_corrections_at(obs, q, min_samples, best.l2_resident_share, grid);
     const auto e = relative_errors_by_format(obs, q);
     for (int i = 0; i < format_count; ++i) {
-      if (!overlap_fitted(static_cast<format_id>(i)) || e[i].second == 0 || none[i].second == 0 || !(q.format_overlap[i] > 0)) continue;
+      if (e[i].second == 0 || none[i].second == 0 || !(q.format_overlap[i] > 0)) continue;
       const double mean = e[i].first / e[i].second;
       if (mean < chosen_error[i] && mean < 0.995 * none[i].first / none[i].second) {
         chosen[i] = w;

@@ -947,17 +947,15 @@ TEST(PlaceholderModel, ParamsFromCacheMetrics)
   EXPECT_EQ(s.coo_efficiency, 0.7);
 }
 
-// A small matrix of rows of 3 with one long row, whose chain bounds the thread-per-row layouts, on a device
-// with an L2 of `l2_bytes`.
-// `p` written to a cache entry's metrics and read back: the metrics and the parameters read from them.
-std::pair<std::map<std::string, double>, aijp::bandwidth_model_params> through_metrics(const aijp::bandwidth_model_params& p)
+// `p` written to a cache entry's metrics `m` and read back into `r` (call through ASSERT_NO_FATAL_FAILURE).
+void through_metrics(const aijp::bandwidth_model_params& p, std::map<std::string, double>& m, aijp::bandwidth_model_params& r)
 {
-  std::pair<std::map<std::string, double>, aijp::bandwidth_model_params> out;
-  aijp::params_to_metrics(p, out.first);
-  EXPECT_TRUE(aijp::params_from_metrics(out.first, out.second));
-  return out;
+  aijp::params_to_metrics(p, m);
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
 }
 
+// A small matrix of rows of 3 with one long row, whose chain bounds the thread-per-row layouts, on a device
+// with an L2 of `l2_bytes`.
 aijp::prediction_input chain_bound_input(aijp::size_type rows, int long_row, double l2_bytes)
 {
   aijp::prediction_input in;
@@ -988,15 +986,22 @@ TEST(PlaceholderModel, ChainOverlapsPartOfTheTrafficBesideIt)
   const auto predicted = [&](const aijp::prediction_input& in, const aijp::bandwidth_model_params& q) {
     return aijp::predict_bandwidth_model(in, q, {f}).front().predicted_us;
   };
-  for (double overlap : {0.3, 0.0}) {
-    truth.format_overlap[i] = overlap;
+  // Chains of 400-488 entries beside 20000-240000 short rows, measured as `q` predicts them for format `g`.
+  const auto observations = [](aijp::format_id g, const aijp::bandwidth_model_params& q) {
     std::vector<aijp::fixed_cost_observation> obs;
-    double largest_share = 0;
     for (int k = 0; k < 12; ++k) {
       const auto in = chain_bound_input(20000 + 20000 * k, 400 + 8 * k, 50 << 20);
-      const auto b = aijp::explain_bandwidth_model(f, in, aijp::bandwidth_model_params{});
+      obs.push_back({g, in, aijp::predict_bandwidth_model(in, q, {g}).front().predicted_us});
+    }
+    return obs;
+  };
+  for (double overlap : {0.3, 0.0}) {
+    truth.format_overlap[i] = overlap;
+    const auto obs = observations(f, truth);
+    double largest_share = 0;
+    for (const auto& o : obs) {
+      const auto b = aijp::explain_bandwidth_model(f, o.input, aijp::bandwidth_model_params{});
       largest_share = std::max(largest_share, std::max(b.stream_us, b.l2_us) / b.raw_chain_us);
-      obs.push_back({f, in, predicted(in, truth)});
     }
     ASSERT_GT(largest_share, 0.1) << "the traffic beside the chain must be large enough to tell the overlap";
     ASSERT_LT(largest_share, 0.5);
@@ -1015,19 +1020,16 @@ TEST(PlaceholderModel, ChainOverlapsPartOfTheTrafficBesideIt)
     aijp::bandwidth_model_params jad_truth;
     jad_truth.format_chain_scale[static_cast<int>(jad)] = 1.2;
     jad_truth.format_overlap[static_cast<int>(jad)] = 0.3;
-    std::vector<aijp::fixed_cost_observation> obs;
-    for (int k = 0; k < 12; ++k) {
-      const auto in = chain_bound_input(20000 + 20000 * k, 400 + 8 * k, 50 << 20);
-      obs.push_back({jad, in, aijp::predict_bandwidth_model(in, jad_truth, {jad}).front().predicted_us});
-    }
     aijp::bandwidth_model_params q;
-    const auto used = aijp::fit_format_corrections(obs, q);
+    const auto used = aijp::fit_format_corrections(observations(jad, jad_truth), q);
     EXPECT_GT(used.chain[static_cast<int>(jad)], 0);
     EXPECT_EQ(q.format_overlap[static_cast<int>(jad)], 0.0);
   }
   aijp::bandwidth_model_params p;
   p.format_overlap[i] = 0.3;
-  const auto [m, r] = through_metrics(p);
+  std::map<std::string, double> m;
+  aijp::bandwidth_model_params r;
+  ASSERT_NO_FATAL_FAILURE(through_metrics(p, m, r));
   EXPECT_NEAR(m.at("chain_overlap.csr_vector"), 0.3, 1e-12);
   EXPECT_EQ(m.count("chain_overlap.sell"), 0u);
   EXPECT_NEAR(r.format_overlap[i], 0.3, 1e-12);
@@ -1392,22 +1394,11 @@ TEST(PlaceholderModel, CusparseSellChainSplitByStoredEntries)
   EXPECT_NEAR(p.cusparse_sell_wide_padded, std::sqrt(small_max * large_min), 1e-6);
   EXPECT_NEAR(p.cusparse_sell_wide_chain_scale, 0.8, 1e-9);
   EXPECT_NEAR(p.format_chain_scale[static_cast<int>(csell)], 0.45, 1e-9);
+  EXPECT_NEAR(p.format_chain_scale[static_cast<int>(sell)], 0.625, 1e-9);  // one factor: the median of both
   const auto chain = [&](aijp::format_id f, const aijp::prediction_input& in) {
     return aijp::explain_bandwidth_model(f, in, p).chain_us;
   };
   const auto small = chain_bound_input(1500, 800, p.l2_bytes), large = chain_bound_input(250000, 800, p.l2_bytes);
-  // Our SELL: one factor for both sizes, no step by stored entries. Without an overlap it is the median of both
-  // (0.625); the fit may take the large layouts' extra as an overlap with their traffic (format_overlap, the 200K
-  // rows' streaming term beside the chain), and then the factor lies between the small ones' 0.45 and 0.625.
-  const int si = static_cast<int>(sell);
-  if (p.format_overlap[si] > 0) {
-    EXPECT_GE(p.format_chain_scale[si], 0.45 - 1e-9);
-    EXPECT_LT(p.format_chain_scale[si], 0.625);
-  } else {
-    EXPECT_NEAR(p.format_chain_scale[si], 0.625, 1e-9);
-  }
-  EXPECT_NEAR(chain(sell, small) / aijp::explain_bandwidth_model(sell, small, p).raw_chain_us,
-              chain(sell, large) / aijp::explain_bandwidth_model(sell, large, p).raw_chain_us, 1e-9);
   EXPECT_NEAR(chain(csell, small), 0.45 * 800 * p.serial_entry_l2_ns * 1e-3, 1e-9);
   EXPECT_NEAR(chain(csell, large), 0.8 * 800 * p.serial_entry_l2_ns * 1e-3, 1e-9);
   // Beyond the L2 the DRAM factor (or the one factor) serves, whatever the size.
@@ -1658,7 +1649,9 @@ TEST(PlaceholderModel, FloorsAndFixedCostsFittedFromSmallSamples)
   EXPECT_NEAR(again.format_floor_us[a], 8.0, 1e-9);
   EXPECT_EQ(again.format_fixed_us[c], p.format_fixed_us[c]);
   // The floors travel through the cache's metrics; absent keys are no floor.
-  const auto [m, r] = through_metrics(p);
+  std::map<std::string, double> m;
+  aijp::bandwidth_model_params r;
+  ASSERT_NO_FATAL_FAILURE(through_metrics(p, m, r));
   EXPECT_NEAR(m.at("floor_us.sell"), 8.0, 1e-9);
   EXPECT_EQ(m.count("floor_us.coo"), 0u);
   EXPECT_NEAR(r.format_floor_us[a], 8.0, 1e-9);
