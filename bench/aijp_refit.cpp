@@ -139,6 +139,12 @@ int main(int argc, char** argv)
         std::printf(" %s %.2f%s (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_floor_us[f],
                     params.format_floor_adds_l2[f] > 0 ? " + L2 term" : "", fitted.floor[f]);
     }
+    std::printf("\n# placeholder floors where y fits in %.0f bytes (us, the same samples of such a y):", aijp::small_y_bytes);
+    for (int f = 0; f < aijp::format_count; ++f) {
+      if (fitted.floor_small_y[f] > 0)
+        std::printf(" %s %.2f (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_floor_small_y_us[f],
+                    fitted.floor_small_y[f]);
+    }
     std::printf("\n# placeholder chain factors (from the training samples a chain dominates):");
     for (int f = 0; f < aijp::format_count; ++f) {
       if (fitted.chain[f] > 0) {

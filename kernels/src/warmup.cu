@@ -127,6 +127,18 @@ std::vector<warmup_point> warmup_grid(const device_properties& d, bool full)
       g.back().formats = {format_id::cusparse_sell};
     }
   }
+  // Products whose y fits in 4 KiB (small_y_bytes): COO clears y with a cudaMemsetAsync before its product, and
+  // runs ~0.6 us faster where y fits in 4 KiB (format_floor_small_y_us; H100, session 42, rows of 25: 5.2-5.8 us
+  // for 128-512 rows against 6.4-6.6 us from 576; mbeacxc, 496 rows, 5.5-5.6 us against a floor of 5.8-6.2). Its
+  // own floor there, from these (appended last: the earlier points keep their seeds). COO only: cuSPARSE CSR
+  // stepped at the same rows of 25 (6.4 -> 7.1 us) but not on mbeacxc (6.7 us, the larger rows' floor), and with
+  // these points its small-y floor put mbeacxc 7 % under; the other formats show no step. ~1 ms each.
+  for (aijp::size_type rows : {320, 400, 480}) {
+    for (double mean : {12.0, 40.0}) {
+      add(L::constant, rows, mean, 0, rows, F::other);
+      g.back().formats = {format_id::coo};
+    }
+  }
   return g;
 }
 

@@ -159,6 +159,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (lr != m.end() && lr->second > 0 && lr->second <= 1e6) p.format_l2_gather_gbs[i] = lr->second;
     const auto fl = m.find(floor_key(static_cast<format_id>(i)));
     if (fl != m.end() && std::isfinite(fl->second) && fl->second >= 0.0 && fl->second <= 1e3) p.format_floor_us[i] = fl->second;
+    const auto fs = m.find(floor_small_y_key(static_cast<format_id>(i)));
+    if (fs != m.end() && std::isfinite(fs->second) && fs->second >= 0.0 && fs->second <= 1e3) p.format_floor_small_y_us[i] = fs->second;
   }
   const auto fd = m.find("floor_us_per_doubling.cusparse_csr");
   if (fd != m.end() && std::isfinite(fd->second) && fd->second >= 0.0 && fd->second <= 10.0) p.cusparse_csr_floor_us_per_doubling = fd->second;
@@ -201,6 +203,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(chain_lanes_dram_key(f), p.format_chain_lanes_dram[i], -1.0);
     put(chain_overlap_key(f), p.format_overlap[i], 0.0);
     put(floor_key(f), p.format_floor_us[i], 0.0);
+    put(floor_small_y_key(f), p.format_floor_small_y_us[i], 0.0);
     put(floor_adds_l2_key(f), p.format_floor_adds_l2[i], 0.0);
     put(l2_gather_key(f), p.format_l2_gather_gbs[i], 0.0);
   }
@@ -216,6 +219,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
 
 std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + format_name(f); }
 std::string floor_key(format_id f) { return std::string("floor_us.") + format_name(f); }
+std::string floor_small_y_key(format_id f) { return std::string("floor_small_y_us.") + format_name(f); }
 std::string floor_adds_l2_key(format_id f) { return std::string("floor_adds_l2.") + format_name(f); }
 std::string l2_gather_key(format_id f) { return std::string("l2_gather_gbs.") + format_name(f); }
 std::string chain_scale_key(format_id f) { return std::string("chain_scale.") + format_name(f); }
@@ -321,6 +325,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
 {
   to.format_fixed_us = from.format_fixed_us;
   to.format_floor_us = from.format_floor_us;
+  to.format_floor_small_y_us = from.format_floor_small_y_us;
   to.format_floor_adds_l2 = from.format_floor_adds_l2;
   to.cusparse_csr_floor_us_per_doubling = from.cusparse_csr_floor_us_per_doubling;
   to.coo_efficiency = from.coo_efficiency;
@@ -344,7 +349,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
   return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale ||
          p.format_chain_lanes != neutral.format_chain_lanes || p.format_chain_scale_dram != neutral.format_chain_scale_dram ||
          p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_overlap != neutral.format_overlap ||
-         p.format_floor_us != neutral.format_floor_us ||
+         p.format_floor_us != neutral.format_floor_us || p.format_floor_small_y_us != neutral.format_floor_small_y_us ||
          p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
          p.coo_efficiency != neutral.coo_efficiency || p.hyb_empty_ell_us != neutral.hyb_empty_ell_us ||
@@ -660,6 +665,7 @@ struct placeholder_parts {
   double l2_us = 0;      // L2 traffic at the calibrated rate
   double after_chain_us = 0;  // a kernel launched after the chain's kernel (HYB's COO part): adds to the chain
   double rows = 0;            // the matrix's rows (cuSPARSE CSR's floor)
+  double y_bytes = 0;         // rows x value bytes (the small-y floor)
   double l2_rate_gbs = 0;     // the L2 rate of l2_us
 };
 
@@ -740,6 +746,7 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   const double vectors = static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb + static_cast<double>(s.rows) * vb;
   placeholder_parts r;
   r.rows = static_cast<double>(s.rows);
+  r.y_bytes = static_cast<double>(s.rows) * vb;
   const layout_traffic& c = r.traffic = layout_traffic_of(f, s, vb, &in.device, in.x_sectors_per_nnz);
   // In the L2 where the layout stays under the share of it that keeps a working set (l2_resident_share).
   const bool in_l2 = in.device.l2_bytes > 0 && c.footprint_bytes < p.l2_resident_share * in.device.l2_bytes;
@@ -809,11 +816,17 @@ double variable_of(format_id f, const placeholder_parts& t, const bandwidth_mode
   return std::max(traffic, chain + p.format_overlap[static_cast<int>(f)] * traffic);
 }
 
-// The format's floor for a matrix of `rows` rows: the fitted floor, which for cuSPARSE CSR grows with
-// log2(rows) (bandwidth_model_params::cusparse_csr_floor_us_per_doubling).
-double floor_of(format_id f, double rows, const bandwidth_model_params& p)
+// Whether a product's y is small enough for the small-y floor (bandwidth_model_params::format_floor_small_y_us).
+bool small_y(double y_bytes) { return y_bytes > 0 && y_bytes <= small_y_bytes; }
+
+// The format's floor for a matrix of `rows` rows and `y_bytes` of y: the fitted floor (the small-y one where y
+// fits in small_y_bytes and it is fitted), which for cuSPARSE CSR grows with log2(rows)
+// (bandwidth_model_params::cusparse_csr_floor_us_per_doubling).
+double floor_of(format_id f, double rows, double y_bytes, const bandwidth_model_params& p)
 {
-  const double fl = p.format_floor_us[static_cast<int>(f)];
+  const int i = static_cast<int>(f);
+  const double fl = p.format_floor_us[i] > 0 && small_y(y_bytes) && p.format_floor_small_y_us[i] > 0 ? p.format_floor_small_y_us[i]
+                                                                                                    : p.format_floor_us[i];
   if (f != format_id::cusparse_csr || !(fl > 0) || !(p.cusparse_csr_floor_us_per_doubling > 0)) return fl;
   return fl + p.cusparse_csr_floor_us_per_doubling * std::log2(std::max(1.0, rows));
 }
@@ -834,7 +847,7 @@ double floor_traffic_of(format_id f, const placeholder_parts& t, const bandwidth
 double predicted_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
 {
   const int i = static_cast<int>(f);
-  return std::max({p.launch_us, floor_of(f, t.rows, p) + floor_traffic_of(f, t, p), t.fixed_us + p.format_fixed_us[i] + variable_of(f, t, p)});
+  return std::max({p.launch_us, floor_of(f, t.rows, t.y_bytes, p) + floor_traffic_of(f, t, p), t.fixed_us + p.format_fixed_us[i] + variable_of(f, t, p)});
 }
 
 // One measured observation's relative error under `p` (the fits that choose a share from a grid sum them).
@@ -850,7 +863,7 @@ placeholder_breakdown explain_bandwidth_model(format_id f, const prediction_inpu
   const int i = static_cast<int>(f);
   placeholder_breakdown b;
   b.fixed_us = t.fixed_us + p.format_fixed_us[i];
-  b.floor_us = floor_of(f, t.rows, p);
+  b.floor_us = floor_of(f, t.rows, t.y_bytes, p);
   b.stream_us = t.stream_us;
   b.chain_us = chain_us_of(f, t, p);
   b.l2_us = t.l2_us;
@@ -1040,12 +1053,18 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
   const auto variable = [&](std::size_t k) { return variable_of(obs[k].format, parts[k], p); };
   {
     std::array<std::vector<double>, format_count> tiny;
+    // The samples with y in small_y_bytes (format_floor_small_y_us): base and log2 rows.
+    std::array<std::vector<std::pair<double, double>>, format_count> tiny_small_y;
     std::vector<double> csr_log_rows, csr_tiny;  // cuSPARSE CSR's samples: log2 rows, measured
     for (std::size_t k = 0; k < obs.size(); ++k) {
       if (!(obs[k].measured_us > 0) || variable(k) >= 0.25 * p.launch_us) continue;
       // A floor that the L2 term adds to is fitted on the measured time less that term.
       const bool adds = p.format_floor_adds_l2[static_cast<int>(obs[k].format)] > 0 && parts[k].in_l2;
       const double base = obs[k].measured_us - (adds ? parts[k].l2_us : 0.0);
+      if (small_y(parts[k].y_bytes)) {
+        tiny_small_y[static_cast<int>(obs[k].format)].push_back({base, std::log2(std::max(1.0, parts[k].rows))});
+        continue;
+      }
       tiny[static_cast<int>(obs[k].format)].push_back(base);
       if (obs[k].format == format_id::cusparse_csr) {
         csr_log_rows.push_back(std::log2(std::max(1.0, parts[k].rows)));
@@ -1069,6 +1088,18 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
         p.cusparse_csr_floor_us_per_doubling = l->slope;
         p.format_floor_us[ci] = l->intercept;
       }
+    }
+    // The small-y floors: the median of the small-y samples (cuSPARSE CSR's net of its per-doubling term), for
+    // the formats whose floor is fitted.
+    for (int i = 0; i < format_count; ++i) {
+      p.format_floor_small_y_us[i] = 0.0;
+      used.floor_small_y[i] = 0;
+      if (used.floor[i] == 0 || static_cast<int>(tiny_small_y[i].size()) < std::max(1, min_samples)) continue;
+      const double per_doubling = i == ci ? p.cusparse_csr_floor_us_per_doubling : 0.0;
+      std::vector<double> v;
+      for (const auto& [base, log_rows] : tiny_small_y[i]) v.push_back(base - per_doubling * log_rows);
+      used.floor_small_y[i] = static_cast<int>(v.size());
+      p.format_floor_small_y_us[i] = online::median(std::move(v));
     }
   }
   // The fixed costs: per format, the value c minimising the mean relative error of
@@ -1101,7 +1132,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
           parts[k].stream_us > std::max(chain_us_of(o.format, parts[k], p), parts[k].l2_us))
         continue;
       const point x{parts[k].fixed_us + v, o.measured_us,
-                    std::max(p.launch_us, floor_of(o.format, parts[k].rows, p) + floor_traffic_of(o.format, parts[k], p))};
+                    std::max(p.launch_us, floor_of(o.format, parts[k].rows, parts[k].y_bytes, p) + floor_traffic_of(o.format, parts[k], p))};
       if (o.format == format_id::hyb && hyb_empty_ell(o.input.stats)) {
         hyb_empty.push_back({x.a - p.hyb_empty_ell_us, x.m, x.lo});
       } else {
@@ -1355,6 +1386,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
   for (int i = 0; i < format_count; ++i) {
     if (used.fixed[i] > 0) out.format_fixed_us[i] = p.format_fixed_us[i];
     if (observed[i]) out.format_floor_us[i] = p.format_floor_us[i];  // fitted (its samples are observed) or none
+    if (observed[i]) out.format_floor_small_y_us[i] = p.format_floor_small_y_us[i];
     if (observed[i]) out.format_floor_adds_l2[i] = p.format_floor_us[i] > 0 ? p.format_floor_adds_l2[i] : 0.0;
     if (observed[i] && i == static_cast<int>(format_id::cusparse_csr))
       out.cusparse_csr_floor_us_per_doubling = p.cusparse_csr_floor_us_per_doubling;

@@ -427,6 +427,8 @@ TEST_F(GpuTest, DeviceGeneratedBlockOfLongRows)
 // previous full run's samples file resumes): the 7 beyond the L2 (seeds 150-156), then cuSPARSE SELL's 14
 // blocks in the gap of stored entries (seeds 157-170).
 constexpr std::size_t beyond_l2_first = 149, csell_gap_first = 156, csell_gap_points = 14;
+// The small-y points after the gap series (rows 320, 400, 480 x means 12, 40), in both grids.
+constexpr std::size_t small_y_points = 6;
 
 // The warm-up's points beyond the L2 (appended after the first 149): blocks of 200000-entry rows on 2M short
 // rows and random columns with x of 16 and 32 MB; the quick grid has none of them. The 2-row block is
@@ -437,7 +439,7 @@ TEST_F(GpuTest, WarmupFullGridHasChainsAndGathersBeyondL2)
   const auto& dev = shared_context().device();
   const auto quick = aijp::warmup_grid(dev, false);
   const auto full = aijp::warmup_grid(dev, true);
-  ASSERT_EQ(full.size(), csell_gap_first + csell_gap_points);
+  ASSERT_EQ(full.size(), csell_gap_first + csell_gap_points + small_y_points);
   std::set<std::string> keys;
   for (const auto& p : full) EXPECT_TRUE(keys.insert(p.key()).second) << "duplicate " << p.key();
   const std::vector<std::string> tail = {
@@ -504,12 +506,12 @@ long long block_sell_stored(const aijp::device_generator_spec& s)
 const std::vector<long long> csell_gap_stored = {185344, 198176, 210944, 223776, 242944, 262240, 281344,
                                                  185376, 198144, 211040, 223968, 243040, 262144, 281504};
 
-// The full grid ends with 14 blocks that only cuSPARSE SELL times, all of whose layouts lie in the warm-up's gap
+// The full grid has 14 blocks that only cuSPARSE SELL times (before the 6 small-y points of both grids), all of whose layouts lie in the warm-up's gap
 // of chain-bound stored entries (above the 16000-row block of 1600, 179104; below the normal rows of 8000 x 12
 // +- 12, 293792: docs/models.md, Session 29), from its lower end to its upper end for each shape (1600 and 400
 // long), with 1 and 32 long rows in turn. Host only: runs without a device (the grid's sizes do not depend on
 // the device; its strips do, so an H100's properties).
-TEST(WarmupGrid, FullGridEndsWithCusparseSellBlocksInTheGap)
+TEST(WarmupGrid, FullGridHasCusparseSellBlocksInTheGapThenSmallY)
 {
   aijp::device_properties d;
   d.sm_count = 132;
@@ -518,12 +520,12 @@ TEST(WarmupGrid, FullGridEndsWithCusparseSellBlocksInTheGap)
   d.warp_size = 32;
   const auto quick = aijp::warmup_grid(d, false);
   const auto full = aijp::warmup_grid(d, true);
-  ASSERT_EQ(full.size(), csell_gap_first + csell_gap_points);
+  ASSERT_EQ(full.size(), csell_gap_first + csell_gap_points + small_y_points);
   for (std::size_t i = 0; i < csell_gap_first; ++i) {
     EXPECT_TRUE(full[i].formats.empty()) << full[i].key();
     EXPECT_TRUE(full[i].measures(aijp::format_id::sell_c_sigma)) << full[i].key();
   }
-  for (const auto& p : quick) EXPECT_TRUE(p.formats.empty()) << p.key();
+  for (std::size_t i = 0; i + small_y_points < quick.size(); ++i) EXPECT_TRUE(quick[i].formats.empty()) << quick[i].key();
   std::array<long long, 2> lowest{1LL << 62, 1LL << 62}, highest{0, 0};
   for (std::size_t i = 0; i < csell_gap_points; ++i) {
     const auto& p = full[csell_gap_first + i];
@@ -550,6 +552,22 @@ TEST(WarmupGrid, FullGridEndsWithCusparseSellBlocksInTheGap)
     EXPECT_LT(lowest[s], 186000) << "series " << s;   // within 7K of the gap's lower end
     EXPECT_GT(highest[s], 281000) << "series " << s;  // within 13K of its upper end
   }
+  // Then, in both grids, the small-y points: y of at most small_y_bytes in double (the floors of
+  // format_floor_small_y_us), random columns, timed for COO only (the format that clears y with a memset).
+  for (const auto* g : {&full, &quick}) {
+    ASSERT_GE(g->size(), small_y_points);
+    for (std::size_t i = g->size() - small_y_points; i < g->size(); ++i) {
+      const auto& p = (*g)[i];
+      SCOPED_TRACE(p.key());
+      EXPECT_EQ(p.spec.dist, aijp::device_generator_spec::lengths::constant);
+      EXPECT_LE(static_cast<double>(p.spec.rows) * sizeof(double), aijp::small_y_bytes);
+      EXPECT_GE(p.spec.rows, 256);
+      EXPECT_EQ(p.spec.window, p.spec.rows);
+      EXPECT_EQ(p.spec.seed, i + 1);
+      ASSERT_EQ(p.formats.size(), 1u);
+      EXPECT_EQ(p.formats[0], aijp::format_id::coo);
+    }
+  }
   // The host count is the one the samples record: the 16000-row blocks of the H100 gated warm-up (session 28).
   aijp::device_generator_spec b = full[csell_gap_first].spec;
   b.rows = b.cols = 16000;
@@ -567,7 +585,7 @@ TEST(WarmupGrid, FullGridEndsWithCusparseSellBlocksInTheGap)
 TEST_F(GpuTest, WarmupCusparseSellGapSeriesOnTheDevice)
 {
   const auto full = aijp::warmup_grid(shared_context().device(), true);
-  ASSERT_EQ(full.size(), csell_gap_first + csell_gap_points);
+  ASSERT_EQ(full.size(), csell_gap_first + csell_gap_points + small_y_points);
   for (std::size_t i = 0; i < csell_gap_points; ++i) {
     const auto& p = full[csell_gap_first + i];
     SCOPED_TRACE(p.key());

@@ -1659,6 +1659,63 @@ TEST(PlaceholderModel, FloorsAndFixedCostsFittedFromSmallSamples)
   EXPECT_TRUE(aijp::has_format_corrections(r));
 }
 
+// The small-y floor (format_floor_small_y_us): COO's floor samples whose y fits in small_y_bytes (here 320-480
+// rows of doubles) are fitted apart from the others and predict the products of such a y; a y just above it keeps
+// the floor of the larger ones. A format whose small-y samples are too few gets none (its floor holds for every y).
+// It travels through the cache's metrics; a cache without the key keeps one floor for every size.
+TEST(PlaceholderModel, SmallYFloorFittedApartAndUsedUpToItsSize)
+{
+  aijp::bandwidth_model_params p;
+  p.l2_bytes = 50.0 * (1 << 20);
+  const aijp::format_id coo = aijp::format_id::coo, one = aijp::format_id::sell_c_sigma;
+  const int c = static_cast<int>(coo), a = static_cast<int>(one);
+  const auto floor_of = [&](aijp::format_id f, const aijp::prediction_input& in, const aijp::bandwidth_model_params& q) {
+    return aijp::explain_bandwidth_model(f, in, q).floor_us;
+  };
+  std::vector<aijp::fixed_cost_observation> obs;
+  // COO: large y (1000-4000 rows) 6.4 us, small y (320-480 rows: 2560-3840 bytes) 5.8 us. Our SELL: four small-y
+  // samples, below the minimum of five.
+  const double offsets[] = {0.0, -0.1, 0.1, -0.05, 0.05, 0.0};
+  int k = 0;
+  // COO's floor is fitted net of the L2 term that adds to it (floor_adds_l2): measured = floor + that term.
+  const auto l2 = [&](const aijp::prediction_input& in) { return aijp::explain_bandwidth_model(coo, in, p).l2_us; };
+  for (double o : offsets) {
+    const auto large = uniform_rows_input(1000 + 600 * k, 5), small = uniform_rows_input(320 + 32 * k, 5);
+    obs.push_back({coo, large, 6.4 + o + l2(large)});
+    obs.push_back({coo, small, 5.8 + o + l2(small)});
+    obs.push_back({one, uniform_rows_input(1000 + 600 * k, 5), 4.0 + o});
+    if (k < 4) obs.push_back({one, uniform_rows_input(320 + 32 * k, 5), 3.0 + o});
+    ++k;
+  }
+  for (const auto& o : obs) {
+    ASSERT_LT(aijp::explain_bandwidth_model(o.format, o.input, p).stream_us, 0.25 * p.launch_us);
+  }
+  const auto used = aijp::fit_format_corrections(obs, p);
+  EXPECT_EQ(used.floor[c], 6);
+  EXPECT_EQ(used.floor_small_y[c], 6);
+  EXPECT_NEAR(p.format_floor_us[c], 6.4, 1e-9);
+  EXPECT_NEAR(p.format_floor_small_y_us[c], 5.8, 1e-9);
+  EXPECT_EQ(used.floor[a], 6);
+  EXPECT_EQ(used.floor_small_y[a], 0);
+  EXPECT_EQ(p.format_floor_small_y_us[a], 0.0);
+  // The floor by y: 512 rows of doubles (4096 bytes) are small, 513 are not.
+  const double y512 = floor_of(coo, uniform_rows_input(512, 5), p), y513 = floor_of(coo, uniform_rows_input(513, 5), p);
+  EXPECT_NEAR(y512, 5.8, 1e-9);
+  EXPECT_NEAR(y513, 6.4, 1e-9);
+  EXPECT_NEAR(floor_of(one, uniform_rows_input(400, 5), p), p.format_floor_us[a], 1e-9);
+  // Through the cache's metrics; without the key one floor for every size.
+  std::map<std::string, double> m;
+  aijp::bandwidth_model_params r;
+  ASSERT_NO_FATAL_FAILURE(through_metrics(p, m, r));
+  EXPECT_NEAR(m.at("floor_small_y_us.coo"), 5.8, 1e-9);
+  EXPECT_EQ(m.count("floor_small_y_us.sell"), 0u);
+  EXPECT_NEAR(floor_of(coo, uniform_rows_input(400, 5), r), 5.8, 1e-9);
+  m.erase("floor_small_y_us.coo");
+  aijp::bandwidth_model_params old;
+  ASSERT_TRUE(aijp::params_from_metrics(m, old));
+  EXPECT_NEAR(floor_of(coo, uniform_rows_input(400, 5), old), 6.4, 1e-9);
+}
+
 // cuSPARSE CSR (several kernels per product): its L2 term adds to its floor, fitted on the measured time less that
 // term, and its L2 rate is fitted on its samples the L2 term dominates; both travel through the cache's metrics,
 // and a cache without the keys keeps the floor as a bound and the calibrated rate.

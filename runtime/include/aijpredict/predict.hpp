@@ -101,6 +101,15 @@ struct bandwidth_model_params {
   /// squares on the same samples as the floor (fit_format_corrections); on the four H100 gated warm-ups
   /// 0.09-0.10 us per doubling. Cache key "floor_us_per_doubling.cusparse_csr".
   double cusparse_csr_floor_us_per_doubling = 0.0;
+  /// Per format (indexed by format_id): the floor of products whose y fits in small_y_bytes (rows x value
+  /// bytes; microseconds; 0 = none, as in cache files written before it: format_floor_us then holds for every
+  /// size). cuSPARSE CSR's adds its per-doubling term as format_floor_us does. COO clears y with a
+  /// cudaMemsetAsync before its product and steps up by ~0.6 us where y passes 4 KiB: on the H100 (gated,
+  /// session 42, rows of 25) it measured 5.2-5.8 us for 128-512 rows and 6.4-6.6 us for 576-2048
+  /// (bench/results/2026-12-07_h100_session42_diag.txt). Fitted like the floor, on the floor samples with y of
+  /// at most small_y_bytes, for the formats whose floor is fitted and that have at least min_samples of them
+  /// (the warm-up times its small-y points for COO only). Cache key "floor_small_y_us.<format>".
+  std::array<double, format_count> format_floor_small_y_us{};
   /// Per format (indexed by format_id): 1 where the floor is what a product costs that moves nothing and the
   /// product's L2 traffic term adds to it (layout in the L2: max(launch, floor + l2 traffic, fixed + variable
   /// terms)), 0 where the floor only bounds the prediction from below (as in cache files written before it).
@@ -271,6 +280,9 @@ std::string chain_scale_dram_key(format_id f);  ///< "chain_scale_dram.<format n
 std::string chain_lanes_dram_key(format_id f);  ///< "chain_lanes_dram.<format name>"
 std::string chain_overlap_key(format_id f);  ///< "chain_overlap.<format name>"
 std::string floor_key(format_id f);  ///< "floor_us.<format name>"
+std::string floor_small_y_key(format_id f);  ///< "floor_small_y_us.<format name>"
+/// The y size (bytes) up to which bandwidth_model_params::format_floor_small_y_us replaces the floor.
+inline constexpr double small_y_bytes = 4096.0;
 std::string floor_adds_l2_key(format_id f);  ///< "floor_adds_l2.<format name>"
 std::string l2_gather_key(format_id f);  ///< "l2_gather_gbs.<format name>"
 /// Whether `p` carries fitted per-format corrections (any fixed cost or chain factor off its neutral value).
@@ -420,6 +432,7 @@ struct format_fit {
   std::array<int, format_count> chain_dram{};  ///< observations behind format_chain_scale_dram (0: not fitted)
   std::array<int, format_count> overlap{};  ///< training samples behind a non-zero format_overlap (0: none)
   std::array<int, format_count> floor{};  ///< observations behind format_floor_us (0: not fitted)
+  std::array<int, format_count> floor_small_y{};  ///< observations behind format_floor_small_y_us (0: not fitted)
   int coo_efficiency = 0;  ///< observations behind bandwidth_model_params::coo_efficiency (0: not fitted)
   int hyb_empty_ell = 0;  ///< observations behind bandwidth_model_params::hyb_empty_ell_us (0: not fitted)
   int cusparse_sell_wide = 0;  ///< chains above bandwidth_model_params::cusparse_sell_wide_padded (0: not fitted)
