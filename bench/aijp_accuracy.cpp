@@ -157,6 +157,7 @@ int main(int argc, char** argv)
       feat.value_bytes = 8;
       feat.x_sectors_per_nnz = probe.report().x_sectors_per_nnz;
       feat.sorted = probe.report().sorted;
+      feat.x_mixture = probe.report().x_mixture;
       // The placeholder's own estimates (the probe's report holds the fitted model's where there is one).
       aijp::prediction_input pin;
       pin.stats = feat.stats;
@@ -164,6 +165,7 @@ int main(int argc, char** argv)
       pin.value_bytes = 8;
       pin.x_sectors_per_nnz = feat.x_sectors_per_nnz;
       pin.sorted = feat.sorted;
+      pin.x_mixture = feat.x_mixture;
       const auto placeholder = aijp::predict_bandwidth_model(pin, ctx.model_params(), aijp::all_formats());
       double *x = nullptr, *y = nullptr;
       if (cudaMalloc(reinterpret_cast<void**>(&x), std::max<size_t>(1, a.cols) * sizeof(double)) != cudaSuccess ||

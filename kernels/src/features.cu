@@ -56,7 +56,27 @@ __device__ index_type count_group_sectors(int* table, unsigned int* distinct, co
 struct locality_sums {
   unsigned long long distinct;
   unsigned long long entries;
+  // The gather mixture (aijp::gather_mixture): windows per bin and the sum of their ratios.
+  unsigned int mix_windows[gather_mixture::bins];
+  double mix_ratio_sum[gather_mixture::bins];
 };
+
+// The mixture's window for sample b of n (aijp::gather_mixture; mixture_window_host in the GPU tests is its host
+// reference): the nonzero k = (2b + 1) nnz / (2n), the 32-row group holding it, and at most max_entries entries of
+// that group around k (centred, clamped to the group).
+__device__ void mixture_window(size_type rows, const index_type* __restrict__ row_ptr, int b, int n, index_type& begin,
+                               index_type& end)
+{
+  const size_type nnz = row_ptr[rows];
+  begin = end = 0;
+  if (nnz <= 0) return;
+  const size_type k = (2 * static_cast<size_type>(b) + 1) * nnz / (2 * static_cast<size_type>(n));
+  const size_type g = detail::row_of_entry(row_ptr, rows, k) / group_rows;
+  const index_type gb = row_ptr[g * group_rows], ge = row_ptr[min((g + 1) * group_rows, rows)];
+  const index_type len = min(ge - gb, static_cast<index_type>(max_entries));
+  begin = min(max(static_cast<index_type>(k) - len / 2, gb), ge - len);
+  end = begin + len;
+}
 
 __global__ void __launch_bounds__(256) sector_counts(size_type rows, int groups, const index_type* __restrict__ row_ptr,
                                                      const index_type* __restrict__ col_idx, int shift,
@@ -72,6 +92,21 @@ __global__ void __launch_bounds__(256) sector_counts(size_type rows, int groups,
   if (threadIdx.x == 0) {
     atomicAdd(&out->distinct, static_cast<unsigned long long>(distinct));
     atomicAdd(&out->entries, static_cast<unsigned long long>(entries));
+  }
+  // Then the block's mixture window, at evenly spaced nonzeros (the same table, cleared again).
+  __syncthreads();  // thread 0 has read `distinct`
+  index_type begin, end;
+  mixture_window(rows, row_ptr, static_cast<int>(blockIdx.x), groups, begin, end);
+  for (int i = threadIdx.x; i < table_size; i += blockDim.x) table[i] = -1;
+  if (threadIdx.x == 0) distinct = 0;
+  __syncthreads();
+  for (index_type k = begin + threadIdx.x; k < end; k += blockDim.x) insert_sector(table, col_idx[k] >> shift, &distinct);
+  __syncthreads();
+  if (threadIdx.x == 0 && end > begin) {
+    const double ratio = static_cast<double>(distinct) / static_cast<double>(end - begin);
+    const int bin = min(gather_mixture::bins - 1, static_cast<int>(ratio * gather_mixture::bins));
+    atomicAdd(&out->mix_windows[bin], 1u);
+    atomicAdd(&out->mix_ratio_sum[bin], ratio);
   }
 }
 
@@ -447,6 +482,12 @@ bool locality_job::poll()
   };
   const locality_both& h = s.h[0];
   s.result.x_sectors_per_nnz = ratio(h.natural.distinct, h.natural.entries);
+  unsigned long long windows = 0;
+  for (int b = 0; b < gather_mixture::bins; ++b) windows += h.natural.mix_windows[b];
+  for (int b = 0; b < gather_mixture::bins && windows > 0; ++b) {
+    s.result.x_mixture.share[b] = ratio(h.natural.mix_windows[b], windows);
+    s.result.x_mixture.ratio[b] = h.natural.mix_windows[b] ? h.natural.mix_ratio_sum[b] / h.natural.mix_windows[b] : 0.0;
+  }
   s.result.sorted.x_sectors_per_nnz = ratio(h.sorted.x_distinct, h.sorted.entries);
   s.result.sorted.y_sectors_per_row = ratio(h.sorted.y_sectors, h.sorted.rows);
   s.phase = 2;

@@ -245,6 +245,8 @@ std::vector<format_estimate> estimate_block(const context& ctx, const prediction
   prediction_input in = whole;
   in.stats = block;
   if (x_sectors_per_nnz > 0) in.x_sectors_per_nnz = x_sectors_per_nnz;  // the block's own (planner strips)
+  // The gather mixture is the whole matrix's: a block of it has none (unknown).
+  if (block.nnz != whole.stats.nnz || block.rows != whole.stats.rows) in.x_mixture = {};
   if (max_column_step >= 0) {                                          // the block's own (add_strip_columns)
     in.max_column_step = max_column_step;
     in.columns_sorted = unsorted_steps == 0;
@@ -741,6 +743,7 @@ prediction_input gpu_matrix<Value>::impl::analysis_input(const row_stats& stats,
   prediction_input in;
   in.x_sectors_per_nnz = loc.x_sectors_per_nnz;
   in.sorted = loc.sorted;
+  in.x_mixture = loc.x_mixture;
   in.stats = stats;
   in.device = report.device;
   in.value_bytes = sizeof(Value);
@@ -782,6 +785,7 @@ typename gpu_matrix<Value>::impl::analysis_choice gpu_matrix<Value>::impl::analy
   }
   rep.x_sectors_per_nnz = loc.x_sectors_per_nnz;
   rep.sorted = loc.sorted;
+  rep.x_mixture = loc.x_mixture;
   analysis_choice result;
   // A staged step's prediction parts made `input` with the estimates: the same input, not built again.
   result.in = gathered && gathered->input ? *gathered->input : m.analysis_input(rep.stats, loc, free_memory);

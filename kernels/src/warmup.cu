@@ -203,6 +203,7 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
     const locality_sample loc = sample_locality(v.rows, v.cols, v.row_ptr, v.col_idx, sizeof(double), stream);
     feat.x_sectors_per_nnz = loc.x_sectors_per_nnz;
     feat.sorted = loc.sorted;
+    feat.x_mixture = loc.x_mixture;
     detail::device_buffer<double> x(v.cols), y(v.rows);
     AIJP_CUDA_CHECK(cudaMemsetAsync(x.data(), 0, v.cols * sizeof(double), stream));
     for (auto f : opts.formats) {

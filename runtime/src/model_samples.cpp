@@ -43,6 +43,11 @@ std::string to_json_line(const sample& s)
               {"empty_rows", t.empty_rows}, {"n_iter_natural", t.n_iter_natural}, {"n_iter_sorted", t.n_iter_sorted},
               {"n_p", t.n_p}, {"hyb_ell_width", t.hyb_ell_width}, {"hyb_coo_nnz", t.hyb_coo_nnz},
               {"chain_warp_nnz", t.chain_warp_nnz}, {"sorted_chain_lanes", t.sorted_chain_lanes}}}};
+  if (s.features.x_mixture.known()) {
+    json mix = json::array();
+    for (int b = 0; b < gather_mixture::bins; ++b) mix.push_back({s.features.x_mixture.share[b], s.features.x_mixture.ratio[b]});
+    j["x_mixture"] = mix;
+  }
   return j.dump();
 }
 
@@ -60,6 +65,16 @@ sample from_json_line(const std::string& line)
     // Optional (samples written before the sorted-order locality was sampled: unknown, 0).
     s.features.sorted.x_sectors_per_nnz = j.value("x_sectors_per_nnz_sorted", 0.0);
     s.features.sorted.y_sectors_per_row = j.value("y_sectors_per_row_sorted", 0.0);
+    // Optional (samples written before the gather mixture was sampled: unknown): [share, ratio] per bin.
+    if (j.contains("x_mixture")) {
+      const json& mix = j.at("x_mixture");
+      if (!mix.is_array() || mix.size() != static_cast<std::size_t>(gather_mixture::bins))
+        AIJP_THROW(bad_input, "bad sample line: x_mixture must hold " + std::to_string(gather_mixture::bins) + " [share, ratio] pairs");
+      for (int b = 0; b < gather_mixture::bins; ++b) {
+        s.features.x_mixture.share[b] = mix.at(b).at(0).get<double>();
+        s.features.x_mixture.ratio[b] = mix.at(b).at(1).get<double>();
+      }
+    }
     const json& t = j.at("stats");
     row_stats& r = s.features.stats;
     r.rows = t.at("rows").get<size_type>();
@@ -157,6 +172,7 @@ prediction_input prediction_input_of(const sample& s, const device_properties& d
   in.value_bytes = s.features.value_bytes;
   in.x_sectors_per_nnz = s.features.x_sectors_per_nnz;
   in.sorted = s.features.sorted;
+  in.x_mixture = s.features.x_mixture;
   return in;
 }
 

@@ -663,11 +663,40 @@ struct placeholder_parts {
   double lanes = 1;      // lanes that walk it together (chain_lanes)
   bool in_l2 = false;    // the layout's bytes fit in the L2 (the chain at the L2 latency)
   double l2_us = 0;      // L2 traffic at the calibrated rate
+  double mixture_us = 0;  // what the gather mixture adds to max(stream, L2) (mixture_us_of)
   double after_chain_us = 0;  // a kernel launched after the chain's kernel (HYB's COO part): adds to the chain
   double rows = 0;            // the matrix's rows (cuSPARSE CSR's floor)
   double y_bytes = 0;         // rows x value bytes (the small-y floor)
   double l2_rate_gbs = 0;     // the L2 rate of l2_us
 };
+
+// What the gather mixture (prediction_input::x_mixture) adds to the traffic term max(stream, L2): the nonzeros
+// of each bin of windows stream their share of the layout's bytes or move their share of the L2 traffic with the
+// bin's own x sectors, whichever is longer, and the bins add up: sum_b max(w_b stream, l2_b) - max(stream,
+// sum_b l2_b), never negative (a maximum of sums is at most the sum of maxima), 0 for one bin. A whole-matrix
+// ratio puts a circuit's 4M dense-row nonzeros of random columns (a sector each) and its 8M banded ones (0.12)
+// at one ratio under the streaming term, while they run one after the other at their own bounds: on the H100
+// (gated, session 42) COO took 75.6 us for the banded part alone, +7.6-10 us with 400K dense-row nonzeros and
+// +46-55 us with 4M, about their time at the random gathers' rate (87 nonzeros per ns on the 2M-row random
+// rows of 24), and 93.7 us where the 20 dense rows' columns were contiguous (docs/models.md, Session 42).
+// `l2_bytes` is the layout's L2 traffic with the whole-matrix ratio, `gathers` its x gathers in it.
+double mixture_us_of(const prediction_input& in, double stream_us, double l2_bytes, double gathers, double l2_rate_gbs)
+{
+  const gather_mixture& m = in.x_mixture;
+  if (!m.known() || !(l2_rate_gbs > 0) || in.stats.nnz <= 0) return 0.0;
+  const double rate = l2_rate_gbs * 1e3;  // bytes per microsecond
+  const double rest = std::max(0.0, l2_bytes - gathers);  // the L2 traffic besides the x gathers
+  const double nnz_sectors = static_cast<double>(in.stats.nnz) * 32.0;
+  double sum_max = 0.0, sum_l2 = 0.0;
+  for (int b = 0; b < gather_mixture::bins; ++b) {
+    const double w = m.share[b];
+    if (!(w > 0)) continue;
+    const double l2 = w * (rest + m.ratio[b] * nnz_sectors) / rate;
+    sum_l2 += l2;
+    sum_max += std::max(w * stream_us, l2);
+  }
+  return std::max(0.0, sum_max - std::max(stream_us, sum_l2));
+}
 
 // HYB's COO part is a kernel of its own launched after the ELL kernel (kernels/src/formats/hyb.cu), so it
 // cannot overlap the ELL part's chain of K entries: a HYB bound by that chain takes the chain and then the
@@ -785,7 +814,11 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
       own_l2_rate_applies(f, s, vb, in.device.l2_bytes, p) ? p.format_l2_gather_gbs[static_cast<int>(f)] : 0.0;
   const double l2_rate = own_l2_rate > 0 ? own_l2_rate : p.l2_gather_gbs;
   r.l2_rate_gbs = l2_rate;
-  r.l2_us = l2_rate > 0 ? l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter) / (l2_rate * 1e3) : 0.0;
+  const double l2_bytes = l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter);
+  r.l2_us = l2_rate > 0 ? l2_bytes / (l2_rate * 1e3) : 0.0;
+  const double gathers = in.x_sectors_per_nnz > 0 ? in.x_sectors_per_nnz * static_cast<double>(s.nnz) * 32.0
+                                                  : static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb;
+  r.mixture_us = mixture_us_of(in, r.stream_us, l2_bytes, gathers, l2_rate);
   if (f == format_id::hyb && r.serial_us > 0) r.after_chain_us = hyb_coo_part_us(s, vb, in.x_sectors_per_nnz, p, in_l2);
   return r;
 }
@@ -809,10 +842,13 @@ double chain_us_of(format_id f, const placeholder_parts& t, const bandwidth_mode
   return t.serial_us * factor + t.after_chain_us;
 }
 
+// The traffic term: the longer of streaming and the L2 traffic, plus the gather mixture's term.
+double traffic_of(const placeholder_parts& t) { return std::max(t.stream_us, t.l2_us) + t.mixture_us; }
+
 // The terms that grow with the matrix: streaming, the chain and the L2 traffic.
 double variable_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
 {
-  const double chain = chain_us_of(f, t, p), traffic = std::max(t.stream_us, t.l2_us);
+  const double chain = chain_us_of(f, t, p), traffic = traffic_of(t);
   return std::max(traffic, chain + p.format_overlap[static_cast<int>(f)] * traffic);
 }
 
@@ -867,6 +903,7 @@ placeholder_breakdown explain_bandwidth_model(format_id f, const prediction_inpu
   b.stream_us = t.stream_us;
   b.chain_us = chain_us_of(f, t, p);
   b.l2_us = t.l2_us;
+  b.mixture_us = t.mixture_us;
   b.predicted_us = predicted_of(f, t, p);
   b.raw_chain_us = t.serial_us;
   b.lanes = t.lanes;
@@ -1206,10 +1243,10 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
       const int i = static_cast<int>(o.format);
       if (!(o.measured_us > 0) || !(t.serial_us > 0)) continue;
       // A chain that clearly dominates: at least two launches long and twice the traffic terms.
-      if (t.serial_us < 2 * p.launch_us || t.serial_us < 2 * std::max(t.stream_us, t.l2_us)) continue;
+      if (t.serial_us < 2 * p.launch_us || t.serial_us < 2 * traffic_of(t)) continue;
       const double x_bytes = static_cast<double>(std::min(o.input.stats.cols, o.input.stats.nnz)) * o.input.value_bytes;
       const double net = o.measured_us - t.fixed_us - p.format_fixed_us[i] - t.after_chain_us -
-                         p.format_overlap[i] * std::max(t.stream_us, t.l2_us);
+                         p.format_overlap[i] * traffic_of(t);
       // The lane groups in lanes: 1-16 and more (csr_scalar: busy rows of its SM, csr_scalar_chain_lanes).
       ratios[i].push_back({lanes_position(o.format, t.lanes), net / t.serial_us,
                            lanes_position(t.lanes) <= few_lanes, t.in_l2,

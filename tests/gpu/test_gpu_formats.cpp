@@ -298,13 +298,37 @@ TEST_F(GpuTest, LocalitySamplesMatchAHostWalkOfTheSameGroups)
     }
     const auto ratio = [](unsigned long long n, unsigned long long d) { return d ? static_cast<double>(n) / static_cast<double>(d) : 0.0; };
     aijp::locality_sample want;
+    // The gather mixture: per sampled group b, the window around nonzero (2b + 1) nnz / (2 groups) within its
+    // 32-row group (at most 4096 entries, centred, clamped to the group), binned by its sectors per nonzero.
+    const aijp::size_type nnz = a.row_ptr[a.rows];
+    std::array<unsigned long long, aijp::gather_mixture::bins> windows{};
+    std::array<double, aijp::gather_mixture::bins> sums{};
+    for (aijp::size_type b = 0; b < groups && nnz > 0; ++b) {
+      const aijp::size_type k = (2 * b + 1) * nnz / (2 * groups);
+      const aijp::size_type row = static_cast<aijp::size_type>(std::upper_bound(a.row_ptr.begin(), a.row_ptr.end(), k) - a.row_ptr.begin()) - 1;
+      const aijp::size_type g = row / group;
+      const aijp::index_type gb = a.row_ptr[g * group], ge = a.row_ptr[std::min((g + 1) * group, a.rows)];
+      const aijp::index_type width = std::min<aijp::index_type>(ge - gb, cap);
+      const aijp::index_type begin = std::min(std::max(static_cast<aijp::index_type>(k) - width / 2, gb), ge - width);
+      std::set<int> sectors;
+      for (aijp::index_type e = begin; e < begin + width; ++e) sectors.insert(a.col_idx[e] >> shift);
+      const double r = static_cast<double>(sectors.size()) / width;
+      const int bin = std::min(aijp::gather_mixture::bins - 1, static_cast<int>(r * aijp::gather_mixture::bins));
+      ++windows[bin];
+      sums[bin] += r;
+    }
+    for (int bin = 0; bin < aijp::gather_mixture::bins; ++bin) {
+      want.x_mixture.share[bin] = ratio(windows[bin], groups);
+      want.x_mixture.ratio[bin] = windows[bin] ? sums[bin] / windows[bin] : 0.0;
+    }
     want.x_sectors_per_nnz = ratio(n_distinct, n_entries);
     want.sorted.x_sectors_per_nnz = ratio(s_distinct, s_entries);
     want.sorted.y_sectors_per_row = ratio(s_y, s_rows);
     return want;
   };
   for (const char* spec : {"normal:rows=60000,mean=9,sigma=4", "powerlaw:rows=50000,deg=8,exp=2.1", "lap7:24x24x24",
-                           "stack:circuit:rows=3000,dense=4,len=2000+lap27:12x12x12", "banded:rows=5000,bw=3"}) {
+                           "stack:circuit:rows=3000,dense=4,len=2000+lap27:12x12x12", "banded:rows=5000,bw=3",
+                           "circuit:rows=20000,dense=40,len=2000"}) {
     SCOPED_TRACE(spec);
     const auto a = aijp::gen::from_spec(spec);
     aijp::index_type *rp = nullptr, *ci = nullptr;
@@ -319,6 +343,24 @@ TEST_F(GpuTest, LocalitySamplesMatchAHostWalkOfTheSameGroups)
       EXPECT_DOUBLE_EQ(got.sorted.x_sectors_per_nnz, want.sorted.x_sectors_per_nnz) << value_bytes;
       EXPECT_DOUBLE_EQ(got.sorted.y_sectors_per_row, want.sorted.y_sectors_per_row) << value_bytes;
       EXPECT_GT(want.sorted.x_sectors_per_nnz, 0.0);
+      ASSERT_TRUE(want.x_mixture.known());
+      for (int bin = 0; bin < aijp::gather_mixture::bins; ++bin) {
+        EXPECT_DOUBLE_EQ(got.x_mixture.share[bin], want.x_mixture.share[bin]) << value_bytes << " bin " << bin;
+        EXPECT_NEAR(got.x_mixture.ratio[bin], want.x_mixture.ratio[bin], 1e-12) << value_bytes << " bin " << bin;  // sums in any order
+      }
+      if (std::string(spec).rfind("circuit:", 0) == 0 && value_bytes == 8) {
+        // 80000 of ~160000 nonzeros in 40 rows of random columns 10 apart, the rest near the diagonal: half the
+        // windows lie in the dense rows (0.70 sectors per nonzero: a window spans two rows of the same columns), half in
+        // the bulk (0.11-0.13), while the per-group ratio sees the bulk (0.17; host walk, H100 session 42).
+        double top = 0, bottom = 0;
+        for (int bin = 0; bin < aijp::gather_mixture::bins; ++bin) {
+          if (bin >= 5) top += got.x_mixture.share[bin];
+          if (bin <= 1) bottom += got.x_mixture.share[bin];
+        }
+        EXPECT_GT(top, 0.4);
+        EXPECT_GT(bottom, 0.4);
+        EXPECT_GT(got.x_mixture.mean(), 2 * got.x_sectors_per_nnz);
+      }
     }
     EXPECT_EQ(cudaFree(rp), cudaSuccess);
     EXPECT_EQ(cudaFree(ci), cudaSuccess);

@@ -737,3 +737,37 @@ TEST(Models, SampleFilesPlainAndXz)
   }
   std::filesystem::remove_all(dir);
 }
+
+// The gather mixture travels through a sample line as 8 [share, ratio] pairs and into the prediction input; a
+// line without it reads as unknown (the samples written before it), one with a wrong number of pairs is a bad line.
+TEST(Models, SampleLineCarriesTheGatherMixture)
+{
+  aijp::model::sample s;
+  s.format = aijp::format_id::coo;
+  s.matrix = "gen:circuit";
+  s.measured_us = 120.0;
+  s.features.stats.rows = s.features.stats.cols = 1000;
+  s.features.stats.nnz = 6000;
+  s.features.x_mixture.share = {0.5, 0.125, 0, 0, 0, 0, 0, 0.375};
+  s.features.x_mixture.ratio = {0.0625, 0.2, 0, 0, 0, 0, 0, 0.96875};
+  const std::string line = aijp::model::to_json_line(s);
+  EXPECT_NE(line.find("\"x_mixture\""), std::string::npos) << line;
+  const auto back = aijp::model::from_json_line(line);
+  EXPECT_EQ(back.features.x_mixture.share, s.features.x_mixture.share);
+  EXPECT_EQ(back.features.x_mixture.ratio, s.features.x_mixture.ratio);
+  const auto in = aijp::model::prediction_input_of(back, aijp::device_properties{});
+  EXPECT_TRUE(in.x_mixture.known());
+  EXPECT_DOUBLE_EQ(in.x_mixture.mean(), 0.5 * 0.0625 + 0.125 * 0.2 + 0.375 * 0.96875);
+  // Unknown: not written, read back empty.
+  aijp::model::sample old = s;
+  old.features.x_mixture = {};
+  const std::string old_line = aijp::model::to_json_line(old);
+  EXPECT_EQ(old_line.find("x_mixture"), std::string::npos) << old_line;
+  EXPECT_FALSE(aijp::model::from_json_line(old_line).features.x_mixture.known());
+  // Seven pairs: a bad line.
+  std::string bad = line;
+  const auto at = bad.find("[0.5,0.0625],");
+  ASSERT_NE(at, std::string::npos) << line;
+  bad.erase(at, std::string("[0.5,0.0625],").size());
+  EXPECT_THROW(aijp::model::from_json_line(bad), aijp::bad_input);
+}

@@ -1716,6 +1716,54 @@ TEST(PlaceholderModel, SmallYFloorFittedApartAndUsedUpToItsSize)
   EXPECT_NEAR(floor_of(coo, uniform_rows_input(400, 5), old), 6.4, 1e-9);
 }
 
+// The gather mixture's term (prediction_input::x_mixture): unknown or one bin at the whole-matrix ratio adds
+// nothing; a COO matrix bound by its streaming term whose nonzeros are half banded (0.125 sectors each) and half
+// random columns (one sector each) takes each half at its own bound, the streaming half plus the L2 half, which
+// is more than the maximum of the two totals; the term never lowers a prediction.
+TEST(PlaceholderModel, GatherMixtureAddsEachPartAtItsOwnBound)
+{
+  aijp::bandwidth_model_params p;
+  p.l2_bytes = 50.0 * (1 << 20);
+  p.l2_gather_gbs = 4400;
+  auto in = uniform_rows_input(2'000'000, 6);
+  in.x_sectors_per_nnz = 0.5625;  // the mean of the two halves
+  const auto coo = aijp::format_id::coo;
+  const auto none = aijp::explain_bandwidth_model(coo, in, p);
+  EXPECT_EQ(none.mixture_us, 0.0);
+  // One bin at the whole-matrix ratio: nothing.
+  in.x_mixture.share[4] = 1.0;
+  in.x_mixture.ratio[4] = 0.5625;
+  const auto one = aijp::explain_bandwidth_model(coo, in, p);
+  EXPECT_NEAR(one.mixture_us, 0.0, 1e-9);
+  EXPECT_NEAR(one.predicted_us, none.predicted_us, 1e-9);
+  // Two halves.
+  in.x_mixture = {};
+  in.x_mixture.share[1] = in.x_mixture.share[7] = 0.5;
+  in.x_mixture.ratio[1] = 0.125;
+  in.x_mixture.ratio[7] = 1.0;
+  const auto two = aijp::explain_bandwidth_model(coo, in, p);
+  const double nnz = static_cast<double>(in.stats.nnz), rate = p.l2_gather_gbs * 1e3;
+  const double rest = two.l2_us * rate - 0.5625 * nnz * 32.0;  // the L2 traffic besides the gathers
+  const double l2_local = 0.5 * (rest + 0.125 * nnz * 32.0) / rate, l2_random = 0.5 * (rest + nnz * 32.0) / rate;
+  ASSERT_GT(0.5 * two.stream_us, l2_local);   // the banded half streams
+  ASSERT_LT(0.5 * two.stream_us, l2_random);  // the random half waits on the L2
+  const double want = 0.5 * two.stream_us + l2_random - std::max(two.stream_us, l2_local + l2_random);
+  EXPECT_GT(want, 0.05 * two.stream_us);
+  EXPECT_NEAR(two.mixture_us, want, 1e-9 * two.stream_us);
+  EXPECT_NEAR(two.predicted_us - none.predicted_us, want, 1e-6 * two.predicted_us);
+  // Never negative, for any split and format.
+  for (const auto f : {aijp::format_id::csr_vector, aijp::format_id::ell, aijp::format_id::cusparse_csr, aijp::format_id::jad}) {
+    for (double w : {0.05, 0.3, 0.7, 0.95}) {
+      in.x_mixture = {};
+      in.x_mixture.share[0] = w;
+      in.x_mixture.share[6] = 1 - w;
+      in.x_mixture.ratio[0] = 0.05;
+      in.x_mixture.ratio[6] = 0.8;
+      EXPECT_GE(aijp::explain_bandwidth_model(f, in, p).mixture_us, 0.0) << aijp::format_name(f) << " " << w;
+    }
+  }
+}
+
 // cuSPARSE CSR (several kernels per product): its L2 term adds to its floor, fitted on the measured time less that
 // term, and its L2 rate is fitted on its samples the L2 term dominates; both travel through the cache's metrics,
 // and a cache without the keys keeps the floor as a bound and the calibrated rate.

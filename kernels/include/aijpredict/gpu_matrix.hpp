@@ -223,6 +223,7 @@ struct plan_report {
   row_stats stats;
   double x_sectors_per_nnz = 0.0;  ///< sampled locality of the x gathers (see sample_locality)
   sorted_locality sorted;          ///< the same in the length-sorted order (see sample_locality)
+  gather_mixture x_mixture;        ///< the same per window at evenly spaced nonzeros (see sample_locality)
   std::vector<format_estimate> estimates;
   format_id chosen = format_id::cusparse_csr;
   std::string decision;        ///< one line: why this format
@@ -526,6 +527,9 @@ struct locality_sample {
   /// 32-byte sectors of y the group writes per row (1/4 for doubles written contiguously, 1 when every row
   /// writes its own sector).
   sorted_locality sorted;
+  /// The same ratio per window placed at evenly spaced nonzeros (one window per sampled group), binned: how
+  /// the gathers' locality spreads over the nonzeros (aijp::gather_mixture).
+  gather_mixture x_mixture;
 };
 /// Zeros for an empty matrix.
 locality_sample sample_locality(size_type rows, size_type cols, const index_type* d_row_ptr, const index_type* d_col_idx,

@@ -41,6 +41,8 @@ struct matrix_features {
   /// The locality in the order of the layouts that sort rows by length (0 = unknown): their x-gather
   /// feature adds aijp::sorted_scatter_bytes.
   sorted_locality sorted;
+  /// How that locality spreads over the nonzeros (unknown: empty): the placeholder's mixture term.
+  gather_mixture x_mixture;
 };
 
 /// One measurement: the time of y = A x for one format, median of many repetitions.

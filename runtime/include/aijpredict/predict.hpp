@@ -375,6 +375,7 @@ struct prediction_input {
   index_type max_column_step = 0;   ///< largest step between consecutive columns of a row
   double x_sectors_per_nnz = 0.0;   ///< sampled x-gather locality in natural row order (0: unknown)
   sorted_locality sorted;           ///< the same, and y's, in the length-sorted order (0: unknown)
+  gather_mixture x_mixture;         ///< the same per window at evenly spaced nonzeros (empty: unknown)
 };
 
 /// Whether sell_delta16 can encode these columns: every row sorted, every step within 16 bits.
@@ -475,6 +476,7 @@ struct placeholder_breakdown {
   double stream_us = 0;   ///< DRAM streaming of the layout's bytes (and the sorted scatter, COO's x re-reads)
   double chain_us = 0;    ///< the longest dependent chain, times the fitted chain factor
   double l2_us = 0;       ///< L2 traffic at the calibrated gather rate
+  double mixture_us = 0;  ///< what the gather mixture adds to max(stream, L2) (prediction_input::x_mixture)
   double predicted_us = 0;
   double raw_chain_us = 0;   ///< the chain before the fitted factor (entries x the L2 or DRAM latency)
   double lanes = 1;          ///< the chain's lanes (chain_lanes; csr_vector, jad, csr_scalar: their own count)

@@ -6,6 +6,7 @@
 
 #include <aijpredict/csr.hpp>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,33 @@ struct sorted_locality {
   double x_sectors_per_nnz = 0.0;  ///< distinct 32-byte sectors of x per nonzero of such a warp
   double y_sectors_per_row = 0.0;  ///< distinct 32-byte sectors of y such a warp writes, per row
 };
+
+/// How the x-gather locality spreads over the nonzeros: windows placed at evenly spaced nonzeros (each the
+/// 32-row group holding its nonzero, at most gather_mixture_window entries of it around the nonzero, as the
+/// row-order sampler's groups), binned by their distinct 32-byte x sectors per nonzero into `bins` equal
+/// bins of [0, 1]. A matrix whose nonzeros mix local and scattered gathers (a circuit's dense rows of random
+/// columns beside a banded bulk) spends each part's time at its own bound; the whole-matrix ratio, and one
+/// sampled per group of rows rather than per nonzero, hide that (predict.cpp, the mixture term). Empty
+/// (share 0 everywhere) = unknown: samples written before it, blocks of a partition.
+struct gather_mixture {
+  static constexpr int bins = 8;
+  std::array<double, bins> share{};  ///< fraction of the windows in each bin (sums to 1 when known)
+  std::array<double, bins> ratio{};  ///< the mean sectors per nonzero of the windows in each bin
+  bool known() const
+  {
+    double t = 0;
+    for (double v : share) t += v;
+    return t > 0.5;
+  }
+  double mean() const
+  {
+    double m = 0;
+    for (int b = 0; b < bins; ++b) m += share[b] * ratio[b];
+    return m;
+  }
+};
+/// Entries of a mixture window (the row-order sampler's cap per group).
+inline constexpr int gather_mixture_window = 4096;
 
 /// Host reference: statistics of a host CSR matrix (row_ptr must be host memory; values are not read).
 template <typename Value>
