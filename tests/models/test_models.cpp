@@ -694,6 +694,18 @@ TEST(Models, MakeModelRejectsUnknownNames)
   EXPECT_STREQ(aijp::model::family_name(family::other), "other");
 }
 
+// A sample of `format` on a square matrix of `rows` rows and `nnz` nonzeros, measured at `us`.
+aijp::model::sample sample_of(aijp::format_id format, const std::string& matrix, double us, aijp::size_type rows, aijp::size_type nnz)
+{
+  aijp::model::sample s;
+  s.format = format;
+  s.matrix = matrix;
+  s.measured_us = us;
+  s.features.stats.rows = s.features.stats.cols = rows;
+  s.features.stats.nnz = nnz;
+  return s;
+}
+
 }  // namespace
 
 // Sample files: appended line by line, read back whole; an xz-compressed file (bench/results keeps older sample
@@ -703,12 +715,7 @@ TEST(Models, SampleFilesPlainAndXz)
   const auto dir = std::filesystem::temp_directory_path() / ("aijp_samples_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string plain = (dir / "s.jsonl").string();
-  aijp::model::sample s;
-  s.format = aijp::format_id::ell;
-  s.matrix = "m's \"name\"";
-  s.measured_us = 12.5;
-  s.features.stats.rows = s.features.stats.cols = 100;
-  s.features.stats.nnz = 700;
+  aijp::model::sample s = sample_of(aijp::format_id::ell, "m's \"name\"", 12.5, 100, 700);
   for (int i = 0; i < 3; ++i) {
     s.measured_us += 1;
     aijp::model::append_sample(plain, s);
@@ -742,12 +749,7 @@ TEST(Models, SampleFilesPlainAndXz)
 // line without it reads as unknown (the samples written before it), one with a wrong number of pairs is a bad line.
 TEST(Models, SampleLineCarriesTheGatherMixture)
 {
-  aijp::model::sample s;
-  s.format = aijp::format_id::coo;
-  s.matrix = "gen:circuit";
-  s.measured_us = 120.0;
-  s.features.stats.rows = s.features.stats.cols = 1000;
-  s.features.stats.nnz = 6000;
+  aijp::model::sample s = sample_of(aijp::format_id::coo, "gen:circuit", 120.0, 1000, 6000);
   s.features.x_mixture.share = {0.5, 0.125, 0, 0, 0, 0, 0, 0.375};
   s.features.x_mixture.ratio = {0.0625, 0.2, 0, 0, 0, 0, 0, 0.96875};
   const std::string line = aijp::model::to_json_line(s);
