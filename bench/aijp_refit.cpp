@@ -139,6 +139,9 @@ int main(int argc, char** argv)
         std::printf(" %s %.2f%s (%d)", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_floor_us[f],
                     params.format_floor_adds_l2[f] > 0 ? " + L2 term" : "", fitted.floor[f]);
     }
+    if (params.cusparse_csr_floor_us_per_doubling > 0 || params.cusparse_csr_floor_us_per_row_share > 0)
+      std::printf("; cusparse_csr + %.3f per doubling of the rows + %.2f x rows / nnz", params.cusparse_csr_floor_us_per_doubling,
+                  params.cusparse_csr_floor_us_per_row_share);
     std::printf("\n# placeholder floors where y fits in %.0f bytes (us, the same samples of such a y):", aijp::small_y_bytes);
     for (int f = 0; f < aijp::format_count; ++f) {
       if (fitted.floor_small_y[f] > 0)

@@ -164,6 +164,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   }
   const auto fd = m.find("floor_us_per_doubling.cusparse_csr");
   if (fd != m.end() && std::isfinite(fd->second) && fd->second >= 0.0 && fd->second <= 10.0) p.cusparse_csr_floor_us_per_doubling = fd->second;
+  const auto fr = m.find("floor_us_per_row_share.cusparse_csr");
+  if (fr != m.end() && std::isfinite(fr->second) && fr->second >= 0.0 && fr->second <= 100.0) p.cusparse_csr_floor_us_per_row_share = fr->second;
   optional("stream_efficiency.coo", p.coo_efficiency, 1.0);
   const auto he = m.find("fixed_us_empty_ell.hyb");
   if (he != m.end() && std::isfinite(he->second) && std::abs(he->second) <= 1e3) p.hyb_empty_ell_us = he->second;
@@ -208,6 +210,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(l2_gather_key(f), p.format_l2_gather_gbs[i], 0.0);
   }
   put("floor_us_per_doubling.cusparse_csr", p.cusparse_csr_floor_us_per_doubling, 0.0);
+  put("floor_us_per_row_share.cusparse_csr", p.cusparse_csr_floor_us_per_row_share, 0.0);
   put("stream_efficiency.coo", p.coo_efficiency, bandwidth_model_params{}.coo_efficiency);
   put("fixed_us_empty_ell.hyb", p.hyb_empty_ell_us, 0.0);
   put("x_reread_l2_share.csr_scalar", p.csr_scalar_x_reread_l2_share, 0.0);
@@ -328,6 +331,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.format_floor_small_y_us = from.format_floor_small_y_us;
   to.format_floor_adds_l2 = from.format_floor_adds_l2;
   to.cusparse_csr_floor_us_per_doubling = from.cusparse_csr_floor_us_per_doubling;
+  to.cusparse_csr_floor_us_per_row_share = from.cusparse_csr_floor_us_per_row_share;
   to.coo_efficiency = from.coo_efficiency;
   to.hyb_empty_ell_us = from.hyb_empty_ell_us;
   to.csr_scalar_x_reread_l2_share = from.csr_scalar_x_reread_l2_share;
@@ -352,6 +356,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
          p.format_floor_us != neutral.format_floor_us || p.format_floor_small_y_us != neutral.format_floor_small_y_us ||
          p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
+         p.cusparse_csr_floor_us_per_row_share != neutral.cusparse_csr_floor_us_per_row_share ||
          p.coo_efficiency != neutral.coo_efficiency || p.hyb_empty_ell_us != neutral.hyb_empty_ell_us ||
          p.csr_scalar_x_reread_l2_share != neutral.csr_scalar_x_reread_l2_share ||
          p.l2_resident_share != neutral.l2_resident_share || p.pellr_sorted_lanes != neutral.pellr_sorted_lanes ||
@@ -653,6 +658,12 @@ double l2_traffic_bytes(format_id f, const row_stats& s, int vb, double x_sector
 }
 
 namespace {
+// Rows per nonzero, at most 1 (cuSPARSE CSR's floor: bandwidth_model_params::cusparse_csr_floor_us_per_row_share).
+double row_share_of(const row_stats& s)
+{
+  return s.nnz > 0 ? std::min(1.0, static_cast<double>(s.rows) / static_cast<double>(s.nnz)) : 0.0;
+}
+
 // The placeholder's terms for one format, before the fitted per-format corrections.
 struct placeholder_parts {
   layout_traffic traffic;
@@ -667,6 +678,7 @@ struct placeholder_parts {
   double after_chain_us = 0;  // a kernel launched after the chain's kernel (HYB's COO part): adds to the chain
   double rows = 0;            // the matrix's rows (cuSPARSE CSR's floor)
   double y_bytes = 0;         // rows x value bytes (the small-y floor)
+  double row_share = 0;       // min(1, rows / nnz) (cuSPARSE CSR's floor)
   double l2_rate_gbs = 0;     // the L2 rate of l2_us
 };
 
@@ -776,6 +788,7 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   placeholder_parts r;
   r.rows = static_cast<double>(s.rows);
   r.y_bytes = static_cast<double>(s.rows) * vb;
+  r.row_share = row_share_of(s);
   const layout_traffic& c = r.traffic = layout_traffic_of(f, s, vb, &in.device, in.x_sectors_per_nnz);
   // In the L2 where the layout stays under the share of it that keeps a working set (l2_resident_share).
   const bool in_l2 = in.device.l2_bytes > 0 && c.footprint_bytes < p.l2_resident_share * in.device.l2_bytes;
@@ -855,16 +868,16 @@ double variable_of(format_id f, const placeholder_parts& t, const bandwidth_mode
 // Whether a product's y is small enough for the small-y floor (bandwidth_model_params::format_floor_small_y_us).
 bool small_y(double y_bytes) { return y_bytes > 0 && y_bytes <= small_y_bytes; }
 
-// The format's floor for a matrix of `rows` rows and `y_bytes` of y: the fitted floor (the small-y one where y
-// fits in small_y_bytes and it is fitted), which for cuSPARSE CSR grows with log2(rows)
-// (bandwidth_model_params::cusparse_csr_floor_us_per_doubling).
-double floor_of(format_id f, double rows, double y_bytes, const bandwidth_model_params& p)
+// The format's floor for the product of `t`: the fitted floor (the small-y one where y fits in small_y_bytes and
+// it is fitted), which for cuSPARSE CSR grows with log2(rows) and the rows per nonzero
+// (bandwidth_model_params::cusparse_csr_floor_us_per_doubling, cusparse_csr_floor_us_per_row_share).
+double floor_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
 {
   const int i = static_cast<int>(f);
-  const double fl = p.format_floor_us[i] > 0 && small_y(y_bytes) && p.format_floor_small_y_us[i] > 0 ? p.format_floor_small_y_us[i]
-                                                                                                    : p.format_floor_us[i];
-  if (f != format_id::cusparse_csr || !(fl > 0) || !(p.cusparse_csr_floor_us_per_doubling > 0)) return fl;
-  return fl + p.cusparse_csr_floor_us_per_doubling * std::log2(std::max(1.0, rows));
+  const double fl = p.format_floor_us[i] > 0 && small_y(t.y_bytes) && p.format_floor_small_y_us[i] > 0 ? p.format_floor_small_y_us[i]
+                                                                                                      : p.format_floor_us[i];
+  if (f != format_id::cusparse_csr || !(fl > 0)) return fl;
+  return fl + p.cusparse_csr_floor_us_per_doubling * std::log2(std::max(1.0, t.rows)) + p.cusparse_csr_floor_us_per_row_share * t.row_share;
 }
 
 // What adds to the format's floor (bandwidth_model_params::format_floor_adds_l2): its L2 traffic term, where the
@@ -883,7 +896,7 @@ double floor_traffic_of(format_id f, const placeholder_parts& t, const bandwidth
 double predicted_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
 {
   const int i = static_cast<int>(f);
-  return std::max({p.launch_us, floor_of(f, t.rows, t.y_bytes, p) + floor_traffic_of(f, t, p), t.fixed_us + p.format_fixed_us[i] + variable_of(f, t, p)});
+  return std::max({p.launch_us, floor_of(f, t, p) + floor_traffic_of(f, t, p), t.fixed_us + p.format_fixed_us[i] + variable_of(f, t, p)});
 }
 
 // One measured observation's relative error under `p` (the fits that choose a share from a grid sum them).
@@ -899,7 +912,7 @@ placeholder_breakdown explain_bandwidth_model(format_id f, const prediction_inpu
   const int i = static_cast<int>(f);
   placeholder_breakdown b;
   b.fixed_us = t.fixed_us + p.format_fixed_us[i];
-  b.floor_us = floor_of(f, t.rows, t.y_bytes, p);
+  b.floor_us = floor_of(f, t, p);
   b.stream_us = t.stream_us;
   b.chain_us = chain_us_of(f, t, p);
   b.l2_us = t.l2_us;
@@ -1090,21 +1103,22 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
   const auto variable = [&](std::size_t k) { return variable_of(obs[k].format, parts[k], p); };
   {
     std::array<std::vector<double>, format_count> tiny;
-    // The samples with y in small_y_bytes (format_floor_small_y_us): base and log2 rows.
-    std::array<std::vector<std::pair<double, double>>, format_count> tiny_small_y;
-    std::vector<double> csr_log_rows, csr_tiny;  // cuSPARSE CSR's samples: log2 rows, measured
+    // The samples with y in small_y_bytes (format_floor_small_y_us): base, log2 rows and rows per nonzero.
+    std::array<std::vector<std::array<double, 3>>, format_count> tiny_small_y;
+    std::vector<double> csr_log_rows, csr_share, csr_tiny;  // cuSPARSE CSR's samples: log2 rows, rows per nonzero, measured
     for (std::size_t k = 0; k < obs.size(); ++k) {
       if (!(obs[k].measured_us > 0) || variable(k) >= 0.25 * p.launch_us) continue;
       // A floor that the L2 term adds to is fitted on the measured time less that term.
       const bool adds = p.format_floor_adds_l2[static_cast<int>(obs[k].format)] > 0 && parts[k].in_l2;
       const double base = obs[k].measured_us - (adds ? parts[k].l2_us : 0.0);
       if (small_y(parts[k].y_bytes)) {
-        tiny_small_y[static_cast<int>(obs[k].format)].push_back({base, std::log2(std::max(1.0, parts[k].rows))});
+        tiny_small_y[static_cast<int>(obs[k].format)].push_back({base, std::log2(std::max(1.0, parts[k].rows)), parts[k].row_share});
         continue;
       }
       tiny[static_cast<int>(obs[k].format)].push_back(base);
       if (obs[k].format == format_id::cusparse_csr) {
         csr_log_rows.push_back(std::log2(std::max(1.0, parts[k].rows)));
+        csr_share.push_back(parts[k].row_share);
         csr_tiny.push_back(base);
       }
     }
@@ -1116,25 +1130,47 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     // cuSPARSE CSR's floor grows with log2(rows) (measured; presumably a binary search of the row offsets placing each
     // block of its nonzero-balanced split): the least-squares line over the same samples, where they span
     // at least a factor 4 in rows and the slope is positive; otherwise flat at the median.
+    // With the rows per nonzero as a second regressor (cusparse_csr_floor_us_per_row_share) where the samples span
+    // 0.1 of it and its slope comes out positive: with log2(rows) where they span a factor 4 and that slope is not
+    // negative, else alone.
     const int ci = static_cast<int>(format_id::cusparse_csr);
     p.cusparse_csr_floor_us_per_doubling = 0.0;
+    p.cusparse_csr_floor_us_per_row_share = 0.0;
     if (used.floor[ci] > 0) {
       const auto [lo, hi] = std::minmax_element(csr_log_rows.begin(), csr_log_rows.end());
+      const auto [slo, shi] = std::minmax_element(csr_share.begin(), csr_share.end());
+      // Least squares on 1, log2 rows (where `with_rows`) and rows per nonzero: true where the slopes are usable.
+      const auto fit_with_share = [&](bool with_rows) {
+        model::detail::dense_matrix a(csr_tiny.size(), 3);
+        for (std::size_t j = 0; j < csr_tiny.size(); ++j) {
+          a(j, 0) = 1.0;
+          a(j, 1) = with_rows ? csr_log_rows[j] : 0.0;  // a zero column: least_squares gives it 0
+          a(j, 2) = csr_share[j];
+        }
+        const auto x = model::detail::least_squares(a, csr_tiny);
+        if (!std::isfinite(x[0]) || !(x[1] >= 0) || !(x[2] > 0)) return false;
+        p.format_floor_us[ci] = x[0];
+        p.cusparse_csr_floor_us_per_doubling = x[1];
+        p.cusparse_csr_floor_us_per_row_share = x[2];
+        return true;
+      };
+      const bool share = *shi - *slo >= 0.1 && ((*hi - *lo >= 2.0 && fit_with_share(true)) || fit_with_share(false));
       const auto l = model::detail::fit_line(csr_log_rows, csr_tiny);
-      if (*hi - *lo >= 2.0 && l && l->slope > 0) {
+      if (!share && *hi - *lo >= 2.0 && l && l->slope > 0) {
         p.cusparse_csr_floor_us_per_doubling = l->slope;
         p.format_floor_us[ci] = l->intercept;
       }
     }
-    // The small-y floors: the median of the small-y samples (cuSPARSE CSR's net of its per-doubling term), for
-    // the formats whose floor is fitted.
+    // The small-y floors: the median of the small-y samples (cuSPARSE CSR's net of its per-doubling and row-share
+    // terms), for the formats whose floor is fitted.
     for (int i = 0; i < format_count; ++i) {
       p.format_floor_small_y_us[i] = 0.0;
       used.floor_small_y[i] = 0;
       if (used.floor[i] == 0 || static_cast<int>(tiny_small_y[i].size()) < std::max(1, min_samples)) continue;
       const double per_doubling = i == ci ? p.cusparse_csr_floor_us_per_doubling : 0.0;
+      const double per_share = i == ci ? p.cusparse_csr_floor_us_per_row_share : 0.0;
       std::vector<double> v;
-      for (const auto& [base, log_rows] : tiny_small_y[i]) v.push_back(base - per_doubling * log_rows);
+      for (const auto& [base, log_rows, share] : tiny_small_y[i]) v.push_back(base - per_doubling * log_rows - per_share * share);
       used.floor_small_y[i] = static_cast<int>(v.size());
       p.format_floor_small_y_us[i] = online::median(std::move(v));
     }
@@ -1169,7 +1205,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
           parts[k].stream_us > std::max(chain_us_of(o.format, parts[k], p), parts[k].l2_us))
         continue;
       const point x{parts[k].fixed_us + v, o.measured_us,
-                    std::max(p.launch_us, floor_of(o.format, parts[k].rows, parts[k].y_bytes, p) + floor_traffic_of(o.format, parts[k], p))};
+                    std::max(p.launch_us, floor_of(o.format, parts[k], p) + floor_traffic_of(o.format, parts[k], p))};
       if (o.format == format_id::hyb && hyb_empty_ell(o.input.stats)) {
         hyb_empty.push_back({x.a - p.hyb_empty_ell_us, x.m, x.lo});
       } else {
@@ -1427,6 +1463,8 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     if (observed[i]) out.format_floor_adds_l2[i] = p.format_floor_us[i] > 0 ? p.format_floor_adds_l2[i] : 0.0;
     if (observed[i] && i == static_cast<int>(format_id::cusparse_csr))
       out.cusparse_csr_floor_us_per_doubling = p.cusparse_csr_floor_us_per_doubling;
+    if (observed[i] && i == static_cast<int>(format_id::cusparse_csr))
+      out.cusparse_csr_floor_us_per_row_share = p.cusparse_csr_floor_us_per_row_share;
     if (used.coo_efficiency > 0 && i == static_cast<int>(format_id::coo)) out.coo_efficiency = p.coo_efficiency;
     if (used.hyb_empty_ell > 0 && i == static_cast<int>(format_id::hyb)) out.hyb_empty_ell_us = p.hyb_empty_ell_us;
     if (observed[i] && i == static_cast<int>(format_id::csr_scalar)) out.csr_scalar_x_reread_l2_share = p.csr_scalar_x_reread_l2_share;

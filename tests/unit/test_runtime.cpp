@@ -1716,6 +1716,53 @@ TEST(PlaceholderModel, SmallYFloorFittedApartAndUsedUpToItsSize)
   EXPECT_NEAR(floor_of(coo, uniform_rows_input(400, 5), old), 6.4, 1e-9);
 }
 
+// cuSPARSE CSR's floor grows with log2(rows) and with the rows per nonzero (cusparse_csr_floor_us_per_row_share):
+// both fitted by least squares on its floor samples (measured less the L2 term that adds to its floor), and
+// used by the prediction; without a spread of rows per nonzero the per-doubling line alone, as before.
+TEST(PlaceholderModel, CusparseCsrFloorGrowsWithRowsPerNonzero)
+{
+  aijp::bandwidth_model_params p;
+  p.l2_bytes = 50.0 * (1 << 20);
+  const auto csr = aijp::format_id::cusparse_csr;
+  const int c = static_cast<int>(csr);
+  const auto truth = [](const aijp::prediction_input& in) {
+    const double share = static_cast<double>(in.stats.rows) / static_cast<double>(in.stats.nnz);
+    return 6.5 + 0.05 * std::log2(static_cast<double>(in.stats.rows)) + 2.0 * share;
+  };
+  const auto samples = [&](const std::vector<std::pair<aijp::size_type, int>>& shapes) {
+    std::vector<aijp::fixed_cost_observation> obs;
+    for (const auto& [rows, per_row] : shapes) {
+      const auto in = uniform_rows_input(rows, per_row);
+      const auto b = aijp::explain_bandwidth_model(csr, in, p);
+      EXPECT_LT(std::max(b.stream_us, b.l2_us), 0.25 * p.launch_us) << rows << " x " << per_row;
+      obs.push_back({csr, in, truth(in) + b.l2_us});
+    }
+    return obs;
+  };
+  const std::vector<std::pair<aijp::size_type, int>> spread = {{1000, 4},  {1000, 12}, {1000, 40}, {2000, 4},  {2000, 12},
+                                                               {4000, 4},  {4000, 12}, {1500, 2},  {3000, 6},  {1200, 24}};
+  auto q = p;
+  const auto used = aijp::fit_format_corrections(samples(spread), q);
+  EXPECT_EQ(used.floor[c], static_cast<int>(spread.size()));
+  EXPECT_NEAR(q.format_floor_us[c], 6.5, 1e-6);
+  EXPECT_NEAR(q.cusparse_csr_floor_us_per_doubling, 0.05, 1e-6);
+  EXPECT_NEAR(q.cusparse_csr_floor_us_per_row_share, 2.0, 1e-6);
+  const auto pd = uniform_rows_input(8000, 2);  // rows of 2: 1 us above the rows of 40
+  EXPECT_NEAR(aijp::explain_bandwidth_model(csr, pd, q).floor_us, truth(pd), 1e-6);
+  std::map<std::string, double> m;
+  aijp::bandwidth_model_params r;
+  ASSERT_NO_FATAL_FAILURE(through_metrics(q, m, r));
+  EXPECT_NEAR(m.at("floor_us_per_row_share.cusparse_csr"), 2.0, 1e-6);
+  EXPECT_NEAR(aijp::explain_bandwidth_model(csr, pd, r).floor_us, truth(pd), 1e-6);
+  // Rows of 12 only: no spread of rows per nonzero, the per-doubling line (which then takes the share's constant).
+  auto flat = p;
+  const auto used_flat = aijp::fit_format_corrections(samples({{1000, 12}, {2000, 12}, {4000, 12}, {1500, 12}, {3000, 12}}), flat);
+  EXPECT_EQ(used_flat.floor[c], 5);
+  EXPECT_EQ(flat.cusparse_csr_floor_us_per_row_share, 0.0);
+  EXPECT_NEAR(flat.cusparse_csr_floor_us_per_doubling, 0.05, 1e-6);
+  EXPECT_NEAR(flat.format_floor_us[c], 6.5 + 2.0 / 12, 1e-6);
+}
+
 // The gather mixture's term (prediction_input::x_mixture): unknown or one bin at the whole-matrix ratio adds
 // nothing; a COO matrix bound by its streaming term whose nonzeros are half banded (0.125 sectors each) and half
 // random columns (one sector each) takes each half at its own bound, the streaming half plus the L2 half, which

@@ -101,6 +101,16 @@ struct bandwidth_model_params {
   /// squares on the same samples as the floor (fit_format_corrections); on the four H100 gated warm-ups
   /// 0.09-0.10 us per doubling. Cache key "floor_us_per_doubling.cusparse_csr".
   double cusparse_csr_floor_us_per_doubling = 0.0;
+  /// cuSPARSE CSR's floor grows with the rows per nonzero too: + this x min(1, rows / nnz) (0: none, the cache
+  /// files written before it). Its fixed-size products cost more the shorter the rows: on the H100 gated warm-ups
+  /// the 1000-row floors measured ~7.2 us with rows of 4, ~6.9 us with rows of 12 and 40, and the held-out small
+  /// matrices of short rows (Pd, rows of 1.6: 8.3 us; bcspwr10, power, PGPgiantcompo: 7.6-8.1 us) sat 7-15 % over
+  /// the log2(rows) line (docs/models.md, Session 42). Fitted with the per-doubling term by least squares on the
+  /// floor samples (fit_format_corrections), where both come out non-negative and the samples' rows per nonzero
+  /// span at least 0.1 (with log2(rows) where that slope is not negative, else alone). On the six H100 gated
+  /// warm-ups of sessions 41-42 it came out at 2.23-2.40 us, the per-doubling term beside it at 0-0.002 us.
+  /// Cache key "floor_us_per_row_share.cusparse_csr".
+  double cusparse_csr_floor_us_per_row_share = 0.0;
   /// Per format (indexed by format_id): the floor of products whose y fits in small_y_bytes (rows x value
   /// bytes; microseconds; 0 = none, as in cache files written before it: format_floor_us then holds for every
   /// size). cuSPARSE CSR's adds its per-doubling term as format_floor_us does. COO clears y with a
