@@ -46,8 +46,9 @@ const char* usage =
     "  --threads-per-block N    maximum threads per block (default 1024)\n"
     "  --csv FILE               one row per test sample: measured and each model's prediction\n"
     "  --json FILE              the summary as JSON\n"
-    "  --explain FILE           one row per test sample: the placeholder's terms (fixed, stream, chain, l2, us),\n"
-    "                           its prediction, the measured time and the row statistics behind them\n"
+    "  --explain FILE           one row per test sample: the placeholder's terms (fixed, floor, stream, chain, l2 and\n"
+    "                           the gather mixture's, us), its prediction, the measured time and the row statistics\n"
+    "                           and locality behind them\n"
     "  --baseline-margin F      margin of the runtime's rule in the regret table (default 0.03)\n"
     "  --write-cache DIR        write the cache entry with the refitted coefficients to DIR/<device>.json\n"
     "  --help                   this text\n";
