@@ -36,20 +36,26 @@ __device__ __forceinline__ void insert_sector(int* table, int sector, unsigned i
   }
 }
 
-// The block's distinct x sectors among the first `cap` entries of rows [r0, r1), counted in its shared hash
-// set (cleared here); returns the entries looked at. Called by every thread of the block, with barriers:
-// `distinct` holds the count for all of them on return.
-__device__ index_type count_group_sectors(int* table, unsigned int* distinct, const index_type* __restrict__ row_ptr,
-                                          const index_type* __restrict__ col_idx, size_type r0, size_type r1, int shift,
-                                          index_type cap)
+// The block's distinct x sectors among entries [begin, end), counted in its shared hash set (cleared here).
+// Called by every thread of the block, with barriers: `distinct` holds the count for all of them on return.
+__device__ void count_entry_sectors(int* table, unsigned int* distinct, const index_type* __restrict__ col_idx,
+                                    index_type begin, index_type end, int shift)
 {
   for (int i = threadIdx.x; i < table_size; i += blockDim.x) table[i] = -1;
   if (threadIdx.x == 0) *distinct = 0;
   __syncthreads();
-  const index_type begin = row_ptr[r0];
-  const index_type end = min(row_ptr[r1], begin + cap);
   for (index_type k = begin + threadIdx.x; k < end; k += blockDim.x) insert_sector(table, col_idx[k] >> shift, distinct);
   __syncthreads();
+}
+
+// The same among the first `cap` entries of rows [r0, r1); returns the entries looked at.
+__device__ index_type count_group_sectors(int* table, unsigned int* distinct, const index_type* __restrict__ row_ptr,
+                                          const index_type* __restrict__ col_idx, size_type r0, size_type r1, int shift,
+                                          index_type cap)
+{
+  const index_type begin = row_ptr[r0];
+  const index_type end = min(row_ptr[r1], begin + cap);
+  count_entry_sectors(table, distinct, col_idx, begin, end, shift);
   return end - begin;
 }
 
@@ -61,8 +67,8 @@ struct locality_sums {
   double mix_ratio_sum[gather_mixture::bins];
 };
 
-// The mixture's window for sample b of n (aijp::gather_mixture; mixture_window_host in the GPU tests is its host
-// reference): the nonzero k = (2b + 1) nnz / (2n), the 32-row group holding it, and at most max_entries entries of
+// The mixture's window for sample b of n (aijp::gather_mixture; the host walk of the GPU test
+// LocalitySamplesMatchAHostWalkOfTheSameGroups is its reference): the nonzero k = (2b + 1) nnz / (2n), the 32-row group holding it, and at most max_entries entries of
 // that group around k (centred, clamped to the group).
 __device__ void mixture_window(size_type rows, const index_type* __restrict__ row_ptr, int b, int n, index_type& begin,
                                index_type& end)
@@ -97,11 +103,7 @@ __global__ void __launch_bounds__(256) sector_counts(size_type rows, int groups,
   __syncthreads();  // thread 0 has read `distinct`
   index_type begin, end;
   mixture_window(rows, row_ptr, static_cast<int>(blockIdx.x), groups, begin, end);
-  for (int i = threadIdx.x; i < table_size; i += blockDim.x) table[i] = -1;
-  if (threadIdx.x == 0) distinct = 0;
-  __syncthreads();
-  for (index_type k = begin + threadIdx.x; k < end; k += blockDim.x) insert_sector(table, col_idx[k] >> shift, &distinct);
-  __syncthreads();
+  count_entry_sectors(table, &distinct, col_idx, begin, end, shift);
   if (threadIdx.x == 0 && end > begin) {
     const double ratio = static_cast<double>(distinct) / static_cast<double>(end - begin);
     const int bin = min(gather_mixture::bins - 1, static_cast<int>(ratio * gather_mixture::bins));

@@ -640,13 +640,18 @@ double sorted_scatter_bytes(format_id f, const row_stats& s, int vb, double x_se
 }
 
 namespace {
+// The x gathers' L2 traffic: a 32-byte sector per distinct sector sampled (x_sectors_per_nnz), x once when unknown.
+double gather_bytes(const row_stats& s, int vb, double x_sectors_per_nnz)
+{
+  return x_sectors_per_nnz > 0 ? x_sectors_per_nnz * static_cast<double>(s.nnz) * 32.0
+                               : static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb;
+}
+
 // l2_traffic_bytes from a layout's traffic and its sorted_scatter_bytes (the planner predicts ~30000 blocks:
 // the predictor passes what it has computed already).
 double l2_bytes_of(const layout_traffic& c, const row_stats& s, int vb, double x_sectors_per_nnz, double scatter)
 {
-  const double gathers = x_sectors_per_nnz > 0 ? x_sectors_per_nnz * static_cast<double>(s.nnz) * 32.0
-                                               : static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb;
-  return c.moved_bytes + static_cast<double>(s.rows) * vb + gathers + scatter;
+  return c.moved_bytes + static_cast<double>(s.rows) * vb + gather_bytes(s, vb, x_sectors_per_nnz) + scatter;
 }
 }  // namespace
 
@@ -829,9 +834,7 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   r.l2_rate_gbs = l2_rate;
   const double l2_bytes = l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter);
   r.l2_us = l2_rate > 0 ? l2_bytes / (l2_rate * 1e3) : 0.0;
-  const double gathers = in.x_sectors_per_nnz > 0 ? in.x_sectors_per_nnz * static_cast<double>(s.nnz) * 32.0
-                                                  : static_cast<double>(std::min<size_type>(s.cols, s.nnz)) * vb;
-  r.mixture_us = mixture_us_of(in, r.stream_us, l2_bytes, gathers, l2_rate);
+  r.mixture_us = mixture_us_of(in, r.stream_us, l2_bytes, gather_bytes(s, vb, in.x_sectors_per_nnz), l2_rate);
   if (f == format_id::hyb && r.serial_us > 0) r.after_chain_us = hyb_coo_part_us(s, vb, in.x_sectors_per_nnz, p, in_l2);
   return r;
 }
@@ -1461,10 +1464,10 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     if (observed[i]) out.format_floor_us[i] = p.format_floor_us[i];  // fitted (its samples are observed) or none
     if (observed[i]) out.format_floor_small_y_us[i] = p.format_floor_small_y_us[i];
     if (observed[i]) out.format_floor_adds_l2[i] = p.format_floor_us[i] > 0 ? p.format_floor_adds_l2[i] : 0.0;
-    if (observed[i] && i == static_cast<int>(format_id::cusparse_csr))
+    if (observed[i] && i == static_cast<int>(format_id::cusparse_csr)) {
       out.cusparse_csr_floor_us_per_doubling = p.cusparse_csr_floor_us_per_doubling;
-    if (observed[i] && i == static_cast<int>(format_id::cusparse_csr))
       out.cusparse_csr_floor_us_per_row_share = p.cusparse_csr_floor_us_per_row_share;
+    }
     if (used.coo_efficiency > 0 && i == static_cast<int>(format_id::coo)) out.coo_efficiency = p.coo_efficiency;
     if (used.hyb_empty_ell > 0 && i == static_cast<int>(format_id::hyb)) out.hyb_empty_ell_us = p.hyb_empty_ell_us;
     if (observed[i] && i == static_cast<int>(format_id::csr_scalar)) out.csr_scalar_x_reread_l2_share = p.csr_scalar_x_reread_l2_share;
