@@ -202,7 +202,7 @@ int main(int argc, char** argv)
       if (ex == nullptr) die("cannot write " + explain);
       std::fprintf(ex, "matrix,format,measured_us,predicted_us,fixed_us,floor_us,stream_us,chain_us,l2_us,rows,nnz,mean,mode_len,max_len,stddev,"
                        "n_iter_natural,n_iter_sorted,x_sectors_per_nnz,cols,raw_chain_us,lanes,in_l2,moved_bytes,x_sectors_sorted,"
-                       "min_len,hyb_ell_width,hyb_coo_nnz,chain_warp_nnz,mixture_us,x_mixture_mean\n");
+                       "min_len,hyb_ell_width,hyb_coo_nnz,chain_warp_nnz,mixture_us,x_mixture_mean,longest_row_len,longest_row_ratio\n");
     }
     for (const auto& s : test.samples) {
       aijp::bench::accuracy_row r{s.matrix, s.format, s.measured_us, {}};
@@ -211,13 +211,14 @@ int main(int argc, char** argv)
       if (ex != nullptr) {
         const auto b = aijp::explain_bandwidth_model(s.format, pin, params);
         const auto& st = s.features.stats;
-        std::fprintf(ex, "\"%s\",%s,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%.4g,%.4g,%d,%.4g,%.4g,%lld,%lld,%lld,%lld,%.4g,%.4g\n", s.matrix.c_str(),
+        std::fprintf(ex, "\"%s\",%s,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%.4g,%.4g,%d,%.4g,%.4g,%lld,%lld,%lld,%lld,%.4g,%.4g,%.0f,%.4g\n", s.matrix.c_str(),
                      aijp::format_name(s.format), s.measured_us, b.predicted_us, b.fixed_us, b.floor_us, b.stream_us, b.chain_us, b.l2_us,
                      (long long)st.rows, (long long)st.nnz, st.mean, (long long)st.mode_len, (long long)st.max_len, st.stddev,
                      (long long)st.n_iter_natural, (long long)st.n_iter_sorted, s.features.x_sectors_per_nnz,
                      (long long)st.cols, b.raw_chain_us, b.lanes, b.in_l2 ? 1 : 0, b.moved_bytes,
                      pin.sorted.x_sectors_per_nnz, (long long)st.min_len, (long long)st.hyb_ell_width, (long long)st.hyb_coo_nnz,
-                     (long long)st.chain_warp_nnz, b.mixture_us, pin.x_mixture.mean());
+                     (long long)st.chain_warp_nnz, b.mixture_us, pin.x_mixture.mean(), pin.x_mixture.longest_row_len,
+                     pin.x_mixture.longest_row_ratio);
       }
       for (const auto& m : models) {
         if (const auto p = m->predict_us(s.format, s.features, dev)) {

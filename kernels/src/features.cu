@@ -65,19 +65,37 @@ struct locality_sums {
   // The gather mixture (aijp::gather_mixture): windows per bin and the sum of their ratios.
   unsigned int mix_windows[gather_mixture::bins];
   double mix_ratio_sum[gather_mixture::bins];
+  // The longest row holding a window's nonzero (gather_mixture::longest_row_len/ratio), packed so that one
+  // atomicMax keeps it: length << 26 | (sector changes + 1) << 13 | entries looked at (both at most 4096).
+  unsigned long long longest_row;
 };
+
+constexpr int longest_count_bits = 13;  // 4096 = max_entries fits in 13 bits
+static_assert(max_entries < (1 << longest_count_bits), "the packed longest row holds counts up to max_entries");
+
+// Decodes locality_sums::longest_row into the row's length and its sector changes per entry.
+void decode_longest_row(unsigned long long packed, double& len, double& ratio)
+{
+  constexpr unsigned long long mask = (1ull << longest_count_bits) - 1;
+  const unsigned long long entries = packed & mask, changes = (packed >> longest_count_bits) & mask;
+  len = static_cast<double>(packed >> (2 * longest_count_bits));
+  ratio = entries > 0 ? static_cast<double>(changes) / static_cast<double>(entries) : 0.0;
+}
 
 // The mixture's window for sample b of n (aijp::gather_mixture; the host walk of the GPU test
 // LocalitySamplesMatchAHostWalkOfTheSameGroups is its reference): the nonzero k = (2b + 1) nnz / (2n), the 32-row group holding it, and at most max_entries entries of
 // that group around k (centred, clamped to the group).
+// `row` is the row holding nonzero k (-1 for an empty matrix).
 __device__ void mixture_window(size_type rows, const index_type* __restrict__ row_ptr, int b, int n, index_type& begin,
-                               index_type& end)
+                               index_type& end, size_type& row)
 {
   const size_type nnz = row_ptr[rows];
   begin = end = 0;
+  row = -1;
   if (nnz <= 0) return;
   const size_type k = (2 * static_cast<size_type>(b) + 1) * nnz / (2 * static_cast<size_type>(n));
-  const size_type g = detail::row_of_entry(row_ptr, rows, k) / group_rows;
+  row = detail::row_of_entry(row_ptr, rows, k);
+  const size_type g = row / group_rows;
   const index_type gb = row_ptr[g * group_rows], ge = row_ptr[min((g + 1) * group_rows, rows)];
   const index_type len = min(ge - gb, static_cast<index_type>(max_entries));
   begin = min(max(static_cast<index_type>(k) - len / 2, gb), ge - len);
@@ -102,13 +120,36 @@ __global__ void __launch_bounds__(256) sector_counts(size_type rows, int groups,
   // Then the block's mixture window, at evenly spaced nonzeros (the same table, cleared again).
   __syncthreads();  // thread 0 has read `distinct`
   index_type begin, end;
-  mixture_window(rows, row_ptr, static_cast<int>(blockIdx.x), groups, begin, end);
+  size_type row;
+  mixture_window(rows, row_ptr, static_cast<int>(blockIdx.x), groups, begin, end, row);
   count_entry_sectors(table, &distinct, col_idx, begin, end, shift);
   if (threadIdx.x == 0 && end > begin) {
     const double ratio = static_cast<double>(distinct) / static_cast<double>(end - begin);
     const int bin = min(gather_mixture::bins - 1, static_cast<int>(ratio * gather_mixture::bins));
     atomicAdd(&out->mix_windows[bin], 1u);
     atomicAdd(&out->mix_ratio_sum[bin], ratio);
+  }
+  // Then the row holding the window's nonzero, alone: its sector changes between consecutive entries over at
+  // most max_entries of them centred on the nonzero (no hash set: a count over neighbours).
+  if (row < 0) return;
+  __syncthreads();  // thread 0 has read `distinct`
+  const index_type rb = row_ptr[row], re = row_ptr[row + 1];
+  const index_type k = static_cast<index_type>((2 * static_cast<size_type>(blockIdx.x) + 1) * row_ptr[rows] /
+                                               (2 * static_cast<size_type>(groups)));
+  const index_type len = min(re - rb, static_cast<index_type>(max_entries));
+  const index_type wb = min(max(k - len / 2, rb), re - len);
+  if (threadIdx.x == 0) distinct = 0;
+  __syncthreads();
+  unsigned int changes = 0;
+  for (index_type e = wb + 1 + static_cast<index_type>(threadIdx.x); e < wb + len; e += blockDim.x)
+    changes += (col_idx[e] >> shift) != (col_idx[e - 1] >> shift);
+  if (changes > 0) atomicAdd(&distinct, changes);
+  __syncthreads();
+  if (threadIdx.x == 0 && len > 0) {
+    const unsigned long long packed = static_cast<unsigned long long>(re - rb) << (2 * longest_count_bits) |
+                                      static_cast<unsigned long long>(distinct + 1) << longest_count_bits |
+                                      static_cast<unsigned long long>(len);
+    atomicMax(&out->longest_row, packed);
   }
 }
 
@@ -490,6 +531,7 @@ bool locality_job::poll()
     s.result.x_mixture.share[b] = ratio(h.natural.mix_windows[b], windows);
     s.result.x_mixture.ratio[b] = h.natural.mix_windows[b] ? h.natural.mix_ratio_sum[b] / h.natural.mix_windows[b] : 0.0;
   }
+  if (windows > 0) decode_longest_row(h.natural.longest_row, s.result.x_mixture.longest_row_len, s.result.x_mixture.longest_row_ratio);
   s.result.sorted.x_sectors_per_nnz = ratio(h.sorted.x_distinct, h.sorted.entries);
   s.result.sorted.y_sectors_per_row = ratio(h.sorted.y_sectors, h.sorted.rows);
   s.phase = 2;

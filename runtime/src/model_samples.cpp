@@ -48,6 +48,8 @@ std::string to_json_line(const sample& s)
     for (int b = 0; b < gather_mixture::bins; ++b) mix.push_back({s.features.x_mixture.share[b], s.features.x_mixture.ratio[b]});
     j["x_mixture"] = mix;
   }
+  if (s.features.x_mixture.longest_row_len > 0)
+    j["x_longest_row"] = {s.features.x_mixture.longest_row_len, s.features.x_mixture.longest_row_ratio};
   return j.dump();
 }
 
@@ -74,6 +76,15 @@ sample from_json_line(const std::string& line)
         s.features.x_mixture.share[b] = mix.at(b).at(0).get<double>();
         s.features.x_mixture.ratio[b] = mix.at(b).at(1).get<double>();
       }
+    }
+    // Optional (written before it was sampled: unknown): [length, sector changes per entry] of the longest row.
+    if (j.contains("x_longest_row")) {
+      const json& lr = j.at("x_longest_row");
+      if (!lr.is_array() || lr.size() != 2 || !(lr.at(0).get<double>() >= 0) || !(lr.at(1).get<double>() >= 0) ||
+          lr.at(1).get<double>() > 1.0)
+        AIJP_THROW(bad_input, "bad sample line: x_longest_row must be [length >= 0, sector changes per entry in [0, 1]]");
+      s.features.x_mixture.longest_row_len = lr.at(0).get<double>();
+      s.features.x_mixture.longest_row_ratio = lr.at(1).get<double>();
     }
     const json& t = j.at("stats");
     row_stats& r = s.features.stats;

@@ -303,6 +303,8 @@ TEST_F(GpuTest, LocalitySamplesMatchAHostWalkOfTheSameGroups)
     const aijp::size_type nnz = a.row_ptr[a.rows];
     std::array<unsigned long long, aijp::gather_mixture::bins> windows{};
     std::array<double, aijp::gather_mixture::bins> sums{};
+    aijp::index_type longest_len = 0;
+    unsigned long long longest_changes = 0, longest_entries = 0;
     for (aijp::size_type b = 0; b < groups && nnz > 0; ++b) {
       const aijp::size_type k = (2 * b + 1) * nnz / (2 * groups);
       const aijp::size_type row = static_cast<aijp::size_type>(std::upper_bound(a.row_ptr.begin(), a.row_ptr.end(), k) - a.row_ptr.begin()) - 1;
@@ -316,7 +318,21 @@ TEST_F(GpuTest, LocalitySamplesMatchAHostWalkOfTheSameGroups)
       const int bin = std::min(aijp::gather_mixture::bins - 1, static_cast<int>(r * aijp::gather_mixture::bins));
       ++windows[bin];
       sums[bin] += r;
+      // The row holding nonzero k, alone: at most 4096 of its entries centred on k, 1 + its consecutive entries in
+      // different sectors per entry; the longest such row is kept (the most changes among rows of one length).
+      const aijp::index_type rb = a.row_ptr[row], re = a.row_ptr[row + 1];
+      const aijp::index_type n = std::min<aijp::index_type>(re - rb, cap);
+      const aijp::index_type wb = std::min(std::max(static_cast<aijp::index_type>(k) - n / 2, rb), re - n);
+      unsigned long long changes = 1;
+      for (aijp::index_type e = wb + 1; e < wb + n; ++e) changes += (a.col_idx[e] >> shift) != (a.col_idx[e - 1] >> shift);
+      if (std::make_pair(re - rb, changes) > std::make_pair(longest_len, longest_changes)) {
+        longest_len = re - rb;
+        longest_changes = changes;
+        longest_entries = n;
+      }
     }
+    want.x_mixture.longest_row_len = static_cast<double>(longest_len);
+    want.x_mixture.longest_row_ratio = ratio(longest_changes, longest_entries);
     for (int bin = 0; bin < aijp::gather_mixture::bins; ++bin) {
       want.x_mixture.share[bin] = ratio(windows[bin], groups);
       want.x_mixture.ratio[bin] = windows[bin] ? sums[bin] / windows[bin] : 0.0;
@@ -348,6 +364,9 @@ TEST_F(GpuTest, LocalitySamplesMatchAHostWalkOfTheSameGroups)
         EXPECT_DOUBLE_EQ(got.x_mixture.share[bin], want.x_mixture.share[bin]) << value_bytes << " bin " << bin;
         EXPECT_NEAR(got.x_mixture.ratio[bin], want.x_mixture.ratio[bin], 1e-12) << value_bytes << " bin " << bin;  // sums in any order
       }
+      EXPECT_EQ(got.x_mixture.longest_row_len, want.x_mixture.longest_row_len) << value_bytes;
+      EXPECT_DOUBLE_EQ(got.x_mixture.longest_row_ratio, want.x_mixture.longest_row_ratio) << value_bytes;
+      EXPECT_GT(want.x_mixture.longest_row_ratio, 0.0);
       if (std::string(spec).rfind("circuit:", 0) == 0 && value_bytes == 8) {
         // 80000 of ~160000 nonzeros in 40 rows of random columns 10 apart, the rest near the diagonal: half the
         // windows lie in the dense rows (0.70 sectors per nonzero: a window spans two rows of the same columns), half in
@@ -360,6 +379,15 @@ TEST_F(GpuTest, LocalitySamplesMatchAHostWalkOfTheSameGroups)
         EXPECT_GT(top, 0.4);
         EXPECT_GT(bottom, 0.4);
         EXPECT_GT(got.x_mixture.mean(), 2 * got.x_sectors_per_nnz);
+        // Its dense rows of 2000, columns about 10 apart: nearly every entry in a sector of its own, where the
+        // windows of two such rows share them.
+        EXPECT_EQ(got.x_mixture.longest_row_len, 2000);
+        EXPECT_GT(got.x_mixture.longest_row_ratio, 0.8);  // 0.875 by the host walk
+      }
+      if (std::string(spec).rfind("banded:", 0) == 0) {
+        // Rows of 7 contiguous columns: a row spans at most 3 sectors of 4 doubles, 2 of 8 floats.
+        EXPECT_EQ(got.x_mixture.longest_row_len, 7);
+        EXPECT_LE(got.x_mixture.longest_row_ratio, (value_bytes == 8 ? 3.0 : 2.0) / 7.0);
       }
     }
     EXPECT_EQ(cudaFree(rp), cudaSuccess);

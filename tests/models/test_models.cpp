@@ -752,11 +752,16 @@ TEST(Models, SampleLineCarriesTheGatherMixture)
   aijp::model::sample s = sample_of(aijp::format_id::coo, "gen:circuit", 120.0, 1000, 6000);
   s.features.x_mixture.share = {0.5, 0.125, 0, 0, 0, 0, 0, 0.375};
   s.features.x_mixture.ratio = {0.0625, 0.2, 0, 0, 0, 0, 0, 0.96875};
+  s.features.x_mixture.longest_row_len = 2000;
+  s.features.x_mixture.longest_row_ratio = 0.875;
   const std::string line = aijp::model::to_json_line(s);
   EXPECT_NE(line.find("\"x_mixture\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"x_longest_row\":[2000.0,0.875]"), std::string::npos) << line;
   const auto back = aijp::model::from_json_line(line);
   EXPECT_EQ(back.features.x_mixture.share, s.features.x_mixture.share);
   EXPECT_EQ(back.features.x_mixture.ratio, s.features.x_mixture.ratio);
+  EXPECT_EQ(back.features.x_mixture.longest_row_len, 2000);
+  EXPECT_EQ(back.features.x_mixture.longest_row_ratio, 0.875);
   const auto in = aijp::model::prediction_input_of(back, aijp::device_properties{});
   EXPECT_TRUE(in.x_mixture.known());
   EXPECT_DOUBLE_EQ(in.x_mixture.mean(), 0.5 * 0.0625 + 0.125 * 0.2 + 0.375 * 0.96875);
@@ -765,7 +770,15 @@ TEST(Models, SampleLineCarriesTheGatherMixture)
   old.features.x_mixture = {};
   const std::string old_line = aijp::model::to_json_line(old);
   EXPECT_EQ(old_line.find("x_mixture"), std::string::npos) << old_line;
+  EXPECT_EQ(old_line.find("x_longest_row"), std::string::npos) << old_line;
   EXPECT_FALSE(aijp::model::from_json_line(old_line).features.x_mixture.known());
+  EXPECT_EQ(aijp::model::from_json_line(old_line).features.x_mixture.longest_row_len, 0);
+  // A ratio above 1 or a pair that is not one: bad lines.
+  for (const char* wrong : {"[2000.0,1.5]", "[2000.0]"}) {
+    std::string bad_row = line;
+    bad_row.replace(bad_row.find("[2000.0,0.875]"), std::string("[2000.0,0.875]").size(), wrong);
+    EXPECT_THROW(aijp::model::from_json_line(bad_row), aijp::bad_input) << wrong;
+  }
   // Seven pairs: a bad line.
   std::string bad = line;
   const auto at = bad.find("[0.5,0.0625],");

@@ -74,6 +74,14 @@ struct gather_mixture {
   static constexpr int bins = 8;
   std::array<double, bins> share{};  ///< fraction of the windows in each bin (sums to 1 when known)
   std::array<double, bins> ratio{};  ///< the mean sectors per nonzero of the windows in each bin
+  /// The longest row holding a window's nonzero (the chains' rows where a long row holds a share of the
+  /// nonzeros), its own gathers: the row's length, and its x sector changes per entry, 1 + the consecutive
+  /// entries of the row whose x lie in different 32-byte sectors, over at most gather_mixture_window of its
+  /// entries centred on that nonzero, divided by the entries looked at (1/4 for doubles read contiguously, 1
+  /// for a sector each; an upper bound on the row's distinct sectors per entry where its columns are unsorted).
+  /// 0 = unknown (samples written before it, blocks of a partition).
+  double longest_row_len = 0;
+  double longest_row_ratio = 0;
   bool known() const
   {
     double t = 0;
