@@ -17,6 +17,9 @@ namespace aijp {
 namespace {
 
 constexpr int slice_height = 32;  // SELL slice height and warp size of the thread-per-row kernels
+// Largest fitted chain_scatter (bandwidth_model_params::format_chain_scatter): a contiguous row's chain at
+// 0.1 of a scattered one's at least.
+constexpr double max_chain_scatter = 0.9;
 // Steps of csr_vector's one-row loop per dependent round (kernels/src/formats/csr.cu walks them in chunks).
 constexpr double csr_vector_unroll = layout_ref::csr_chunk;
 // Unroll of its stacked loop (`#pragma unroll 2`, all rows' loads of a step issued together).
@@ -153,6 +156,10 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (ov != m.end() && ov->second >= 0.0 && ov->second <= 1.0) p.format_overlap[i] = ov->second;
     const auto ld = m.find(chain_lanes_dram_key(static_cast<format_id>(i)));
     if (ld != m.end() && ld->second >= 0.0 && ld->second <= 4.0) p.format_chain_lanes_dram[i] = ld->second;
+    const auto sc = m.find(chain_scatter_key(static_cast<format_id>(i)));
+    if (sc != m.end() && sc->second >= 0.0 && sc->second <= max_chain_scatter) p.format_chain_scatter[i] = sc->second;
+    const auto sd = m.find(chain_scatter_dram_key(static_cast<format_id>(i)));
+    if (sd != m.end() && sd->second >= 0.0 && sd->second <= max_chain_scatter) p.format_chain_scatter_dram[i] = sd->second;
     const auto fq = m.find(floor_adds_l2_key(static_cast<format_id>(i)));
     if (fq != m.end()) p.format_floor_adds_l2[i] = fq->second > 0 ? 1.0 : 0.0;
     const auto lr = m.find(l2_gather_key(static_cast<format_id>(i)));
@@ -203,6 +210,8 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(chain_lanes_key(f), p.format_chain_lanes[i], 0.0);
     put(chain_scale_dram_key(f), p.format_chain_scale_dram[i], 0.0);
     put(chain_lanes_dram_key(f), p.format_chain_lanes_dram[i], -1.0);
+    put(chain_scatter_key(f), p.format_chain_scatter[i], 0.0);
+    put(chain_scatter_dram_key(f), p.format_chain_scatter_dram[i], 0.0);
     put(chain_overlap_key(f), p.format_overlap[i], 0.0);
     put(floor_key(f), p.format_floor_us[i], 0.0);
     put(floor_small_y_key(f), p.format_floor_small_y_us[i], 0.0);
@@ -230,6 +239,8 @@ std::string chain_lanes_key(format_id f) { return std::string("chain_lanes.") + 
 std::string chain_scale_dram_key(format_id f) { return std::string("chain_scale_dram.") + format_name(f); }
 std::string chain_overlap_key(format_id f) { return std::string("chain_overlap.") + format_name(f); }
 std::string chain_lanes_dram_key(format_id f) { return std::string("chain_lanes_dram.") + format_name(f); }
+std::string chain_scatter_key(format_id f) { return std::string("chain_scatter.") + format_name(f); }
+std::string chain_scatter_dram_key(format_id f) { return std::string("chain_scatter_dram.") + format_name(f); }
 
 namespace {
 // Where `lanes` (chain_lanes) lies between one lane (0) and a full group of 32 (1).
@@ -341,6 +352,8 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.format_chain_lanes = from.format_chain_lanes;
   to.format_chain_scale_dram = from.format_chain_scale_dram;
   to.format_chain_lanes_dram = from.format_chain_lanes_dram;
+  to.format_chain_scatter = from.format_chain_scatter;
+  to.format_chain_scatter_dram = from.format_chain_scatter_dram;
   to.format_overlap = from.format_overlap;
   to.cusparse_sell_wide_padded = from.cusparse_sell_wide_padded;
   to.cusparse_sell_wide_chain_scale = from.cusparse_sell_wide_chain_scale;
@@ -353,6 +366,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
   return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale ||
          p.format_chain_lanes != neutral.format_chain_lanes || p.format_chain_scale_dram != neutral.format_chain_scale_dram ||
          p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_overlap != neutral.format_overlap ||
+         p.format_chain_scatter != neutral.format_chain_scatter || p.format_chain_scatter_dram != neutral.format_chain_scatter_dram ||
          p.format_floor_us != neutral.format_floor_us || p.format_floor_small_y_us != neutral.format_floor_small_y_us ||
          p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
@@ -685,7 +699,23 @@ struct placeholder_parts {
   double y_bytes = 0;         // rows x value bytes (the small-y floor)
   double row_share = 0;       // min(1, rows / nnz) (cuSPARSE CSR's floor)
   double l2_rate_gbs = 0;     // the L2 rate of l2_us
+  double scatter = -1;        // the chain's row's x gathers, 0 contiguous .. 1 a sector each; -1 unknown (scatter_of)
 };
+
+// The chain's row's scatter (bandwidth_model_params::format_chain_scatter): the longest sampled row's x sector
+// changes per entry, from vb / 32 (contiguous) to 1 mapped to [0, 1]; -1 (unknown) without the statistic or where
+// the sampled row is shorter than half the longest row (it would describe other rows than the chain's).
+double scatter_of(const prediction_input& in)
+{
+  const gather_mixture& m = in.x_mixture;
+  if (!(m.longest_row_len > 0) || !(m.longest_row_ratio > 0) || 2 * m.longest_row_len < static_cast<double>(in.stats.max_len))
+    return -1.0;
+  const double least = std::min(1.0, in.value_bytes / 32.0);
+  return least < 1.0 ? std::clamp((m.longest_row_ratio - least) / (1.0 - least), 0.0, 1.0) : 1.0;
+}
+
+// The chain's factor for its row's scatter: 1 - kappa (1 - scatter), 1 where unknown.
+double scatter_factor(double kappa, double scatter) { return scatter >= 0 && kappa > 0 ? 1.0 - kappa * (1.0 - scatter) : 1.0; }
 
 // What the gather mixture (prediction_input::x_mixture) adds to the traffic term max(stream, L2): the nonzeros
 // of each bin of windows stream their share of the layout's bytes or move their share of the L2 traffic with the
@@ -794,6 +824,7 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   r.rows = static_cast<double>(s.rows);
   r.y_bytes = static_cast<double>(s.rows) * vb;
   r.row_share = row_share_of(s);
+  r.scatter = scatter_of(in);
   const layout_traffic& c = r.traffic = layout_traffic_of(f, s, vb, &in.device, in.x_sectors_per_nnz);
   // In the L2 where the layout stays under the share of it that keeps a working set (l2_resident_share).
   const bool in_l2 = in.device.l2_bytes > 0 && c.footprint_bytes < p.l2_resident_share * in.device.l2_bytes;
@@ -855,7 +886,10 @@ double chain_us_of(format_id f, const placeholder_parts& t, const bandwidth_mode
       cusparse_sell_wide(f, t.traffic.padded_entries, t.in_l2, p)
           ? p.cusparse_sell_wide_chain_scale * (1.0 + p.format_chain_lanes[static_cast<int>(f)] * lanes_position(f, t.lanes))
           : chain_factor(p, f, t.lanes, t.in_l2);
-  return t.serial_us * factor + t.after_chain_us;
+  const int i = static_cast<int>(f);
+  const bool dram = !t.in_l2 && p.format_chain_scale_dram[i] > 0;
+  return t.serial_us * factor * scatter_factor(dram ? p.format_chain_scatter_dram[i] : p.format_chain_scatter[i], t.scatter) +
+         t.after_chain_us;
 }
 
 // The traffic term: the longer of streaming and the L2 traffic, plus the gather mixture's term.
@@ -1272,7 +1306,26 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
       bool x_in_l2;  // x (min(cols, nnz) values) fits in the L2
       bool one_lane;  // about one lane in the format's own position (JAD: in the sorted order, where known)
       double padded;  // the layout's stored entries (cuSPARSE SELL's two rates)
+      double scatter;  // the chain's row's x gathers (scatter_of; -1 unknown)
       bool wide = false;  // above cusparse_sell_wide_padded: fitted apart
+    };
+    // kappa of format_chain_scatter from (scatter, ratio net of the lanes) of the chains of one regime whose scatter is
+    // known: the chains along rows of scatter below 1/2 against the others (at least 2 each), their medians; the
+    // kappa for which 1 - kappa (1 - scatter) passes through both, where the first group's ratio is the lower one.
+    const auto fit_scatter = [](const std::vector<std::pair<double, double>>& sv, int& used_n) {
+      std::vector<double> s_lo, r_lo, s_hi, r_hi;
+      for (const auto& [sc, r] : sv) {
+        if (sc < 0) continue;
+        (sc < 0.5 ? s_lo : s_hi).push_back(sc);
+        (sc < 0.5 ? r_lo : r_hi).push_back(r);
+      }
+      used_n = 0;
+      if (s_lo.size() < 2 || s_hi.size() < 2) return 0.0;
+      const double a_lo = 1.0 - online::median(s_lo), a_hi = 1.0 - online::median(s_hi);
+      const double q = online::median(r_lo) / online::median(r_hi);
+      if (!(q < 1.0) || !(a_lo > q * a_hi)) return 0.0;
+      used_n = static_cast<int>(s_lo.size() + s_hi.size());
+      return std::clamp((1.0 - q) / (a_lo - q * a_hi), 0.0, max_chain_scatter);
     };
     std::array<std::vector<chain_ratio>, format_count> ratios;
     constexpr double few_lanes = 15.0 / 31.0;  // one to 16 lanes
@@ -1292,7 +1345,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
                            !(o.input.device.l2_bytes > 0) || x_bytes < o.input.device.l2_bytes,
                            lanes_position(o.format, t.lanes) <= few_lanes &&
                                (o.format != format_id::jad || o.input.stats.sorted_chain_lanes > 0),
-                           t.traffic.padded_entries});
+                           t.traffic.padded_entries, t.scatter});
     }
     constexpr std::size_t per_group = 3;
     // cuSPARSE SELL's chains in the L2 run at two rates, split by the stored entries (see
@@ -1380,9 +1433,20 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
           }
         }
       }
-      // The factor at one lane: the median over all chain samples of their ratio net of the lanes.
+      // The rows' scatter in the L2 (format_chain_scatter), net of the lanes.
+      {
+        std::vector<std::pair<double, double>> sv;
+        for (const auto& c : ratios[i]) {
+          if (c.in_l2 && !c.wide) sv.emplace_back(c.scatter, c.r / (1.0 + slope * c.u));
+        }
+        p.format_chain_scatter[i] = fit_scatter(sv, used.scatter[i]);
+      }
+      const double kappa_l2 = p.format_chain_scatter[i];
+      // The factor at one lane: the median over all chain samples of their ratio net of the lanes (and, in the L2,
+      // of their rows' scatter).
       std::vector<double> at_one, wide;
-      for (const auto& c : ratios[i]) (c.wide ? wide : at_one).push_back(c.r / (1.0 + slope * c.u));
+      for (const auto& c : ratios[i])
+        (c.wide ? wide : at_one).push_back(c.r / (1.0 + slope * c.u) / (c.in_l2 ? scatter_factor(kappa_l2, c.scatter) : 1.0));
       p.format_chain_scale[i] = std::clamp(online::median(std::move(at_one)), 0.25, 4.0);
       p.format_chain_lanes[i] = slope;
       if (!wide.empty()) p.cusparse_sell_wide_chain_scale = std::clamp(online::median(std::move(wide)), 0.25, 4.0);
@@ -1399,6 +1463,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
         (c.few ? dr_lo : dr_hi).push_back(c.r);
       }
       used.chain_dram[i] = 0;
+      p.format_chain_scatter_dram[i] = 0.0;
       if (n_dram >= std::max(1, min_samples)) {
         double dram_slope = slope;
         if (du_lo.size() >= 2 && du_hi.size() >= 2) {
@@ -1412,10 +1477,13 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
           }
           p.format_chain_lanes_dram[i] = dram_slope;
         }
-        std::vector<double> dram;
+        std::vector<std::pair<double, double>> sv;
         for (const auto& c : ratios[i]) {
-          if (!c.in_l2 && c.x_in_l2) dram.push_back(c.r / (1.0 + dram_slope * c.u));
+          if (!c.in_l2 && c.x_in_l2) sv.emplace_back(c.scatter, c.r / (1.0 + dram_slope * c.u));
         }
+        p.format_chain_scatter_dram[i] = fit_scatter(sv, used.scatter_dram[i]);
+        std::vector<double> dram;
+        for (const auto& [sc, r] : sv) dram.push_back(r / scatter_factor(p.format_chain_scatter_dram[i], sc));
         used.chain_dram[i] = n_dram;
         p.format_chain_scale_dram[i] = std::clamp(online::median(std::move(dram)), 0.25, 4.0);
         // With the chains from DRAM described apart, the factor in the L2 comes from the chains in the L2
@@ -1423,7 +1491,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
         // moves it halfway to the DRAM factor (csr_vector 1.33 -> 1.91 with the session-13 grid's blocks).
         std::vector<double> in_l2;
         for (const auto& c : ratios[i]) {
-          if (c.in_l2 && !c.wide) in_l2.push_back(c.r / (1.0 + slope * c.u));
+          if (c.in_l2 && !c.wide) in_l2.push_back(c.r / (1.0 + slope * c.u) / scatter_factor(kappa_l2, c.scatter));
         }
         if (in_l2.size() >= per_group) p.format_chain_scale[i] = std::clamp(online::median(std::move(in_l2)), 0.25, 4.0);
       }
@@ -1483,6 +1551,8 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
       out.format_chain_lanes[i] = p.format_chain_lanes[i];
       out.format_chain_scale_dram[i] = p.format_chain_scale_dram[i];
       out.format_chain_lanes_dram[i] = p.format_chain_lanes_dram[i];
+      out.format_chain_scatter[i] = p.format_chain_scatter[i];
+      out.format_chain_scatter_dram[i] = p.format_chain_scatter_dram[i];
     }
   }
   out.l2_resident_share = l2_share;
