@@ -245,8 +245,16 @@ std::vector<format_estimate> estimate_block(const context& ctx, const prediction
   prediction_input in = whole;
   in.stats = block;
   if (x_sectors_per_nnz > 0) in.x_sectors_per_nnz = x_sectors_per_nnz;  // the block's own (planner strips)
-  // The gather mixture is the whole matrix's: a block of it has none (unknown).
-  if (block.nnz != whole.stats.nnz || block.rows != whole.stats.rows) in.x_mixture = {};
+  // The gather mixture is the whole matrix's: a block of it has none (unknown). Its longest sampled row stays
+  // where the block's longest row is of that length (likely that row: the chain's scatter, predict.cpp).
+  if (block.nnz != whole.stats.nnz || block.rows != whole.stats.rows) {
+    const gather_mixture m = in.x_mixture;
+    in.x_mixture = {};
+    if (m.longest_row_len > 0 && m.longest_row_len == static_cast<double>(block.max_len)) {
+      in.x_mixture.longest_row_len = m.longest_row_len;
+      in.x_mixture.longest_row_ratio = m.longest_row_ratio;
+    }
+  }
   if (max_column_step >= 0) {                                          // the block's own (add_strip_columns)
     in.max_column_step = max_column_step;
     in.columns_sorted = unsorted_steps == 0;

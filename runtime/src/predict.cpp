@@ -17,7 +17,7 @@ namespace aijp {
 namespace {
 
 constexpr int slice_height = 32;  // SELL slice height and warp size of the thread-per-row kernels
-// Largest fitted chain_scatter (bandwidth_model_params::format_chain_scatter): a contiguous row's chain at
+// Largest fitted chain_scatter_dram (bandwidth_model_params::format_chain_scatter_dram): a contiguous row's chain at
 // 0.1 of a scattered one's at least.
 constexpr double max_chain_scatter = 0.9;
 // Steps of csr_vector's one-row loop per dependent round (kernels/src/formats/csr.cu walks them in chunks).
@@ -156,8 +156,6 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (ov != m.end() && ov->second >= 0.0 && ov->second <= 1.0) p.format_overlap[i] = ov->second;
     const auto ld = m.find(chain_lanes_dram_key(static_cast<format_id>(i)));
     if (ld != m.end() && ld->second >= 0.0 && ld->second <= 4.0) p.format_chain_lanes_dram[i] = ld->second;
-    const auto sc = m.find(chain_scatter_key(static_cast<format_id>(i)));
-    if (sc != m.end() && sc->second >= 0.0 && sc->second <= max_chain_scatter) p.format_chain_scatter[i] = sc->second;
     const auto sd = m.find(chain_scatter_dram_key(static_cast<format_id>(i)));
     if (sd != m.end() && sd->second >= 0.0 && sd->second <= max_chain_scatter) p.format_chain_scatter_dram[i] = sd->second;
     const auto fq = m.find(floor_adds_l2_key(static_cast<format_id>(i)));
@@ -210,7 +208,6 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(chain_lanes_key(f), p.format_chain_lanes[i], 0.0);
     put(chain_scale_dram_key(f), p.format_chain_scale_dram[i], 0.0);
     put(chain_lanes_dram_key(f), p.format_chain_lanes_dram[i], -1.0);
-    put(chain_scatter_key(f), p.format_chain_scatter[i], 0.0);
     put(chain_scatter_dram_key(f), p.format_chain_scatter_dram[i], 0.0);
     put(chain_overlap_key(f), p.format_overlap[i], 0.0);
     put(floor_key(f), p.format_floor_us[i], 0.0);
@@ -239,7 +236,6 @@ std::string chain_lanes_key(format_id f) { return std::string("chain_lanes.") + 
 std::string chain_scale_dram_key(format_id f) { return std::string("chain_scale_dram.") + format_name(f); }
 std::string chain_overlap_key(format_id f) { return std::string("chain_overlap.") + format_name(f); }
 std::string chain_lanes_dram_key(format_id f) { return std::string("chain_lanes_dram.") + format_name(f); }
-std::string chain_scatter_key(format_id f) { return std::string("chain_scatter.") + format_name(f); }
 std::string chain_scatter_dram_key(format_id f) { return std::string("chain_scatter_dram.") + format_name(f); }
 
 namespace {
@@ -352,7 +348,6 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.format_chain_lanes = from.format_chain_lanes;
   to.format_chain_scale_dram = from.format_chain_scale_dram;
   to.format_chain_lanes_dram = from.format_chain_lanes_dram;
-  to.format_chain_scatter = from.format_chain_scatter;
   to.format_chain_scatter_dram = from.format_chain_scatter_dram;
   to.format_overlap = from.format_overlap;
   to.cusparse_sell_wide_padded = from.cusparse_sell_wide_padded;
@@ -366,7 +361,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
   return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale ||
          p.format_chain_lanes != neutral.format_chain_lanes || p.format_chain_scale_dram != neutral.format_chain_scale_dram ||
          p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_overlap != neutral.format_overlap ||
-         p.format_chain_scatter != neutral.format_chain_scatter || p.format_chain_scatter_dram != neutral.format_chain_scatter_dram ||
+         p.format_chain_scatter_dram != neutral.format_chain_scatter_dram ||
          p.format_floor_us != neutral.format_floor_us || p.format_floor_small_y_us != neutral.format_floor_small_y_us ||
          p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
@@ -702,7 +697,7 @@ struct placeholder_parts {
   double scatter = -1;        // the chain's row's x gathers, 0 contiguous .. 1 a sector each; -1 unknown (scatter_of)
 };
 
-// The chain's row's scatter (bandwidth_model_params::format_chain_scatter): the longest sampled row's x sector
+// The chain's row's scatter (bandwidth_model_params::format_chain_scatter_dram): the longest sampled row's x sector
 // changes per entry, from vb / 32 (contiguous) to 1 mapped to [0, 1]; -1 (unknown) without the statistic or where
 // the sampled row is shorter than half the longest row (it would describe other rows than the chain's).
 double scatter_of(const prediction_input& in)
@@ -716,6 +711,14 @@ double scatter_of(const prediction_input& in)
 
 // The chain's factor for its row's scatter: 1 - kappa (1 - scatter), 1 where unknown.
 double scatter_factor(double kappa, double scatter) { return scatter >= 0 && kappa > 0 ? 1.0 - kappa * (1.0 - scatter) : 1.0; }
+
+// The formats whose chain from DRAM is fitted for its row's scatter (bandwidth_model_params::format_chain_scatter_dram):
+// csr_scalar only. Fitted for every thread-per-row format on the H100 session-43 gated pair, JAD's (0.16) put its
+// contiguous long rows 10-16 % under (the 2M-row power law +6.6 -> -9.9 %, the circuit with contiguous dense rows
+// -0.9 -> -16.3 %) and cuSPARSE SELL's moved nothing; in the L2 cuSPARSE SELL's (0.24) raised its held-out mean
+// from 7.7 to 8.5 % (email-Eu-core +19 -> +31 %, bcsstk16 +6 -> -11 %) and the others' were below 0.06
+// (docs/models.md, Session 43).
+bool scatter_fitted(format_id f) { return f == format_id::csr_scalar; }
 
 // What the gather mixture (prediction_input::x_mixture) adds to the traffic term max(stream, L2): the nonzeros
 // of each bin of windows stream their share of the layout's bytes or move their share of the L2 traffic with the
@@ -888,8 +891,7 @@ double chain_us_of(format_id f, const placeholder_parts& t, const bandwidth_mode
           : chain_factor(p, f, t.lanes, t.in_l2);
   const int i = static_cast<int>(f);
   const bool dram = !t.in_l2 && p.format_chain_scale_dram[i] > 0;
-  return t.serial_us * factor * scatter_factor(dram ? p.format_chain_scatter_dram[i] : p.format_chain_scatter[i], t.scatter) +
-         t.after_chain_us;
+  return t.serial_us * factor * (dram ? scatter_factor(p.format_chain_scatter_dram[i], t.scatter) : 1.0) + t.after_chain_us;
 }
 
 // The traffic term: the longer of streaming and the L2 traffic, plus the gather mixture's term.
@@ -1309,7 +1311,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
       double scatter;  // the chain's row's x gathers (scatter_of; -1 unknown)
       bool wide = false;  // above cusparse_sell_wide_padded: fitted apart
     };
-    // kappa of format_chain_scatter from (scatter, ratio net of the lanes) of the chains of one regime whose scatter is
+    // kappa of format_chain_scatter_dram from (scatter, ratio net of the lanes) of the chains beyond the L2 whose scatter is
     // known: the chains along rows of scatter below 1/2 against the others (at least 2 each), their medians; the
     // kappa for which 1 - kappa (1 - scatter) passes through both, where the first group's ratio is the lower one.
     const auto fit_scatter = [](const std::vector<std::pair<double, double>>& sv, int& used_n) {
@@ -1433,20 +1435,9 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
           }
         }
       }
-      // The rows' scatter in the L2 (format_chain_scatter), net of the lanes.
-      {
-        std::vector<std::pair<double, double>> sv;
-        for (const auto& c : ratios[i]) {
-          if (c.in_l2 && !c.wide) sv.emplace_back(c.scatter, c.r / (1.0 + slope * c.u));
-        }
-        p.format_chain_scatter[i] = fit_scatter(sv, used.scatter[i]);
-      }
-      const double kappa_l2 = p.format_chain_scatter[i];
-      // The factor at one lane: the median over all chain samples of their ratio net of the lanes (and, in the L2,
-      // of their rows' scatter).
+      // The factor at one lane: the median over all chain samples of their ratio net of the lanes.
       std::vector<double> at_one, wide;
-      for (const auto& c : ratios[i])
-        (c.wide ? wide : at_one).push_back(c.r / (1.0 + slope * c.u) / (c.in_l2 ? scatter_factor(kappa_l2, c.scatter) : 1.0));
+      for (const auto& c : ratios[i]) (c.wide ? wide : at_one).push_back(c.r / (1.0 + slope * c.u));
       p.format_chain_scale[i] = std::clamp(online::median(std::move(at_one)), 0.25, 4.0);
       p.format_chain_lanes[i] = slope;
       if (!wide.empty()) p.cusparse_sell_wide_chain_scale = std::clamp(online::median(std::move(wide)), 0.25, 4.0);
@@ -1481,7 +1472,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
         for (const auto& c : ratios[i]) {
           if (!c.in_l2 && c.x_in_l2) sv.emplace_back(c.scatter, c.r / (1.0 + dram_slope * c.u));
         }
-        p.format_chain_scatter_dram[i] = fit_scatter(sv, used.scatter_dram[i]);
+        if (scatter_fitted(static_cast<format_id>(i))) p.format_chain_scatter_dram[i] = fit_scatter(sv, used.scatter_dram[i]);
         std::vector<double> dram;
         for (const auto& [sc, r] : sv) dram.push_back(r / scatter_factor(p.format_chain_scatter_dram[i], sc));
         used.chain_dram[i] = n_dram;
@@ -1491,7 +1482,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
         // moves it halfway to the DRAM factor (csr_vector 1.33 -> 1.91 with the session-13 grid's blocks).
         std::vector<double> in_l2;
         for (const auto& c : ratios[i]) {
-          if (c.in_l2 && !c.wide) in_l2.push_back(c.r / (1.0 + slope * c.u) / scatter_factor(kappa_l2, c.scatter));
+          if (c.in_l2 && !c.wide) in_l2.push_back(c.r / (1.0 + slope * c.u));
         }
         if (in_l2.size() >= per_group) p.format_chain_scale[i] = std::clamp(online::median(std::move(in_l2)), 0.25, 4.0);
       }
@@ -1551,7 +1542,6 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
       out.format_chain_lanes[i] = p.format_chain_lanes[i];
       out.format_chain_scale_dram[i] = p.format_chain_scale_dram[i];
       out.format_chain_lanes_dram[i] = p.format_chain_lanes_dram[i];
-      out.format_chain_scatter[i] = p.format_chain_scatter[i];
       out.format_chain_scatter_dram[i] = p.format_chain_scatter_dram[i];
     }
   }

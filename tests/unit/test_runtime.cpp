@@ -1319,6 +1319,59 @@ TEST(PlaceholderModel, JadFactorAtOneLaneFromOneLaneChains)
   EXPECT_LT(aijp::chain_factor(n, jad, 1.0), 0.8);
 }
 
+// csr_scalar's chains from DRAM along contiguous rows run faster than along scattered ones
+// (bandwidth_model_params::format_chain_scatter_dram): chains measured at 0.7 of the DRAM latency along rows of
+// contiguous columns (rho 1/4 for doubles: scatter 0) and 1.0 along rows of a sector per entry (scatter 1) give
+// back kappa 0.3 and the factor at scatter 1; a chain without the statistic keeps factor 1 (the DRAM scale alone);
+// the key round-trips through the cache's metrics; JAD fits none.
+TEST(PlaceholderModel, CsrScalarChainFromDramFollowsItsRowsScatter)
+{
+  aijp::bandwidth_model_params p;
+  const double small_l2 = 4 << 20;  // holds x of 100K rows (0.8 MB), not their layout with its long row (6 MB)
+  std::vector<aijp::fixed_cost_observation> obs;
+  const auto input = [&](int k, double rho) {
+    auto in = chain_bound_input(100000 + 1000 * k, 200000 + 1000 * k, small_l2);
+    in.x_mixture.share[0] = 1.0;
+    in.x_mixture.ratio[0] = 0.1;
+    in.x_mixture.longest_row_len = static_cast<double>(in.stats.max_len);
+    in.x_mixture.longest_row_ratio = rho;
+    return in;
+  };
+  for (const aijp::format_id f : {aijp::format_id::csr_scalar, aijp::format_id::jad}) {
+    for (int k = 0; k < 6; ++k) {
+      const double rho = k % 2 == 0 ? 0.25 : 1.0;
+      const auto in = input(k, rho);
+      const auto b = aijp::explain_bandwidth_model(f, in, p);
+      ASSERT_FALSE(b.in_l2);
+      obs.push_back({f, in, b.fixed_us + (rho < 0.5 ? 0.7 : 1.0) * b.raw_chain_us});
+    }
+  }
+  aijp::bandwidth_model_params q = p;
+  const auto used = aijp::fit_format_corrections(obs, q);
+  const int i = static_cast<int>(aijp::format_id::csr_scalar), j = static_cast<int>(aijp::format_id::jad);
+  EXPECT_EQ(used.scatter_dram[i], 6);
+  EXPECT_NEAR(q.format_chain_scatter_dram[i], 0.3, 1e-9);
+  EXPECT_EQ(used.scatter_dram[j], 0);
+  EXPECT_EQ(q.format_chain_scatter_dram[j], 0.0);
+  for (int k = 0; k < 2; ++k) {
+    const auto in = input(k, k == 0 ? 0.25 : 1.0);
+    const auto b = aijp::explain_bandwidth_model(aijp::format_id::csr_scalar, in, q);
+    EXPECT_NEAR(b.chain_us / b.raw_chain_us, k == 0 ? 0.7 : 1.0, 1e-6) << k;
+  }
+  // Unknown (no statistic, or a sampled row under half the longest): the DRAM factor alone.
+  auto unknown = input(0, 0.25);
+  unknown.x_mixture.longest_row_len = unknown.stats.max_len / 4;
+  const auto u = aijp::explain_bandwidth_model(aijp::format_id::csr_scalar, unknown, q);
+  EXPECT_NEAR(u.chain_us / u.raw_chain_us, q.format_chain_scale_dram[i], 1e-9);
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(q, m);
+  EXPECT_NEAR(m.at("chain_scatter_dram.csr_scalar"), 0.3, 1e-9);
+  EXPECT_EQ(m.count("chain_scatter_dram.jad"), 0u);
+  aijp::bandwidth_model_params r;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_NEAR(r.format_chain_scatter_dram[i], 0.3, 1e-9);
+}
+
 // Chains beyond the L2 get their own factor where the warm-up has enough of them: the chains in the L2 keep
 // theirs, the DRAM ones are predicted with the median of their own ratios, and chains whose x does not fit in
 // the L2 either (a third regime) do not move it.

@@ -221,18 +221,17 @@ struct bandwidth_model_params {
   /// format_chain_lanes on the chains beyond the L2 alone, with at least 2 samples per lane group; cache key
   /// "chain_lanes_dram.<format>".
   std::array<double, format_count> format_chain_lanes_dram = per_format(-1.0);
-  /// How much faster a chain runs along a row whose x gathers stay in one sector for several entries (indexed
-  /// by format_id; 0 = not fitted, as in cache files written before it), in the L2 and from DRAM: the chain term
-  /// is multiplied by 1 - kappa x (1 - scatter), scatter = (rho - vb / 32) / (1 - vb / 32) in [0, 1] of the
-  /// longest sampled row's x sector changes per entry rho (gather_mixture::longest_row_ratio; 0 contiguous, 1 a
-  /// sector per entry), 1 where unknown. A step of a thread-per-row chain waits on its x gather; in a row of
-  /// contiguous columns three of four double gathers hit the L1 line the first brought in. On the H100
-  /// (session-42 gated runs) csr_scalar's chains from DRAM took 103-136 ns per entry along the warm-up's
-  /// contiguous long rows of 200000 (1-20 lanes) and 143 ns along its random pareto rows, 160-194 ns along the
-  /// held-out circuit's random dense rows and 124 ns along the same rows with contiguous columns; one factor put
-  /// the circuit 26 % under. Fitted per regime from the chain-bound warm-up samples with the statistic, split
-  /// at scatter 1/2 (fit_format_corrections); cache keys "chain_scatter.<format>", "chain_scatter_dram.<format>".
-  std::array<double, format_count> format_chain_scatter = per_format(0.0);
+  /// How much faster a chain from DRAM runs along a row whose x gathers stay in one sector for several entries
+  /// (indexed by format_id; 0 = not fitted, as in cache files written before it; fitted for csr_scalar only):
+  /// the chain term from DRAM is multiplied by 1 - kappa x (1 - scatter), scatter = (rho - vb / 32) / (1 - vb /
+  /// 32) in [0, 1] of the longest sampled row's x sector changes per entry rho (gather_mixture::longest_row_ratio;
+  /// 0 contiguous, 1 a sector per entry), factor 1 where unknown. On the H100 (session-42 gated runs) csr_scalar's
+  /// chains from DRAM took 103-136 ns per entry along the warm-up's contiguous long rows of 200000 (1-20 lanes)
+  /// and 143 ns along its random pareto rows, 160-194 ns along the held-out circuit's random dense rows and 124
+  /// ns along the same rows with contiguous columns; one factor put the circuit 26 % under. Fitted from the
+  /// chain-bound warm-up samples beyond the L2 that carry the statistic, split at scatter 1/2 (at least 2 each:
+  /// the kappa whose line passes through both groups' medians, clamped to [0, 0.9]; fit_format_corrections).
+  /// Cache key "chain_scatter_dram.<format>".
   std::array<double, format_count> format_chain_scatter_dram = per_format(0.0);
   /// cuSPARSE SELL's chains in the L2 run at one of two rates, set by the layout's stored entries (32 x
   /// n_iter_natural, the sellValuesSize our layout passes to cusparseCreateSlicedEll), not by the rows, the
@@ -301,7 +300,6 @@ std::string chain_scale_key(format_id f);
 std::string chain_lanes_key(format_id f);  ///< "chain_lanes.<format name>"
 std::string chain_scale_dram_key(format_id f);  ///< "chain_scale_dram.<format name>"
 std::string chain_lanes_dram_key(format_id f);  ///< "chain_lanes_dram.<format name>"
-std::string chain_scatter_key(format_id f);  ///< "chain_scatter.<format name>"
 std::string chain_scatter_dram_key(format_id f);  ///< "chain_scatter_dram.<format name>"
 std::string chain_overlap_key(format_id f);  ///< "chain_overlap.<format name>"
 std::string floor_key(format_id f);  ///< "floor_us.<format name>"
@@ -456,7 +454,6 @@ struct format_fit {
   std::array<int, format_count> chain{};
   std::array<int, format_count> lanes{};  ///< observations behind format_chain_lanes (0: not fitted)
   std::array<int, format_count> chain_dram{};  ///< observations behind format_chain_scale_dram (0: not fitted)
-  std::array<int, format_count> scatter{};  ///< chains behind format_chain_scatter (0: not fitted)
   std::array<int, format_count> scatter_dram{};  ///< chains behind format_chain_scatter_dram (0: not fitted)
   std::array<int, format_count> overlap{};  ///< training samples behind a non-zero format_overlap (0: none)
   std::array<int, format_count> floor{};  ///< observations behind format_floor_us (0: not fitted)
