@@ -82,10 +82,37 @@ void decode_longest_row(unsigned long long packed, double& len, double& ratio)
   ratio = entries > 0 ? static_cast<double>(changes) / static_cast<double>(entries) : 0.0;
 }
 
+// detail::row_of_entry by the whole block (every thread calls it; it synchronises): each step splits [lo, hi)
+// into one piece per thread, and the thread whose piece holds k (row_ptr[a] <= k < row_ptr[b]; exactly one, as
+// row_ptr is non-decreasing) narrows the range to it. log_256 steps of one load per thread instead of log_2
+// dependent loads by every thread: on the H100 the binary search of each block's window put 20-50 us on the
+// row-order sampler of 2M-8M-row matrices (bench/results/2026-12-07_h100_session43_analysis_cost.txt).
+__device__ size_type block_row_of_entry(const index_type* __restrict__ row_ptr, size_type rows, size_type k)
+{
+  __shared__ size_type range[2];
+  if (threadIdx.x == 0) {
+    range[0] = 0;
+    range[1] = rows;
+  }
+  __syncthreads();
+  while (true) {
+    const size_type lo = range[0], hi = range[1];
+    __syncthreads();  // every thread has read the range
+    if (hi - lo <= 1) return lo;
+    const size_type span = hi - lo;
+    const size_type a = lo + span * threadIdx.x / blockDim.x, b = lo + span * (threadIdx.x + 1) / blockDim.x;
+    if (a < b && row_ptr[a] <= static_cast<index_type>(k) && static_cast<index_type>(k) < row_ptr[b]) {
+      range[0] = a;
+      range[1] = b;
+    }
+    __syncthreads();
+  }
+}
+
 // The mixture's window for sample b of n (aijp::gather_mixture; the host walk of the GPU test
 // LocalitySamplesMatchAHostWalkOfTheSameGroups is its reference): the nonzero k = (2b + 1) nnz / (2n), the 32-row group holding it, and at most max_entries entries of
 // that group around k (centred, clamped to the group).
-// `row` is the row holding nonzero k (-1 for an empty matrix).
+// `row` is the row holding nonzero k (-1 for an empty matrix). Called by every thread of the block.
 __device__ void mixture_window(size_type rows, const index_type* __restrict__ row_ptr, int b, int n, index_type& begin,
                                index_type& end, size_type& row)
 {
@@ -94,7 +121,7 @@ __device__ void mixture_window(size_type rows, const index_type* __restrict__ ro
   row = -1;
   if (nnz <= 0) return;
   const size_type k = (2 * static_cast<size_type>(b) + 1) * nnz / (2 * static_cast<size_type>(n));
-  row = detail::row_of_entry(row_ptr, rows, k);
+  row = block_row_of_entry(row_ptr, rows, k);
   const size_type g = row / group_rows;
   const index_type gb = row_ptr[g * group_rows], ge = row_ptr[min((g + 1) * group_rows, rows)];
   const index_type len = min(ge - gb, static_cast<index_type>(max_entries));
