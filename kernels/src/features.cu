@@ -85,8 +85,9 @@ void decode_longest_row(unsigned long long packed, double& len, double& ratio)
 // detail::row_of_entry by the whole block (every thread calls it; it synchronises): each step splits [lo, hi)
 // into one piece per thread, and the thread whose piece holds k (row_ptr[a] <= k < row_ptr[b]; exactly one, as
 // row_ptr is non-decreasing) narrows the range to it. log_256 steps of one load per thread instead of log_2
-// dependent loads by every thread: on the H100 the binary search of each block's window put 20-50 us on the
-// row-order sampler of 2M-8M-row matrices (bench/results/2026-12-07_h100_session43_analysis_cost.txt).
+// dependent loads by every thread: on the H100 the row-order and sorted samplers together took 0-9 us less with it
+// (lap7 128^3 86.9 -> 83.7 us, the 2M-row circuit 87.4 -> 78.5, the 2M-row power law 135.2 -> 126.8;
+// bench/results/2026-12-07_h100_session43_call2_analysis_cost.txt).
 __device__ size_type block_row_of_entry(const index_type* __restrict__ row_ptr, size_type rows, size_type k)
 {
   __shared__ size_type range[2];
