@@ -155,6 +155,9 @@ int main(int argc, char** argv)
         std::printf(" %s %.2f", aijp::format_name(static_cast<aijp::format_id>(f)), params.format_chain_scale[f]);
         if (fitted.lanes[f] > 0) std::printf(" (+%.2f at 32 lanes)", params.format_chain_lanes[f]);
         if (fitted.chain_dram[f] > 0) std::printf(" (DRAM %.2f, +%.2f at 32 lanes, %d)", params.format_chain_scale_dram[f], params.format_chain_lanes_dram[f] >= 0 ? params.format_chain_lanes_dram[f] : params.format_chain_lanes[f], fitted.chain_dram[f]);
+        if (fitted.scatter_dram[f] > 0)
+          std::printf(" (DRAM x %.2f along contiguous rows: scatter kappa %.2f, %d)", 1.0 - params.format_chain_scatter_dram[f],
+                      params.format_chain_scatter_dram[f], fitted.scatter_dram[f]);
         std::printf(" (%d)", fitted.chain[f]);
         if (params.format_overlap[f] > 0) std::printf(" (+%.2f of the traffic term)", params.format_overlap[f]);
       }
