@@ -315,6 +315,12 @@ double lanes_position(format_id f, double lanes)
   const double l = std::clamp(lanes, 1.0, static_cast<double>(stats_warp_size));
   return (1.0 - 1.0 / l) / (1.0 - 1.0 / stats_warp_size);
 }
+
+// Whether a chain is priced from DRAM: the layout beyond the L2 and a DRAM factor fitted for the format.
+bool chain_from_dram(const bandwidth_model_params& p, format_id f, bool in_l2)
+{
+  return !in_l2 && p.format_chain_scale_dram[static_cast<int>(f)] > 0;
+}
 }  // namespace
 
 double chain_factor(const bandwidth_model_params& p, format_id f, double lanes)
@@ -326,7 +332,7 @@ double chain_factor(const bandwidth_model_params& p, format_id f, double lanes)
 double chain_factor(const bandwidth_model_params& p, format_id f, double lanes, bool in_l2)
 {
   const int i = static_cast<int>(f);
-  if (in_l2 || !(p.format_chain_scale_dram[i] > 0)) return chain_factor(p, f, lanes);
+  if (!chain_from_dram(p, f, in_l2)) return chain_factor(p, f, lanes);
   const double slope = p.format_chain_lanes_dram[i] >= 0 ? p.format_chain_lanes_dram[i] : p.format_chain_lanes[i];
   return p.format_chain_scale_dram[i] * (1.0 + slope * lanes_position(f, lanes));
 }
@@ -889,9 +895,9 @@ double chain_us_of(format_id f, const placeholder_parts& t, const bandwidth_mode
       cusparse_sell_wide(f, t.traffic.padded_entries, t.in_l2, p)
           ? p.cusparse_sell_wide_chain_scale * (1.0 + p.format_chain_lanes[static_cast<int>(f)] * lanes_position(f, t.lanes))
           : chain_factor(p, f, t.lanes, t.in_l2);
-  const int i = static_cast<int>(f);
-  const bool dram = !t.in_l2 && p.format_chain_scale_dram[i] > 0;
-  return t.serial_us * factor * (dram ? scatter_factor(p.format_chain_scatter_dram[i], t.scatter) : 1.0) + t.after_chain_us;
+  const double scatter =
+      chain_from_dram(p, f, t.in_l2) ? scatter_factor(p.format_chain_scatter_dram[static_cast<int>(f)], t.scatter) : 1.0;
+  return t.serial_us * factor * scatter + t.after_chain_us;
 }
 
 // The traffic term: the longer of streaming and the L2 traffic, plus the gather mixture's term.
