@@ -110,23 +110,29 @@ __device__ size_type block_row_of_entry(const index_type* __restrict__ row_ptr, 
   }
 }
 
+// At most max_entries entries of [lo, hi) centred on entry k (clamped to the range): [begin, begin + len).
+__device__ void centred_window(index_type k, index_type lo, index_type hi, index_type& begin, index_type& len)
+{
+  len = min(hi - lo, static_cast<index_type>(max_entries));
+  begin = min(max(k - len / 2, lo), hi - len);
+}
+
 // The mixture's window for sample b of n (aijp::gather_mixture; the host walk of the GPU test
-// LocalitySamplesMatchAHostWalkOfTheSameGroups is its reference): the nonzero k = (2b + 1) nnz / (2n), the 32-row group holding it, and at most max_entries entries of
-// that group around k (centred, clamped to the group).
-// `row` is the row holding nonzero k (-1 for an empty matrix). Called by every thread of the block.
-__device__ void mixture_window(size_type rows, const index_type* __restrict__ row_ptr, int b, int n, index_type& begin,
-                               index_type& end, size_type& row)
+// LocalitySamplesMatchAHostWalkOfTheSameGroups is its reference): the nonzero k = (2b + 1) nnz / (2n), the 32-row
+// group holding it, and at most max_entries entries of that group around k (centred_window).
+// `k` is that nonzero and `row` the row holding it (-1 for an empty matrix). Called by every thread of the block.
+__device__ void mixture_window(size_type rows, const index_type* __restrict__ row_ptr, int b, int n, index_type& k,
+                               index_type& begin, index_type& end, size_type& row)
 {
   const size_type nnz = row_ptr[rows];
-  begin = end = 0;
+  k = begin = end = 0;
   row = -1;
   if (nnz <= 0) return;
-  const size_type k = (2 * static_cast<size_type>(b) + 1) * nnz / (2 * static_cast<size_type>(n));
+  k = static_cast<index_type>((2 * static_cast<size_type>(b) + 1) * nnz / (2 * static_cast<size_type>(n)));
   row = block_row_of_entry(row_ptr, rows, k);
   const size_type g = row / group_rows;
-  const index_type gb = row_ptr[g * group_rows], ge = row_ptr[min((g + 1) * group_rows, rows)];
-  const index_type len = min(ge - gb, static_cast<index_type>(max_entries));
-  begin = min(max(static_cast<index_type>(k) - len / 2, gb), ge - len);
+  index_type len;
+  centred_window(k, row_ptr[g * group_rows], row_ptr[min((g + 1) * group_rows, rows)], begin, len);
   end = begin + len;
 }
 
@@ -147,9 +153,9 @@ __global__ void __launch_bounds__(256) sector_counts(size_type rows, int groups,
   }
   // Then the block's mixture window, at evenly spaced nonzeros (the same table, cleared again).
   __syncthreads();  // thread 0 has read `distinct`
-  index_type begin, end;
+  index_type k, begin, end;
   size_type row;
-  mixture_window(rows, row_ptr, static_cast<int>(blockIdx.x), groups, begin, end, row);
+  mixture_window(rows, row_ptr, static_cast<int>(blockIdx.x), groups, k, begin, end, row);
   count_entry_sectors(table, &distinct, col_idx, begin, end, shift);
   if (threadIdx.x == 0 && end > begin) {
     const double ratio = static_cast<double>(distinct) / static_cast<double>(end - begin);
@@ -162,10 +168,8 @@ __global__ void __launch_bounds__(256) sector_counts(size_type rows, int groups,
   if (row < 0) return;
   __syncthreads();  // thread 0 has read `distinct`
   const index_type rb = row_ptr[row], re = row_ptr[row + 1];
-  const index_type k = static_cast<index_type>((2 * static_cast<size_type>(blockIdx.x) + 1) * row_ptr[rows] /
-                                               (2 * static_cast<size_type>(groups)));
-  const index_type len = min(re - rb, static_cast<index_type>(max_entries));
-  const index_type wb = min(max(k - len / 2, rb), re - len);
+  index_type wb, len;
+  centred_window(k, rb, re, wb, len);
   if (threadIdx.x == 0) distinct = 0;
   __syncthreads();
   unsigned int changes = 0;
