@@ -166,6 +166,15 @@ int main(int argc, char** argv)
       std::printf("\n# placeholder cusparse_sell chains in the L2 above %.0f stored entries: %.2f (%d)", params.cusparse_sell_wide_padded,
                   params.cusparse_sell_wide_chain_scale, fitted.cusparse_sell_wide);
     }
+    {
+      bool any = false;
+      for (int f = 0; f < aijp::format_count; ++f) {
+        if (fitted.l2_matrix_share[f] <= 0) continue;
+        std::printf("%s %s %.2f", any ? "," : "\n# placeholder matrix bytes in the L2 term beyond the L2 (share):",
+                    aijp::format_name(static_cast<aijp::format_id>(f)), params.format_l2_matrix_share[f]);
+        any = true;
+      }
+    }
     if (fitted.coo_efficiency > 0) std::printf("\n# placeholder COO streaming efficiency: %.3f (%d)", params.coo_efficiency, fitted.coo_efficiency);
     if (fitted.csr_scalar_x_reread > 0)
       std::printf("\n# placeholder csr_scalar x re-reads: L2 share %.2f (%d)", params.csr_scalar_x_reread_l2_share, fitted.csr_scalar_x_reread);

@@ -158,6 +158,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (ld != m.end() && ld->second >= 0.0 && ld->second <= 4.0) p.format_chain_lanes_dram[i] = ld->second;
     const auto sd = m.find(chain_scatter_dram_key(static_cast<format_id>(i)));
     if (sd != m.end() && sd->second >= 0.0 && sd->second <= max_chain_scatter) p.format_chain_scatter_dram[i] = sd->second;
+    const auto ms = m.find(l2_matrix_share_key(static_cast<format_id>(i)));
+    if (ms != m.end() && ms->second >= 0.0 && ms->second <= 1.0) p.format_l2_matrix_share[i] = ms->second;
     const auto fq = m.find(floor_adds_l2_key(static_cast<format_id>(i)));
     if (fq != m.end()) p.format_floor_adds_l2[i] = fq->second > 0 ? 1.0 : 0.0;
     const auto lr = m.find(l2_gather_key(static_cast<format_id>(i)));
@@ -209,6 +211,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(chain_scale_dram_key(f), p.format_chain_scale_dram[i], 0.0);
     put(chain_lanes_dram_key(f), p.format_chain_lanes_dram[i], -1.0);
     put(chain_scatter_dram_key(f), p.format_chain_scatter_dram[i], 0.0);
+    put(l2_matrix_share_key(f), p.format_l2_matrix_share[i], 1.0);
     put(chain_overlap_key(f), p.format_overlap[i], 0.0);
     put(floor_key(f), p.format_floor_us[i], 0.0);
     put(floor_small_y_key(f), p.format_floor_small_y_us[i], 0.0);
@@ -237,6 +240,7 @@ std::string chain_scale_dram_key(format_id f) { return std::string("chain_scale_
 std::string chain_overlap_key(format_id f) { return std::string("chain_overlap.") + format_name(f); }
 std::string chain_lanes_dram_key(format_id f) { return std::string("chain_lanes_dram.") + format_name(f); }
 std::string chain_scatter_dram_key(format_id f) { return std::string("chain_scatter_dram.") + format_name(f); }
+std::string l2_matrix_share_key(format_id f) { return std::string("l2_matrix_share.") + format_name(f); }
 
 namespace {
 // Where `lanes` (chain_lanes) lies between one lane (0) and a full group of 32 (1).
@@ -262,6 +266,18 @@ bool saturating_lanes(format_id f) { return f == format_id::jad; }
 // way. HYB keeps none, also where its chain factor in the L2 is ELL's: with ELL's overlap its mean rose 0.3-0.7
 // points on every pair (docs/models.md, Session 41).
 bool overlap_fitted(format_id f) { return f == format_id::csr_vector || f == format_id::ell; }
+
+// Formats whose share of the matrix's bytes in the L2 term beyond the L2 is fitted
+// (bandwidth_model_params::format_l2_matrix_share): those priced at the calibrated L2 rate with no L2 term of their
+// own. cuSPARSE CSR, cuSPARSE SELL, SELL and SELL-delta16 fit their own rates over all of their L2 bytes
+// (format_l2_gather_gbs); COO and csr_scalar price their x re-reads beyond the L2 apart (coo_x_reread_bytes,
+// csr_scalar_x_reread_bytes), and their training error chose no matrix bytes where the held-out sets wanted them
+// (H100 session-43 pair: COO 3.7 -> 4.8 %, csr_scalar 6.0 -> 6.4 % mean at a share of 0).
+bool matrix_share_fitted(format_id f)
+{
+  return f == format_id::ell || f == format_id::ellr || f == format_id::pellr || f == format_id::hyb ||
+         f == format_id::jad || f == format_id::csr_vector;
+}
 
 // Formats whose product is several kernels in sequence, the data-moving one after the others, so that its L2
 // traffic adds to the floor (bandwidth_model_params::format_floor_adds_l2): cuSPARSE CSR ALG1 and ALG2 (more than
@@ -356,6 +372,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.format_chain_lanes_dram = from.format_chain_lanes_dram;
   to.format_chain_scatter_dram = from.format_chain_scatter_dram;
   to.format_overlap = from.format_overlap;
+  to.format_l2_matrix_share = from.format_l2_matrix_share;
   to.cusparse_sell_wide_padded = from.cusparse_sell_wide_padded;
   to.cusparse_sell_wide_chain_scale = from.cusparse_sell_wide_chain_scale;
   to.format_l2_gather_gbs = from.format_l2_gather_gbs;
@@ -368,6 +385,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
          p.format_chain_lanes != neutral.format_chain_lanes || p.format_chain_scale_dram != neutral.format_chain_scale_dram ||
          p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_overlap != neutral.format_overlap ||
          p.format_chain_scatter_dram != neutral.format_chain_scatter_dram ||
+         p.format_l2_matrix_share != neutral.format_l2_matrix_share ||
          p.format_floor_us != neutral.format_floor_us || p.format_floor_small_y_us != neutral.format_floor_small_y_us ||
          p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
@@ -872,9 +890,21 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
       own_l2_rate_applies(f, s, vb, in.device.l2_bytes, p) ? p.format_l2_gather_gbs[static_cast<int>(f)] : 0.0;
   const double l2_rate = own_l2_rate > 0 ? own_l2_rate : p.l2_gather_gbs;
   r.l2_rate_gbs = l2_rate;
-  const double l2_bytes = l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter);
-  r.l2_us = l2_rate > 0 ? l2_bytes / (l2_rate * 1e3) : 0.0;
-  r.mixture_us = mixture_us_of(in, r.stream_us, l2_bytes, gather_bytes(s, vb, in.x_sectors_per_nnz), l2_rate);
+  double l2_bytes = l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter);
+  double l2_rate_used = l2_rate;
+  // Beyond the L2, the share of the bytes besides the x gathers that the format's L2 term counts
+  // (format_l2_matrix_share), at the rate the calibration product would have shown over the same share of its
+  // bytes: cuSPARSE CSR on 16 random columns per row (device.cu), 16 sectors of x against 16 entries of value and
+  // column, a row pointer and an entry of y per row, in double precision.
+  const double matrix_share = p.format_l2_matrix_share[static_cast<int>(f)];
+  if (!in_l2 && matrix_share < 1.0) {
+    constexpr double calibration_gathers = 16 * 32.0, calibration_rest = 16 * 12.0 + 4 + 8;
+    const double g = gather_bytes(s, vb, in.x_sectors_per_nnz) + scatter;
+    l2_bytes = g + matrix_share * std::max(0.0, l2_bytes - g);
+    l2_rate_used = l2_rate * (calibration_gathers + matrix_share * calibration_rest) / (calibration_gathers + calibration_rest);
+  }
+  r.l2_us = l2_rate_used > 0 ? l2_bytes / (l2_rate_used * 1e3) : 0.0;
+  r.mixture_us = mixture_us_of(in, r.stream_us, l2_bytes, gather_bytes(s, vb, in.x_sectors_per_nnz), l2_rate_used);
   if (f == format_id::hyb && r.serial_us > 0) r.after_chain_us = hyb_coo_part_us(s, vb, in.x_sectors_per_nnz, p, in_l2);
   return r;
 }
@@ -1023,7 +1053,8 @@ double cusparse_csr_us_above_launch(const device_properties& device, const bandw
 namespace {
 // The whole fit below with the layouts counted in the L2 under `l2_share` of it (l2_resident_share).
 format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& out, int min_samples,
-                              double l2_share, const std::array<double, format_count>& overlap = per_format(0.0))
+                              double l2_share, const std::array<double, format_count>& overlap = per_format(0.0),
+                              const std::array<double, format_count>& matrix_share = per_format(1.0))
 {
   // The fit starts from neutral corrections, whatever `out` holds (a cache entry refitted offline gives the
   // same values as the warm-up that fitted it), and writes only the corrections it could fit.
@@ -1031,6 +1062,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
   copy_format_corrections(bandwidth_model_params{}, p);
   p.l2_resident_share = l2_share;
   p.format_overlap = overlap;
+  p.format_l2_matrix_share = matrix_share;
   p.pellr_sorted_lanes = 1.0;
   for (int i = 0; i < format_count; ++i) p.format_floor_adds_l2[i] = floor_adds_l2(static_cast<format_id>(i)) ? 1.0 : 0.0;
   format_fit used;
@@ -1543,6 +1575,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     }
     if (used.chain[i] > 0 && i == static_cast<int>(format_id::pellr)) out.pellr_sorted_lanes = p.pellr_sorted_lanes;
     if (observed[i]) out.format_overlap[i] = used.chain[i] > 0 ? p.format_overlap[i] : 0.0;
+    if (observed[i]) out.format_l2_matrix_share[i] = p.format_l2_matrix_share[i];
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];
@@ -1637,6 +1670,39 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     best_fit = fit;
     best_error = mean_relative_error(obs, best);
     for (int i = 0; i < format_count; ++i) best_fit.overlap[i] = best.format_overlap[i] > 0 ? none[i].second : 0;
+  }
+  // The share of the matrix's bytes in the L2 term beyond the L2 (bandwidth_model_params::format_l2_matrix_share),
+  // at the chosen share and overlaps, chosen per format of matrix_share_fitted like the overlaps: the whole fit at
+  // each value of the grid, the value whose fit leaves the least mean relative error over the format's training
+  // samples where it improves on all of the bytes (1) by at least 0.5 % of that error, then the fit with the chosen.
+  constexpr double matrix_shares[] = {0.5, 0.25};
+  const auto all_bytes = relative_errors_by_format(obs, best);
+  std::array<double, format_count> chosen_share = per_format(1.0), share_error{};
+  for (int i = 0; i < format_count; ++i) share_error[i] = all_bytes[i].second > 0 ? all_bytes[i].first / all_bytes[i].second : 0.0;
+  for (double w : matrix_shares) {
+    std::array<double, format_count> grid = per_format(1.0);
+    for (int i = 0; i < format_count; ++i) grid[i] = matrix_share_fitted(static_cast<format_id>(i)) ? w : 1.0;
+    bandwidth_model_params q = out;
+    fit_corrections_at(obs, q, min_samples, best.l2_resident_share, best.format_overlap, grid);
+    const auto e = relative_errors_by_format(obs, q);
+    for (int i = 0; i < format_count; ++i) {
+      if (e[i].second == 0 || all_bytes[i].second == 0 || !(grid[i] < 1.0)) continue;
+      const double mean = e[i].first / e[i].second;
+      if (mean < share_error[i] && mean < 0.995 * all_bytes[i].first / all_bytes[i].second) {
+        chosen_share[i] = w;
+        share_error[i] = mean;
+      }
+    }
+  }
+  if (chosen_share != per_format(1.0)) {
+    bandwidth_model_params q = out;
+    const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, best.format_overlap, chosen_share);
+    const auto overlap_counts = best_fit.overlap;
+    best = q;
+    best_fit = fit;
+    best_fit.overlap = overlap_counts;
+    best_error = mean_relative_error(obs, best);
+    for (int i = 0; i < format_count; ++i) best_fit.l2_matrix_share[i] = best.format_l2_matrix_share[i] < 1.0 ? all_bytes[i].second : 0;
   }
   out = best;
   best_fit.l2_resident_error = best_error;

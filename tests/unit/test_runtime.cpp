@@ -1372,6 +1372,53 @@ TEST(PlaceholderModel, CsrScalarChainFromDramFollowsItsRowsScatter)
   EXPECT_NEAR(r.format_chain_scatter_dram[i], 0.3, 1e-9);
 }
 
+// Beyond the L2 the matrix streams from DRAM and the L2 term is the x gathers' (format_l2_matrix_share): with a
+// share w the term counts the gathers and w of the other L2 bytes, at the calibrated rate scaled to w of the
+// calibration product's other bytes (16 x 32 bytes of gathers against 16 x 12 + 4 + 8 per row); a layout in the L2
+// keeps all of its bytes at the calibrated rate. Gather-bound products measured as the gathers alone at the scaled
+// rate give ELL a share below 1 from the fit's grid; cuSPARSE SELL (its own L2 rate) fits none. The key round-trips
+// through the cache's metrics.
+TEST(PlaceholderModel, L2TermBeyondTheL2CountsTheGathers)
+{
+  const aijp::format_id ell = aijp::format_id::ell, csell = aijp::format_id::cusparse_sell;
+  const int i = static_cast<int>(ell), j = static_cast<int>(csell);
+  aijp::bandwidth_model_params p;
+  // Half a sector per entry: more bytes besides the gathers per gather than the calibration product's.
+  const auto beyond = uniform_rows(2000000, 24, 0.5);  // ~600 MB of layout, x 16 MB: beyond the 50 MiB L2
+  const auto inside = uniform_rows(20000, 24, 0.5);    // ~6 MB of layout: in it
+  const auto all = aijp::explain_bandwidth_model(ell, beyond, p);
+  ASSERT_FALSE(all.in_l2);
+  aijp::bandwidth_model_params half = p;
+  half.format_l2_matrix_share[i] = 0.5;
+  const auto b = aijp::explain_bandwidth_model(ell, beyond, half);
+  const double gathers = 2000000.0 * 24 * 32 * 0.5;
+  const double scale = (16 * 32.0 + 0.5 * (16 * 12.0 + 4 + 8)) / (16 * 32.0 + 16 * 12.0 + 4 + 8);
+  EXPECT_NEAR(b.l2_us, (gathers + 0.5 * (all.l2_us * p.l2_gather_gbs * 1e3 - gathers)) / (p.l2_gather_gbs * scale * 1e3), 1e-6 * b.l2_us);
+  EXPECT_LT(b.l2_us, all.l2_us);
+  EXPECT_DOUBLE_EQ(aijp::explain_bandwidth_model(ell, inside, half).l2_us, aijp::explain_bandwidth_model(ell, inside, p).l2_us);
+  // Measured as the gathers alone at the scaled rate (share 0), gather-bound, 2M-4M rows.
+  aijp::bandwidth_model_params none = p;
+  none.format_l2_matrix_share[i] = none.format_l2_matrix_share[j] = 0.0;
+  std::vector<aijp::fixed_cost_observation> obs;
+  for (int k = 0; k < 8; ++k) {
+    const auto in = uniform_rows(2000000 + 250000 * k, 16 + 2 * k, 0.5);
+    for (const aijp::format_id f : {ell, csell}) obs.push_back({f, in, aijp::explain_bandwidth_model(f, in, none).predicted_us});
+  }
+  aijp::bandwidth_model_params q = p;
+  const auto used = aijp::fit_format_corrections(obs, q);
+  EXPECT_LT(q.format_l2_matrix_share[i], 1.0);
+  EXPECT_EQ(used.l2_matrix_share[i], 8);
+  EXPECT_EQ(q.format_l2_matrix_share[j], 1.0);
+  EXPECT_EQ(used.l2_matrix_share[j], 0);
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(q, m);
+  EXPECT_DOUBLE_EQ(m.at("l2_matrix_share.ell"), q.format_l2_matrix_share[i]);
+  EXPECT_EQ(m.count("l2_matrix_share.cusparse_sell"), 0u);
+  aijp::bandwidth_model_params r;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_DOUBLE_EQ(r.format_l2_matrix_share[i], q.format_l2_matrix_share[i]);
+}
+
 // Chains beyond the L2 get their own factor where the warm-up has enough of them: the chains in the L2 keep
 // theirs, the DRAM ones are predicted with the median of their own ratios, and chains whose x does not fit in
 // the L2 either (a third regime) do not move it.

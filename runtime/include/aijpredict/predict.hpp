@@ -283,6 +283,17 @@ struct bandwidth_model_params {
   /// p95 from 16-17 % to 11-14 % and ELL's from 13-15 % to 12-13.5 %, and raised jad's on every pair where it was
   /// tried). Cache key "chain_overlap.<format>".
   std::array<double, format_count> format_overlap = per_format(0.0);
+  /// Per format, the share of its L2 traffic besides the x gathers (the layout's moved bytes and y) that its L2 term
+  /// counts where the layout lies beyond the L2 (1: all of it, as in cache files written before it). There the
+  /// matrix streams from DRAM (the streaming term prices it) and the L2 term is the x gathers': on the H100 gated
+  /// pair of session 43 the 2M-row random rows of 24 (x 16 MB) took 3.0-3.3 TB/s of x sectors in every format whose
+  /// moved bytes lay between 584 and 882 MB (ELL, ELLR, SELL, PELLR, csr_vector, cuSPARSE SELL), while the term
+  /// counted those bytes beside the gathers and put ELL, ELLR and HYB 12-13 % over. The calibrated rate
+  /// (l2_gather_gbs, measured on cuSPARSE CSR over all of its L2 bytes) is scaled to the same share of the calibration
+  /// product's bytes. Fitted per device for the formats priced at the calibrated rate with no L2 term of their own
+  /// (matrix_share_fitted: ELL, ELLR, PELLR, HYB, JAD, csr_vector), from the grid {1, 0.5, 0.25} by the whole fit's
+  /// training error per format, as format_overlap (docs/models.md, Session 44). Cache key "l2_matrix_share.<format>".
+  std::array<double, format_count> format_l2_matrix_share = per_format(1.0);
 };
 
 /// The chain term's factor for `lanes` lanes (chain_lanes): format_chain_scale x (1 + format_chain_lanes x
@@ -302,6 +313,7 @@ std::string chain_scale_dram_key(format_id f);  ///< "chain_scale_dram.<format n
 std::string chain_lanes_dram_key(format_id f);  ///< "chain_lanes_dram.<format name>"
 std::string chain_scatter_dram_key(format_id f);  ///< "chain_scatter_dram.<format name>"
 std::string chain_overlap_key(format_id f);  ///< "chain_overlap.<format name>"
+std::string l2_matrix_share_key(format_id f);  ///< "l2_matrix_share.<format name>"
 std::string floor_key(format_id f);  ///< "floor_us.<format name>"
 std::string floor_small_y_key(format_id f);  ///< "floor_small_y_us.<format name>"
 /// The y size (bytes) up to which bandwidth_model_params::format_floor_small_y_us replaces the floor.
@@ -456,6 +468,7 @@ struct format_fit {
   std::array<int, format_count> chain_dram{};  ///< observations behind format_chain_scale_dram (0: not fitted)
   std::array<int, format_count> scatter_dram{};  ///< chains behind format_chain_scatter_dram (0: not fitted)
   std::array<int, format_count> overlap{};  ///< training samples behind a non-zero format_overlap (0: none)
+  std::array<int, format_count> l2_matrix_share{};  ///< training samples behind a format_l2_matrix_share below 1 (0: none)
   std::array<int, format_count> floor{};  ///< observations behind format_floor_us (0: not fitted)
   std::array<int, format_count> floor_small_y{};  ///< observations behind format_floor_small_y_us (0: not fitted)
   int coo_efficiency = 0;  ///< observations behind bandwidth_model_params::coo_efficiency (0: not fitted)
