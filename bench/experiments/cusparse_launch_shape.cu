@@ -19,7 +19,7 @@
 // Prints TSV: series, rows, slices, K, placement, columns, stored, longest, median_us, min_us, kernels
 // (name:grid:block:regs:smem per kernel of one product, traced with CUPTI).
 // Built by CMake as aijp_cusparse_launch_shape when CUPTI is found (bench/CMakeLists.txt); --help.
-#include "experiment_check.hpp"
+#include "cusparse_sell_layout.hpp"
 
 #include <cuda_runtime.h>
 #include <cupti.h>
@@ -49,7 +49,8 @@
 
 namespace {
 
-constexpr int slice = 32;  // as cusparse_variants.cu
+using sell_experiment::host_matrix;
+using sell_experiment::slice;
 
 struct kernel_record {
   std::string name;
@@ -100,11 +101,6 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   }
   std::free(buffer);
 }
-
-struct host_matrix {
-  int rows = 0;
-  std::vector<std::vector<int>> cols;  // per row, sorted
-};
 
 // `len` columns in [lo, lo + span), one random column per equal segment (sorted, distinct), as the generators.
 void spread(std::vector<int>& out, int len, long long lo, long long span, std::mt19937_64& g)
@@ -157,56 +153,8 @@ struct result {
 template <typename Value>
 result time_sell(cusparseHandle_t h, cudaStream_t s, const host_matrix& m, int reps, int batch)
 {
-  const int slices = (m.rows + slice - 1) / slice;
-  std::vector<int> offsets(slices + 1, 0);
-  int longest = 0;
-  for (int k = 0; k < slices; ++k) {
-    int width = 0;
-    for (int r = k * slice; r < std::min(m.rows, (k + 1) * slice); ++r) width = std::max(width, static_cast<int>(m.cols[r].size()));
-    offsets[k + 1] = offsets[k] + width * slice;
-    longest = std::max(longest, width);
-  }
-  const long long stored = offsets[slices];
-  std::vector<int> col(stored, -1);  // padding: column -1, value 0 (cuSPARSE's convention, fill_slices)
-  std::vector<Value> val(stored, Value(0));
-  long long nnz = 0;
-  for (int r = 0; r < m.rows; ++r) {
-    const int k = r / slice;
-    for (std::size_t j = 0; j < m.cols[r].size(); ++j) {
-      const long long at = offsets[k] + static_cast<long long>(j) * slice + r % slice;  // column-major in the slice
-      col[at] = m.cols[r][j];
-      val[at] = Value(1);
-      ++nnz;
-    }
-  }
-  int *d_off = nullptr, *d_col = nullptr;
-  Value *d_val = nullptr, *d_x = nullptr, *d_y = nullptr;
-  CHECK(cudaMalloc(&d_off, offsets.size() * sizeof(int)));
-  CHECK(cudaMalloc(&d_col, std::max(1LL, stored) * sizeof(int)));
-  CHECK(cudaMalloc(&d_val, std::max(1LL, stored) * sizeof(Value)));
-  CHECK(cudaMalloc(&d_x, m.rows * sizeof(Value)));
-  CHECK(cudaMalloc(&d_y, m.rows * sizeof(Value)));
-  CHECK(cudaMemcpy(d_off, offsets.data(), offsets.size() * sizeof(int), cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_col, col.data(), stored * sizeof(int), cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_val, val.data(), stored * sizeof(Value), cudaMemcpyHostToDevice));
-  const std::vector<Value> ones(m.rows, Value(1));
-  CHECK(cudaMemcpy(d_x, ones.data(), m.rows * sizeof(Value), cudaMemcpyHostToDevice));
-  const cudaDataType type = sizeof(Value) == 8 ? CUDA_R_64F : CUDA_R_32F;
-  cusparseSpMatDescr_t a = nullptr;
-  cusparseDnVecDescr_t x = nullptr, y = nullptr;
-  SCHECK(cusparseCreateSlicedEll(&a, m.rows, m.rows, nnz, stored, slice, d_off, d_col, d_val, CUSPARSE_INDEX_32I,
-                                 CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, type));
-  SCHECK(cusparseCreateDnVec(&x, m.rows, d_x, type));
-  SCHECK(cusparseCreateDnVec(&y, m.rows, d_y, type));
-  const Value one(1), zero(0);
-  std::size_t bytes = 0;
-  SCHECK(cusparseSpMV_bufferSize(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, a, x, &zero, y, type, CUSPARSE_SPMV_SELL_ALG1, &bytes));
-  void* buf = nullptr;
-  if (bytes > 0) CHECK(cudaMalloc(&buf, bytes));
-  const auto product = [&] {
-    SCHECK(cusparseSpMV(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, a, x, &zero, y, type, CUSPARSE_SPMV_SELL_ALG1, buf));
-  };
-  for (int i = 0; i < 5; ++i) product();  // module load, warm L2
+  const sell_experiment::device_sell<Value> d(h, m);
+  for (int i = 0; i < 5; ++i) d.product();  // module load, warm L2
   CHECK(cudaStreamSynchronize(s));
   // One product traced.
   UCHECK(cuptiActivityFlushAll(1));
@@ -215,7 +163,7 @@ result time_sell(cusparseHandle_t h, cudaStream_t s, const host_matrix& m, int r
     records.clear();
   }
   UCHECK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-  product();
+  d.product();
   CHECK(cudaStreamSynchronize(s));
   UCHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   UCHECK(cuptiActivityFlushAll(1));
@@ -229,33 +177,8 @@ result time_sell(cusparseHandle_t h, cudaStream_t s, const host_matrix& m, int r
       kernels += b;
     }
   }
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    product();  // untimed: queued ahead of the start event, so that the batch follows it without a gap
-    CHECK(cudaEventRecord(e0, s));
-    for (int b = 0; b < batch; ++b) product();
-    CHECK(cudaEventRecord(e1, s));
-    CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1e3 / batch);
-  }
-  std::sort(t.begin(), t.end());
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
-  if (buf != nullptr) CHECK(cudaFree(buf));
-  SCHECK(cusparseDestroySpMat(a));
-  SCHECK(cusparseDestroyDnVec(x));
-  SCHECK(cusparseDestroyDnVec(y));
-  CHECK(cudaFree(d_off));
-  CHECK(cudaFree(d_col));
-  CHECK(cudaFree(d_val));
-  CHECK(cudaFree(d_x));
-  CHECK(cudaFree(d_y));
-  return {stored, longest, t[t.size() / 2], t.front(), kernels};
+  const auto t = sell_experiment::time_batches(s, [&] { d.product(); }, reps, batch);
+  return {d.stored(), d.longest(), t[t.size() / 2], t.front(), kernels};
 }
 
 void print(const char* series, const host_matrix& m, int k, const char* placement, const char* cols, const result& r)
@@ -286,28 +209,12 @@ const char* const usage =
 
 int main(int argc, char** argv)
 {
-  int reps = 11;
-  int batch = 10;
-  int long_len = 400;
-  std::string series = "shape,compete,alllong";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(usage, stdout);
-      return 0;
-    } else if (a == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--batch" && i + 1 < argc) {
-      batch = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--long" && i + 1 < argc) {
-      long_len = std::max(16, std::atoi(argv[++i]));
-    } else if (a == "--series" && i + 1 < argc) {
-      series = argv[++i];
-    } else {
-      std::fputs(usage, stderr);
-      return 2;
-    }
-  }
+  sell_experiment::options o;
+  o.reps = 11;
+  o.series = "shape,compete,alllong";
+  if (const int rc = sell_experiment::parse(argc, argv, usage, o, 16, true); rc >= 0) return rc;
+  const int reps = o.reps, batch = o.batch, long_len = o.long_len;
+  const std::string series = o.series;
   const auto wants = [&](const char* s) { return ("," + series + ",").find(std::string(",") + s + ",") != std::string::npos; };
   UCHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
   cudaStream_t s;

@@ -16,7 +16,7 @@
 // product (the products, an estimated 15-130 us on an H100, outlast their ~5-8 us issue, so the queue stays
 // ahead): the time is the device's, as the gated warm-up's.
 // Built by CMake as aijp_csell_switch (bench/CMakeLists.txt); aijp_csell_switch --help.
-#include "experiment_check.hpp"
+#include "cusparse_sell_layout.hpp"
 
 #include <cuda_runtime.h>
 #include <cusparse.h>
@@ -29,13 +29,8 @@
 
 namespace {
 
-constexpr int slice = 32;  // as cusparse_variants.cu
-
-// Row lengths and columns of one test matrix, in CSR order.
-struct host_matrix {
-  int rows = 0;
-  std::vector<std::vector<int>> cols;  // per row
-};
+using sell_experiment::host_matrix;
+using sell_experiment::slice;
 
 // Rows of 8 with columns around the row, and one row of `long_len` contiguous columns at row 330 (an odd first
 // column, as the warm-up's placed blocks).
@@ -74,83 +69,10 @@ struct result {
 template <typename Value>
 result time_sell(cusparseHandle_t h, cudaStream_t s, const host_matrix& m, int reps, int batch)
 {
-  const int slices = (m.rows + slice - 1) / slice;
-  std::vector<int> offsets(slices + 1, 0);
-  int longest = 0;
-  for (int k = 0; k < slices; ++k) {
-    int width = 0;
-    for (int r = k * slice; r < std::min(m.rows, (k + 1) * slice); ++r) width = std::max(width, static_cast<int>(m.cols[r].size()));
-    offsets[k + 1] = offsets[k] + width * slice;
-    longest = std::max(longest, width);
-  }
-  const long long stored = offsets[slices];
-  std::vector<int> col(stored, -1);  // padding: column -1, value 0 (cuSPARSE's convention, fill_slices)
-  std::vector<Value> val(stored, Value(0));
-  long long nnz = 0;
-  for (int r = 0; r < m.rows; ++r) {
-    const int k = r / slice;
-    for (std::size_t j = 0; j < m.cols[r].size(); ++j) {
-      const long long at = offsets[k] + static_cast<long long>(j) * slice + r % slice;  // column-major in the slice
-      col[at] = m.cols[r][j];
-      val[at] = Value(1);
-      ++nnz;
-    }
-  }
-  int *d_off = nullptr, *d_col = nullptr;
-  Value *d_val = nullptr, *d_x = nullptr, *d_y = nullptr;
-  CHECK(cudaMalloc(&d_off, offsets.size() * sizeof(int)));
-  CHECK(cudaMalloc(&d_col, stored * sizeof(int)));
-  CHECK(cudaMalloc(&d_val, stored * sizeof(Value)));
-  CHECK(cudaMalloc(&d_x, m.rows * sizeof(Value)));
-  CHECK(cudaMalloc(&d_y, m.rows * sizeof(Value)));
-  CHECK(cudaMemcpy(d_off, offsets.data(), offsets.size() * sizeof(int), cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_col, col.data(), stored * sizeof(int), cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_val, val.data(), stored * sizeof(Value), cudaMemcpyHostToDevice));
-  const std::vector<Value> ones(m.rows, Value(1));
-  CHECK(cudaMemcpy(d_x, ones.data(), m.rows * sizeof(Value), cudaMemcpyHostToDevice));
-  const cudaDataType type = sizeof(Value) == 8 ? CUDA_R_64F : CUDA_R_32F;
-  cusparseSpMatDescr_t a = nullptr;
-  cusparseDnVecDescr_t x = nullptr, y = nullptr;
-  SCHECK(cusparseCreateSlicedEll(&a, m.rows, m.rows, nnz, stored, slice, d_off, d_col, d_val, CUSPARSE_INDEX_32I,
-                                 CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, type));
-  SCHECK(cusparseCreateDnVec(&x, m.rows, d_x, type));
-  SCHECK(cusparseCreateDnVec(&y, m.rows, d_y, type));
-  const Value one(1), zero(0);
-  std::size_t bytes = 0;
-  SCHECK(cusparseSpMV_bufferSize(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, a, x, &zero, y, type, CUSPARSE_SPMV_SELL_ALG1, &bytes));
-  void* buf = nullptr;
-  if (bytes > 0) CHECK(cudaMalloc(&buf, bytes));
-  const auto product = [&] {
-    SCHECK(cusparseSpMV(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &one, a, x, &zero, y, type, CUSPARSE_SPMV_SELL_ALG1, buf));
-  };
-  for (int i = 0; i < 5; ++i) product();  // module load, warm L2
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    product();  // untimed: queued ahead of the start event, so that the batch follows it without a gap
-    CHECK(cudaEventRecord(e0, s));
-    for (int b = 0; b < batch; ++b) product();
-    CHECK(cudaEventRecord(e1, s));
-    CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1e3 / batch);
-  }
-  std::sort(t.begin(), t.end());
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
-  if (buf != nullptr) CHECK(cudaFree(buf));
-  SCHECK(cusparseDestroySpMat(a));
-  SCHECK(cusparseDestroyDnVec(x));
-  SCHECK(cusparseDestroyDnVec(y));
-  CHECK(cudaFree(d_off));
-  CHECK(cudaFree(d_col));
-  CHECK(cudaFree(d_val));
-  CHECK(cudaFree(d_x));
-  CHECK(cudaFree(d_y));
-  return {stored, longest, t[t.size() / 2], t.front()};
+  const sell_experiment::device_sell<Value> d(h, m);
+  for (int i = 0; i < 5; ++i) d.product();  // module load, warm L2
+  const auto t = sell_experiment::time_batches(s, [&] { d.product(); }, reps, batch);
+  return {d.stored(), d.longest(), t[t.size() / 2], t.front()};
 }
 
 void print(const char* series, int value_bytes, const host_matrix& m, const result& r)
@@ -179,25 +101,9 @@ const char* const usage =
 
 int main(int argc, char** argv)
 {
-  int reps = 20;
-  int batch = 10;
-  int long_len = 400;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(usage, stdout);
-      return 0;
-    } else if (a == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--batch" && i + 1 < argc) {
-      batch = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--long" && i + 1 < argc) {
-      long_len = std::max(9, std::atoi(argv[++i]));
-    } else {
-      std::fputs(usage, stderr);
-      return 2;
-    }
-  }
+  sell_experiment::options o;
+  if (const int rc = sell_experiment::parse(argc, argv, usage, o, 9, false); rc >= 0) return rc;
+  const int reps = o.reps, batch = o.batch, long_len = o.long_len;
   cudaStream_t s;
   CHECK(cudaStreamCreate(&s));
   cusparseHandle_t h;

@@ -7,6 +7,7 @@
 #include "model_fit.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 #include <cmath>
 #include <iterator>
 #include <limits>
@@ -1638,71 +1639,68 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       best_fit = fit;
     }
   }
-  // The overlap of chain and traffic (bandwidth_model_params::format_overlap), at the chosen share: the whole fit
-  // again with the overlap of the formats of overlap_fitted at each value of a grid, and per format the value whose
-  // fit leaves the least mean relative error over that format's training samples, where it improves on none by at
-  // least 0.5 % of that error; then the fit with the chosen values. The formats' corrections are fitted apart from
-  // each other (HYB's chain factor in the L2 may be ELL's, fitted at ELL's overlap), so one pass per grid value
-  // suffices.
-  constexpr double overlaps[] = {0.15, 0.3, 0.45, 0.6};
-  const auto none = relative_errors_by_format(obs, best);
-  std::array<double, format_count> chosen = per_format(0.0), chosen_error{};
-  for (int i = 0; i < format_count; ++i) chosen_error[i] = none[i].second > 0 ? none[i].first / none[i].second : 0.0;
-  for (double w : overlaps) {
-    std::array<double, format_count> grid = per_format(0.0);
-    for (int i = 0; i < format_count; ++i) grid[i] = overlap_fitted(static_cast<format_id>(i)) ? w : 0.0;
-    bandwidth_model_params q = out;
-    fit_corrections_at(obs, q, min_samples, best.l2_resident_share, grid);
-    const auto e = relative_errors_by_format(obs, q);
-    for (int i = 0; i < format_count; ++i) {
-      if (e[i].second == 0 || none[i].second == 0 || !(q.format_overlap[i] > 0)) continue;
-      const double mean = e[i].first / e[i].second;
-      if (mean < chosen_error[i] && mean < 0.995 * none[i].first / none[i].second) {
-        chosen[i] = w;
-        chosen_error[i] = mean;
+  // Per-format values chosen from a grid (the overlaps and the matrix bytes' shares below): the whole fit at each
+  // value `w` of `values` for the formats `fitted` selects (`neutral` for the others), and per format the value whose
+  // fit leaves the least mean relative error over that format's training samples, where the fit applied it
+  // (`applied`) and it improves on the current fit's error by at least 0.5 % of that error. The formats' corrections
+  // are fitted apart from each other (HYB's chain factor in the L2 may be ELL's, fitted at ELL's overlap), so one
+  // pass per grid value suffices. Returns the chosen values and the current fit's errors by format.
+  const auto choose_per_format = [&](std::initializer_list<double> values, double neutral, bool (*fitted)(format_id),
+                                     const auto& fit_at, const auto& applied) {
+    const auto current = relative_errors_by_format(obs, best);
+    std::array<double, format_count> chosen = per_format(neutral), chosen_error{};
+    for (int i = 0; i < format_count; ++i) chosen_error[i] = current[i].second > 0 ? current[i].first / current[i].second : 0.0;
+    for (double w : values) {
+      std::array<double, format_count> grid = per_format(neutral);
+      for (int i = 0; i < format_count; ++i) grid[i] = fitted(static_cast<format_id>(i)) ? w : neutral;
+      bandwidth_model_params q = out;
+      fit_at(q, grid);
+      const auto e = relative_errors_by_format(obs, q);
+      for (int i = 0; i < format_count; ++i) {
+        if (e[i].second == 0 || current[i].second == 0 || !applied(q, i)) continue;
+        const double mean = e[i].first / e[i].second;
+        if (mean < chosen_error[i] && mean < 0.995 * current[i].first / current[i].second) {
+          chosen[i] = w;
+          chosen_error[i] = mean;
+        }
       }
     }
-  }
-  if (chosen != per_format(0.0)) {
+    return std::make_pair(chosen, current);
+  };
+  // The overlap of chain and traffic (bandwidth_model_params::format_overlap), at the chosen share, for the formats
+  // of overlap_fitted; then the fit with the chosen values.
+  const auto overlap = choose_per_format(
+      {0.15, 0.3, 0.45, 0.6}, 0.0, overlap_fitted,
+      [&](bandwidth_model_params& q, const std::array<double, format_count>& grid) {
+        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, grid);
+      },
+      [](const bandwidth_model_params& q, int i) { return q.format_overlap[i] > 0; });
+  if (overlap.first != per_format(0.0)) {
     bandwidth_model_params q = out;
-    const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, chosen);
+    const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, overlap.first);
     best = q;
     best_fit = fit;
     best_error = mean_relative_error(obs, best);
-    for (int i = 0; i < format_count; ++i) best_fit.overlap[i] = best.format_overlap[i] > 0 ? none[i].second : 0;
+    for (int i = 0; i < format_count; ++i) best_fit.overlap[i] = best.format_overlap[i] > 0 ? overlap.second[i].second : 0;
   }
-  // The share of the matrix's bytes in the L2 term beyond the L2 (bandwidth_model_params::format_l2_matrix_share),
-  // at the chosen share and overlaps, chosen per format of matrix_share_fitted like the overlaps: the whole fit at
-  // each value of the grid, the value whose fit leaves the least mean relative error over the format's training
-  // samples where it improves on all of the bytes (1) by at least 0.5 % of that error, then the fit with the chosen.
-  constexpr double matrix_shares[] = {0.5, 0.25};
-  const auto all_bytes = relative_errors_by_format(obs, best);
-  std::array<double, format_count> chosen_share = per_format(1.0), share_error{};
-  for (int i = 0; i < format_count; ++i) share_error[i] = all_bytes[i].second > 0 ? all_bytes[i].first / all_bytes[i].second : 0.0;
-  for (double w : matrix_shares) {
-    std::array<double, format_count> grid = per_format(1.0);
-    for (int i = 0; i < format_count; ++i) grid[i] = matrix_share_fitted(static_cast<format_id>(i)) ? w : 1.0;
+  // The share of the matrix's bytes in the L2 term beyond the L2 (bandwidth_model_params::format_l2_matrix_share), at
+  // the chosen share and overlaps, for the formats of matrix_share_fitted, against all of the bytes (1); then the fit
+  // with the chosen values.
+  const auto share = choose_per_format(
+      {0.5, 0.25}, 1.0, matrix_share_fitted,
+      [&](bandwidth_model_params& q, const std::array<double, format_count>& grid) {
+        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, best.format_overlap, grid);
+      },
+      [](const bandwidth_model_params& q, int i) { return q.format_l2_matrix_share[i] < 1.0; });
+  if (share.first != per_format(1.0)) {
     bandwidth_model_params q = out;
-    fit_corrections_at(obs, q, min_samples, best.l2_resident_share, best.format_overlap, grid);
-    const auto e = relative_errors_by_format(obs, q);
-    for (int i = 0; i < format_count; ++i) {
-      if (e[i].second == 0 || all_bytes[i].second == 0 || !(grid[i] < 1.0)) continue;
-      const double mean = e[i].first / e[i].second;
-      if (mean < share_error[i] && mean < 0.995 * all_bytes[i].first / all_bytes[i].second) {
-        chosen_share[i] = w;
-        share_error[i] = mean;
-      }
-    }
-  }
-  if (chosen_share != per_format(1.0)) {
-    bandwidth_model_params q = out;
-    const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, best.format_overlap, chosen_share);
+    const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, best.format_overlap, share.first);
     const auto overlap_counts = best_fit.overlap;
     best = q;
     best_fit = fit;
     best_fit.overlap = overlap_counts;
     best_error = mean_relative_error(obs, best);
-    for (int i = 0; i < format_count; ++i) best_fit.l2_matrix_share[i] = best.format_l2_matrix_share[i] < 1.0 ? all_bytes[i].second : 0;
+    for (int i = 0; i < format_count; ++i) best_fit.l2_matrix_share[i] = best.format_l2_matrix_share[i] < 1.0 ? share.second[i].second : 0;
   }
   out = best;
   best_fit.l2_resident_error = best_error;
