@@ -51,6 +51,9 @@ const char* usage =
     "                           and locality behind them\n"
     "  --baseline-margin F      margin of the runtime's rule in the regret table (default 0.03)\n"
     "  --write-cache DIR        write the cache entry with the refitted coefficients to DIR/<device>.json\n"
+    "  --no-fit                 the placeholder keeps the corrections --cache holds (its device_metrics) instead of\n"
+    "                           refitting them on --train (which then only gives the launch floor): how a shipped\n"
+    "                           default predicts --test\n"
     "  --help                   this text\n";
 
 }  // namespace
@@ -60,6 +63,7 @@ int main(int argc, char** argv)
   double baseline_margin = aijp::default_baseline_margin;
   std::string cache_file, train_file, test_file, csv, json, write_dir, model_list, explain;
   int threads_per_sm = 2048, threads_per_block = 1024;
+  bool no_fit = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -87,6 +91,8 @@ int main(int argc, char** argv)
     } else if (a == "--baseline-margin" && has_value) {
       baseline_margin = std::atof(argv[++i]);
       if (!(baseline_margin >= 0 && baseline_margin < 1)) die("--baseline-margin must be in [0, 1)");
+    } else if (a == "--no-fit") {
+      no_fit = true;
     } else if (a == "--write-cache" && has_value) {
       write_dir = argv[++i];
     } else {
@@ -126,7 +132,7 @@ int main(int argc, char** argv)
     const double fastest = aijp::model::fastest_spmv_us(train.samples);
     if (fastest > 0 && fastest < params.launch_us) params.launch_us = fastest;
     // As the warm-up fits them: the placeholder's per-format fixed costs from the training samples.
-    const auto fitted = aijp::model::fit_format_corrections(train.samples, dev, params);
+    const auto fitted = no_fit ? aijp::format_fit{} : aijp::model::fit_format_corrections(train.samples, dev, params);
     std::printf("# device: %s (from %s)\n# train: %zu samples (%d bad lines) from %s\n# test: %zu samples (%d bad lines) from %s\n",
                 dev.to_string().c_str(), cache_file.c_str(), train.samples.size(), train.bad_lines, train_file.c_str(),
                 test.samples.size(), test.bad_lines, test_file.c_str());
@@ -172,6 +178,14 @@ int main(int argc, char** argv)
         if (fitted.l2_matrix_share[f] <= 0) continue;
         std::printf("%s %s %.2f", any ? "," : "\n# placeholder matrix bytes in the L2 term beyond the L2 (share):",
                     aijp::format_name(static_cast<aijp::format_id>(f)), params.format_l2_matrix_share[f]);
+        any = true;
+      }
+    }
+    {
+      bool any = false;
+      for (int f = 0; f < aijp::format_count; ++f) {
+        if (fitted.l2_stream[f] <= 0) continue;
+        std::printf("%s %s", any ? "," : "\n# placeholder layouts in the L2 read at the L2 term's pace:", aijp::format_name(static_cast<aijp::format_id>(f)));
         any = true;
       }
     }

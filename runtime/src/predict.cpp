@@ -161,6 +161,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (sd != m.end() && sd->second >= 0.0 && sd->second <= max_chain_scatter) p.format_chain_scatter_dram[i] = sd->second;
     const auto ms = m.find(l2_matrix_share_key(static_cast<format_id>(i)));
     if (ms != m.end() && ms->second >= 0.0 && ms->second <= 1.0) p.format_l2_matrix_share[i] = ms->second;
+    const auto ls = m.find(l2_stream_key(static_cast<format_id>(i)));
+    if (ls != m.end() && (ls->second == 0.0 || ls->second == 1.0)) p.format_l2_stream[i] = ls->second;
     const auto fq = m.find(floor_adds_l2_key(static_cast<format_id>(i)));
     if (fq != m.end()) p.format_floor_adds_l2[i] = fq->second > 0 ? 1.0 : 0.0;
     const auto lr = m.find(l2_gather_key(static_cast<format_id>(i)));
@@ -213,6 +215,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(chain_lanes_dram_key(f), p.format_chain_lanes_dram[i], -1.0);
     put(chain_scatter_dram_key(f), p.format_chain_scatter_dram[i], 0.0);
     put(l2_matrix_share_key(f), p.format_l2_matrix_share[i], 1.0);
+    put(l2_stream_key(f), p.format_l2_stream[i], 0.0);
     put(chain_overlap_key(f), p.format_overlap[i], 0.0);
     put(floor_key(f), p.format_floor_us[i], 0.0);
     put(floor_small_y_key(f), p.format_floor_small_y_us[i], 0.0);
@@ -242,6 +245,7 @@ std::string chain_overlap_key(format_id f) { return std::string("chain_overlap."
 std::string chain_lanes_dram_key(format_id f) { return std::string("chain_lanes_dram.") + format_name(f); }
 std::string chain_scatter_dram_key(format_id f) { return std::string("chain_scatter_dram.") + format_name(f); }
 std::string l2_matrix_share_key(format_id f) { return std::string("l2_matrix_share.") + format_name(f); }
+std::string l2_stream_key(format_id f) { return std::string("l2_stream.") + format_name(f); }
 
 namespace {
 // Where `lanes` (chain_lanes) lies between one lane (0) and a full group of 32 (1).
@@ -279,6 +283,13 @@ bool matrix_share_fitted(format_id f)
   return f == format_id::ell || f == format_id::ellr || f == format_id::pellr || f == format_id::hyb ||
          f == format_id::jad || f == format_id::csr_vector;
 }
+
+// Formats whose in-L2 layouts may be read at the L2 term's pace (bandwidth_model_params::format_l2_stream): ELL, whose
+// padded slots every lane reads in order, and HYB, whose ELL part is the same walk. Offline on eight pairs (six H100, two
+// H200), ELL's held-out mean fell on seven (session 44's pair 4.8 / 14.0 -> 4.2 / 10.4 %; session 40's rose 2.5 -> 2.7) and
+// HYB's on four (one rose 0.1), and no other format moved; applied to csr_vector it made its held-out error worse
+// (session 44's pair 3.7 -> 6.4 % mean).
+bool l2_stream_fitted(format_id f) { return f == format_id::ell || f == format_id::hyb; }
 
 // Formats whose product is several kernels in sequence, the data-moving one after the others, so that its L2
 // traffic adds to the floor (bandwidth_model_params::format_floor_adds_l2): cuSPARSE CSR ALG1 and ALG2 (more than
@@ -374,6 +385,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.format_chain_scatter_dram = from.format_chain_scatter_dram;
   to.format_overlap = from.format_overlap;
   to.format_l2_matrix_share = from.format_l2_matrix_share;
+  to.format_l2_stream = from.format_l2_stream;
   to.cusparse_sell_wide_padded = from.cusparse_sell_wide_padded;
   to.cusparse_sell_wide_chain_scale = from.cusparse_sell_wide_chain_scale;
   to.format_l2_gather_gbs = from.format_l2_gather_gbs;
@@ -387,6 +399,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
          p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_overlap != neutral.format_overlap ||
          p.format_chain_scatter_dram != neutral.format_chain_scatter_dram ||
          p.format_l2_matrix_share != neutral.format_l2_matrix_share ||
+         p.format_l2_stream != neutral.format_l2_stream ||
          p.format_floor_us != neutral.format_floor_us || p.format_floor_small_y_us != neutral.format_floor_small_y_us ||
          p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
@@ -906,6 +919,8 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   }
   r.l2_us = l2_rate_used > 0 ? l2_bytes / (l2_rate_used * 1e3) : 0.0;
   r.mixture_us = mixture_us_of(in, r.stream_us, l2_bytes, gather_bytes(s, vb, in.x_sectors_per_nnz), l2_rate_used);
+  // A layout that stays in the L2 read at the L2 term's pace (format_l2_stream).
+  if (in_l2 && p.format_l2_stream[static_cast<int>(f)] > 0) r.stream_us = std::min(r.stream_us, r.l2_us);
   if (f == format_id::hyb && r.serial_us > 0) r.after_chain_us = hyb_coo_part_us(s, vb, in.x_sectors_per_nnz, p, in_l2);
   return r;
 }
@@ -1055,7 +1070,8 @@ namespace {
 // The whole fit below with the layouts counted in the L2 under `l2_share` of it (l2_resident_share).
 format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& out, int min_samples,
                               double l2_share, const std::array<double, format_count>& overlap = per_format(0.0),
-                              const std::array<double, format_count>& matrix_share = per_format(1.0))
+                              const std::array<double, format_count>& matrix_share = per_format(1.0),
+                              const std::array<double, format_count>& l2_stream = per_format(0.0))
 {
   // The fit starts from neutral corrections, whatever `out` holds (a cache entry refitted offline gives the
   // same values as the warm-up that fitted it), and writes only the corrections it could fit.
@@ -1064,6 +1080,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
   p.l2_resident_share = l2_share;
   p.format_overlap = overlap;
   p.format_l2_matrix_share = matrix_share;
+  p.format_l2_stream = l2_stream;
   p.pellr_sorted_lanes = 1.0;
   for (int i = 0; i < format_count; ++i) p.format_floor_adds_l2[i] = floor_adds_l2(static_cast<format_id>(i)) ? 1.0 : 0.0;
   format_fit used;
@@ -1577,6 +1594,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     if (used.chain[i] > 0 && i == static_cast<int>(format_id::pellr)) out.pellr_sorted_lanes = p.pellr_sorted_lanes;
     if (observed[i]) out.format_overlap[i] = used.chain[i] > 0 ? p.format_overlap[i] : 0.0;
     if (observed[i]) out.format_l2_matrix_share[i] = p.format_l2_matrix_share[i];
+    if (observed[i]) out.format_l2_stream[i] = p.format_l2_stream[i];
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];
@@ -1667,19 +1685,39 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     }
     return std::make_pair(chosen, current);
   };
+  // In-L2 layouts read at the L2 term's pace (bandwidth_model_params::format_l2_stream), at the chosen share, for the
+  // formats of l2_stream_fitted; then the fit with the chosen flags. Chosen first: the flags move which samples a stream
+  // bounds, and so the overlaps' and the matrix shares' fits.
+  const auto stream = choose_per_format(
+      {1.0}, 0.0, l2_stream_fitted,
+      [&](bandwidth_model_params& q, const std::array<double, format_count>& grid) {
+        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, per_format(0.0), per_format(1.0), grid);
+      },
+      [](const bandwidth_model_params& q, int i) { return q.format_l2_stream[i] > 0; });
+  if (stream.first != per_format(0.0)) {
+    bandwidth_model_params q = out;
+    const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, per_format(0.0), per_format(1.0), stream.first);
+    best = q;
+    best_fit = fit;
+    best_error = mean_relative_error(obs, best);
+    for (int i = 0; i < format_count; ++i) best_fit.l2_stream[i] = best.format_l2_stream[i] > 0 ? stream.second[i].second : 0;
+  }
   // The overlap of chain and traffic (bandwidth_model_params::format_overlap), at the chosen share, for the formats
   // of overlap_fitted; then the fit with the chosen values.
   const auto overlap = choose_per_format(
       {0.15, 0.3, 0.45, 0.6}, 0.0, overlap_fitted,
       [&](bandwidth_model_params& q, const std::array<double, format_count>& grid) {
-        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, grid);
+        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, grid, per_format(1.0), best.format_l2_stream);
       },
       [](const bandwidth_model_params& q, int i) { return q.format_overlap[i] > 0; });
   if (overlap.first != per_format(0.0)) {
     bandwidth_model_params q = out;
-    const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, overlap.first);
+    const format_fit fit =
+        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, overlap.first, per_format(1.0), best.format_l2_stream);
+    const auto stream_counts = best_fit.l2_stream;
     best = q;
     best_fit = fit;
+    best_fit.l2_stream = stream_counts;
     best_error = mean_relative_error(obs, best);
     for (int i = 0; i < format_count; ++i) best_fit.overlap[i] = best.format_overlap[i] > 0 ? overlap.second[i].second : 0;
   }
@@ -1689,16 +1727,19 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   const auto share = choose_per_format(
       {0.5, 0.25}, 1.0, matrix_share_fitted,
       [&](bandwidth_model_params& q, const std::array<double, format_count>& grid) {
-        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, best.format_overlap, grid);
+        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, best.format_overlap, grid, best.format_l2_stream);
       },
       [](const bandwidth_model_params& q, int i) { return q.format_l2_matrix_share[i] < 1.0; });
   if (share.first != per_format(1.0)) {
     bandwidth_model_params q = out;
-    const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, best.format_overlap, share.first);
+    const format_fit fit =
+        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, best.format_overlap, share.first, best.format_l2_stream);
     const auto overlap_counts = best_fit.overlap;
+    const auto stream_counts = best_fit.l2_stream;
     best = q;
     best_fit = fit;
     best_fit.overlap = overlap_counts;
+    best_fit.l2_stream = stream_counts;
     best_error = mean_relative_error(obs, best);
     for (int i = 0; i < format_count; ++i) best_fit.l2_matrix_share[i] = best.format_l2_matrix_share[i] < 1.0 ? share.second[i].second : 0;
   }

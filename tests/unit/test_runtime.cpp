@@ -1419,6 +1419,46 @@ TEST(PlaceholderModel, L2TermBeyondTheL2CountsTheGathers)
   EXPECT_DOUBLE_EQ(r.format_l2_matrix_share[i], q.format_l2_matrix_share[i]);
 }
 
+// A layout that stays in the L2 read at the L2 term's pace (format_l2_stream): with the flag, an in-L2 layout whose
+// DRAM streaming term exceeds its L2 term is priced at the L2 term; a layout beyond the L2 keeps its stream. Products
+// measured that way give ELL the flag from the fit; csr_vector (not a candidate) gets none. The key round-trips.
+TEST(PlaceholderModel, InL2LayoutReadAtTheL2TermsPace)
+{
+  const aijp::format_id ell = aijp::format_id::ell, csrv = aijp::format_id::csr_vector;
+  const int i = static_cast<int>(ell), j = static_cast<int>(csrv);
+  aijp::bandwidth_model_params p;
+  aijp::bandwidth_model_params on = p;
+  on.format_l2_stream[i] = on.format_l2_stream[j] = 1.0;
+  const auto in = uniform_rows(200000, 4, 0.05);  // ~10 MB of layout in the 50 MiB L2, x gathered locally
+  const auto off_b = aijp::explain_bandwidth_model(ell, in, p);
+  ASSERT_TRUE(off_b.in_l2);
+  ASSERT_GT(off_b.stream_us, off_b.l2_us);
+  const auto on_b = aijp::explain_bandwidth_model(ell, in, on);
+  EXPECT_DOUBLE_EQ(on_b.stream_us, off_b.l2_us);
+  EXPECT_LT(on_b.predicted_us, off_b.predicted_us);
+  const auto beyond = uniform_rows(8000000, 4, 0.05);
+  ASSERT_FALSE(aijp::explain_bandwidth_model(ell, beyond, p).in_l2);
+  EXPECT_DOUBLE_EQ(aijp::explain_bandwidth_model(ell, beyond, on).stream_us, aijp::explain_bandwidth_model(ell, beyond, p).stream_us);
+  std::vector<aijp::fixed_cost_observation> obs;
+  for (int k = 0; k < 8; ++k) {
+    const auto x = uniform_rows(150000 + 25000 * k, 4 + k % 3, 0.05);
+    for (const aijp::format_id f : {ell, csrv}) obs.push_back({f, x, aijp::explain_bandwidth_model(f, x, on).predicted_us});
+  }
+  aijp::bandwidth_model_params q = p;
+  const auto used = aijp::fit_format_corrections(obs, q);
+  EXPECT_EQ(q.format_l2_stream[i], 1.0);
+  EXPECT_EQ(used.l2_stream[i], 8);
+  EXPECT_EQ(q.format_l2_stream[j], 0.0);
+  EXPECT_EQ(used.l2_stream[j], 0);
+  std::map<std::string, double> m;
+  aijp::params_to_metrics(q, m);
+  EXPECT_EQ(m.at("l2_stream.ell"), 1.0);
+  EXPECT_EQ(m.count("l2_stream.csr_vector"), 0u);
+  aijp::bandwidth_model_params r;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_EQ(r.format_l2_stream[i], 1.0);
+}
+
 // Chains beyond the L2 get their own factor where the warm-up has enough of them: the chains in the L2 keep
 // theirs, the DRAM ones are predicted with the median of their own ratios, and chains whose x does not fit in
 // the L2 either (a third regime) do not move it.

@@ -294,6 +294,14 @@ struct bandwidth_model_params {
   /// (matrix_share_fitted: ELL, ELLR, PELLR, HYB, JAD, csr_vector), from the grid {1, 0.5, 0.25} by the whole fit's
   /// training error per format, as format_overlap (docs/models.md, Session 44). Cache key "l2_matrix_share.<format>".
   std::array<double, format_count> format_l2_matrix_share = per_format(1.0);
+  /// Per format, 1 where a layout that stays in the L2 (l2_resident_share) is read at the L2 term's pace rather than
+  /// streamed from DRAM: its streaming term is at most its L2 term (0: the streaming term as it is, as in cache files
+  /// written before it). Back to back, a layout in the L2 stays there between products; ELL's padded slots, read in
+  /// order across the warp, were the one held-out sample bound by that stream on the H100 session-44 pair
+  /// (delaunay_n15 +14.1 %: measured 4.2 us = fixed cost + the L2 term). Fitted per device for ELL and HYB
+  /// (l2_stream_fitted), from {0, 1} by the whole fit's training error per format; tried for every format in session
+  /// 34 and not kept (cuSPARSE SELL ran the other way). Cache key "l2_stream.<format>".
+  std::array<double, format_count> format_l2_stream = per_format(0.0);
 };
 
 /// The chain term's factor for `lanes` lanes (chain_lanes): format_chain_scale x (1 + format_chain_lanes x
@@ -314,6 +322,7 @@ std::string chain_lanes_dram_key(format_id f);  ///< "chain_lanes_dram.<format n
 std::string chain_scatter_dram_key(format_id f);  ///< "chain_scatter_dram.<format name>"
 std::string chain_overlap_key(format_id f);  ///< "chain_overlap.<format name>"
 std::string l2_matrix_share_key(format_id f);  ///< "l2_matrix_share.<format name>"
+std::string l2_stream_key(format_id f);  ///< "l2_stream.<format name>"
 std::string floor_key(format_id f);  ///< "floor_us.<format name>"
 std::string floor_small_y_key(format_id f);  ///< "floor_small_y_us.<format name>"
 /// The y size (bytes) up to which bandwidth_model_params::format_floor_small_y_us replaces the floor.
@@ -469,6 +478,7 @@ struct format_fit {
   std::array<int, format_count> scatter_dram{};  ///< chains behind format_chain_scatter_dram (0: not fitted)
   std::array<int, format_count> overlap{};  ///< training samples behind a non-zero format_overlap (0: none)
   std::array<int, format_count> l2_matrix_share{};  ///< training samples behind a format_l2_matrix_share below 1 (0: none)
+  std::array<int, format_count> l2_stream{};  ///< training samples behind a format_l2_stream of 1 (0: none)
   std::array<int, format_count> floor{};  ///< observations behind format_floor_us (0: not fitted)
   std::array<int, format_count> floor_small_y{};  ///< observations behind format_floor_small_y_us (0: not fitted)
   int coo_efficiency = 0;  ///< observations behind bandwidth_model_params::coo_efficiency (0: not fitted)
