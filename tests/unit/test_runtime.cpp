@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <map>
+#include <tuple>
 
 #include <cmath>
 #include <limits>
@@ -1372,6 +1374,25 @@ TEST(PlaceholderModel, CsrScalarChainFromDramFollowsItsRowsScatter)
   EXPECT_NEAR(r.format_chain_scatter_dram[i], 0.3, 1e-9);
 }
 
+// Observations of `formats` on eight inputs (input(k), k = 0..7), each measured as `truth` predicts it, fitted from
+// `start`: the fitted parameters, the fit's counts, and the parameters read back from their cache metrics `m`.
+template <typename Input>
+std::tuple<aijp::bandwidth_model_params, aijp::format_fit, aijp::bandwidth_model_params> fit_measured_as(
+    const aijp::bandwidth_model_params& truth, const aijp::bandwidth_model_params& start,
+    std::initializer_list<aijp::format_id> formats, const Input& input, std::map<std::string, double>& m)
+{
+  std::vector<aijp::fixed_cost_observation> obs;
+  for (int k = 0; k < 8; ++k) {
+    const auto in = input(k);
+    for (const aijp::format_id f : formats) obs.push_back({f, in, aijp::explain_bandwidth_model(f, in, truth).predicted_us});
+  }
+  aijp::bandwidth_model_params q = start, r;
+  const auto used = aijp::fit_format_corrections(obs, q);
+  aijp::params_to_metrics(q, m);
+  EXPECT_TRUE(aijp::params_from_metrics(m, r));
+  return {q, used, r};
+}
+
 // Beyond the L2 the matrix streams from DRAM and the L2 term is the x gathers' (format_l2_matrix_share): with a
 // share w the term counts the gathers and w of the other L2 bytes, at the calibrated rate scaled to w of the
 // calibration product's other bytes (16 x 32 bytes of gathers against 16 x 12 + 4 + 8 per row); a layout in the L2
@@ -1399,23 +1420,15 @@ TEST(PlaceholderModel, L2TermBeyondTheL2CountsTheGathers)
   // Measured as the gathers alone at the scaled rate (share 0), gather-bound, 2M-4M rows.
   aijp::bandwidth_model_params none = p;
   none.format_l2_matrix_share[i] = none.format_l2_matrix_share[j] = 0.0;
-  std::vector<aijp::fixed_cost_observation> obs;
-  for (int k = 0; k < 8; ++k) {
-    const auto in = uniform_rows(2000000 + 250000 * k, 16 + 2 * k, 0.5);
-    for (const aijp::format_id f : {ell, csell}) obs.push_back({f, in, aijp::explain_bandwidth_model(f, in, none).predicted_us});
-  }
-  aijp::bandwidth_model_params q = p;
-  const auto used = aijp::fit_format_corrections(obs, q);
+  std::map<std::string, double> m;
+  const auto [q, used, r] =
+      fit_measured_as(none, p, {ell, csell}, [](int k) { return uniform_rows(2000000 + 250000 * k, 16 + 2 * k, 0.5); }, m);
   EXPECT_LT(q.format_l2_matrix_share[i], 1.0);
   EXPECT_EQ(used.l2_matrix_share[i], 8);
   EXPECT_EQ(q.format_l2_matrix_share[j], 1.0);
   EXPECT_EQ(used.l2_matrix_share[j], 0);
-  std::map<std::string, double> m;
-  aijp::params_to_metrics(q, m);
   EXPECT_DOUBLE_EQ(m.at("l2_matrix_share.ell"), q.format_l2_matrix_share[i]);
   EXPECT_EQ(m.count("l2_matrix_share.cusparse_sell"), 0u);
-  aijp::bandwidth_model_params r;
-  ASSERT_TRUE(aijp::params_from_metrics(m, r));
   EXPECT_DOUBLE_EQ(r.format_l2_matrix_share[i], q.format_l2_matrix_share[i]);
 }
 
@@ -1439,23 +1452,15 @@ TEST(PlaceholderModel, InL2LayoutReadAtTheL2TermsPace)
   const auto beyond = uniform_rows(8000000, 4, 0.05);
   ASSERT_FALSE(aijp::explain_bandwidth_model(ell, beyond, p).in_l2);
   EXPECT_DOUBLE_EQ(aijp::explain_bandwidth_model(ell, beyond, on).stream_us, aijp::explain_bandwidth_model(ell, beyond, p).stream_us);
-  std::vector<aijp::fixed_cost_observation> obs;
-  for (int k = 0; k < 8; ++k) {
-    const auto x = uniform_rows(150000 + 25000 * k, 4 + k % 3, 0.05);
-    for (const aijp::format_id f : {ell, csrv}) obs.push_back({f, x, aijp::explain_bandwidth_model(f, x, on).predicted_us});
-  }
-  aijp::bandwidth_model_params q = p;
-  const auto used = aijp::fit_format_corrections(obs, q);
+  std::map<std::string, double> m;
+  const auto [q, used, r] =
+      fit_measured_as(on, p, {ell, csrv}, [](int k) { return uniform_rows(150000 + 25000 * k, 4 + k % 3, 0.05); }, m);
   EXPECT_EQ(q.format_l2_stream[i], 1.0);
   EXPECT_EQ(used.l2_stream[i], 8);
   EXPECT_EQ(q.format_l2_stream[j], 0.0);
   EXPECT_EQ(used.l2_stream[j], 0);
-  std::map<std::string, double> m;
-  aijp::params_to_metrics(q, m);
   EXPECT_EQ(m.at("l2_stream.ell"), 1.0);
   EXPECT_EQ(m.count("l2_stream.csr_vector"), 0u);
-  aijp::bandwidth_model_params r;
-  ASSERT_TRUE(aijp::params_from_metrics(m, r));
   EXPECT_EQ(r.format_l2_stream[i], 1.0);
 }
 
