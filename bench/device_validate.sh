@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The checks a change needs on the GPU machine before it is called done, in one call (run through
+# scripts/device_run.sh --no-tests, from the checkout's root), most important first so that a call cut short by
+# its limit keeps what ran: every GPU and PETSc test; issue 4's gated warm-up and held-out table
+# (bench/device_suite.sh --gated-only); issue 6's one-CPU short solves with the shipped default, the partition set
+# (session 16's nine matrices, from an empty cache) and online refinement from a mis-calibrated cache. Each part
+# has a time limit and writes OUTDIR/<part>.txt with its exit status and seconds at the end; OUTDIR/summary.txt
+# collects the lines to read first. About 470 s on an H100.
+# Usage: bash bench/device_validate.sh OUTDIR [--skip PARTS]   (PARTS: comma-separated of tests,table,short,partition,online)
+set -uo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ] || [ $# -lt 1 ]; then
+  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
+fi
+out="$1"; shift
+skip=","
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --skip) skip=",$2,"; shift ;;
+    *) echo "device_validate.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+here="$(cd "$(dirname "$0")/.." && pwd)"; cd "$here"
+[ -f .device/paths.env ] || { echo "device_validate.sh: .device/ missing: run scripts/pack_device.sh and carry .device" >&2; exit 1; }
+source .device/paths.env
+[ -n "${AIJP_MATRIX_DIR:-}" ] || { echo "device_validate.sh: run it through scripts/device_run.sh --no-tests -- (it sets AIJP_MATRIX_DIR and the library path)" >&2; exit 1; }
+B="$AIJP_HOST_BUILD_DIR/bench"
+mkdir -p "$out"
+{ date -u +%FT%TZ; cat .device/commit 2>/dev/null; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } > "$out/stamp.txt"
+# part NAME LIMIT_S COMMAND...: runs COMMAND under the limit unless skipped, appending "NAME rc=R S s" to its file.
+part() {
+  local name="$1" limit="$2"; shift 2
+  case "$skip" in *",$name,"*) return 0 ;; esac
+  local t0; t0=$(date +%s)
+  timeout "$limit" "$@" > "$out/$name.txt" 2>&1
+  echo "$name rc=$? $(( $(date +%s) - t0 )) s" | tee -a "$out/$name.txt" >> "$out/summary.txt"
+}
+part tests 280 ctest --test-dir "$AIJP_HOST_BUILD_DIR" -L 'gpu|petsc' --output-on-failure
+part table 200 bash bench/device_suite.sh "$out/suite" --skip-bench --skip-online --skip-e2e --gated-only
+part short 90 bash bench/short_solves.sh "$out/short_solves_table.txt" --rounds 21 \
+  --matrices mbeacxc,email-Eu-core,zenios,Pd,bcspwr10,lap7,airfoil1,fe_4elt2,ego-Facebook --config "d1:15:"
+partition_set=(gen:stack:lap27:100x100x100+powerlaw:rows=100000,deg=16,exp=2.1 gen:stack:lap7:128x128x128+circuit:rows=100000,dense=16,len=100000
+               gen:stack:circuit:rows=100000,dense=32,len=50000+lap27:64x64x64 gen:stack:lap27:64x64x64+powerlaw:rows=30000,deg=16,exp=2.1
+               gen:stack:lap7:128x128x128+powerlaw:rows=2097152,deg=16,exp=2.1 gen:stack:constant:rows=4096,len=2000,cols=1000000+lap7:128x128x128
+               gen:circuit:rows=2000000,dense=20,len=200000 gen:circuit:rows=4000000,dense=64,len=400000 gen:lap7:128x128x128)
+part partition 80 env AIJPREDICT_CACHE_DIR="$out/empty_cache" "$B/aijp_bench" --online 64 --json "$out/partition.json" "${partition_set[@]}"
+online_set=(gen:lap7:200x200x200 gen:normal:rows=2000000,mean=24,sigma=6 gen:powerlaw:rows=2000000,deg=12,exp=2.1)
+for f in "$AIJP_MATRIX_DIR"/*.mtx.gz; do
+  n=$(awk -F'\t' -v k="$(basename "$f" .mtx.gz)" '$1 == k {print $4}' "$AIJP_MATRIX_DIR/MANIFEST.tsv")
+  [ "${n:-0}" -ge 10000 ] && online_set=("$f" "${online_set[@]}")
+done
+part online 60 "$B/aijp_online" --json "$out/online.json" "${online_set[@]}"
+rm -rf "$out/empty_cache" "$out"/suite/*.png
+{
+  grep -h -E "tests passed|\*\*\*Failed" "$out/tests.txt" 2>/dev/null
+  sed -n '/^model /,/^$/p' "$out/suite/accuracy_gated.txt" 2>/dev/null | grep -E "^model|^placeholder"
+  grep -h -E "first paired|worst later" "$out/short_solves_table.txt" 2>/dev/null | grep -v '^#'
+  grep -h -A6 "^# summary" "$out/partition.txt" 2>/dev/null
+  grep -h -E "^# (final format|mean prediction error)" "$out/online.txt" 2>/dev/null
+} >> "$out/summary.txt"
+cat "$out/summary.txt"
