@@ -1657,22 +1657,27 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       best_fit = fit;
     }
   }
-  // Per-format values chosen from a grid (the overlaps and the matrix bytes' shares below): the whole fit at each
-  // value `w` of `values` for the formats `fitted` selects (`neutral` for the others), and per format the value whose
-  // fit leaves the least mean relative error over that format's training samples, where the fit applied it
-  // (`applied`) and it improves on the current fit's error by at least 0.5 % of that error. The formats' corrections
-  // are fitted apart from each other (HYB's chain factor in the L2 may be ELL's, fitted at ELL's overlap), so one
-  // pass per grid value suffices. Returns the chosen values and the current fit's errors by format.
-  const auto choose_per_format = [&](std::initializer_list<double> values, double neutral, bool (*fitted)(format_id),
-                                     const auto& fit_at, const auto& applied) {
+  // Per-format values chosen from grids, in stages: each stage sets one field of the parameters (`field`) for the
+  // formats `fitted` selects. It runs the whole fit at each value `w` of `values` for those formats (`neutral` for the
+  // others; the earlier stages' fields as they chose them, the later ones' neutral), and per format keeps the value
+  // whose fit leaves the least mean relative error over that format's training samples, where the fit applied it
+  // (`applied`) and it improves on the current fit's error by at least 0.5 % of that error; then the fit with the
+  // chosen values, whose training samples per format go to `counts`. The formats' corrections are fitted apart from
+  // each other (HYB's chain factor in the L2 may be ELL's, fitted at ELL's overlap), so one pass per grid value suffices.
+  std::array<double, format_count> l2_stream = per_format(0.0), overlaps = per_format(0.0), matrix_shares = per_format(1.0);
+  const auto fit_with = [&](bandwidth_model_params& q) {
+    return fit_corrections_at(obs, q, min_samples, best.l2_resident_share, overlaps, matrix_shares, l2_stream);
+  };
+  const auto stage = [&](std::initializer_list<double> values, double neutral, bool (*fitted)(format_id),
+                         std::array<double, format_count>& slot, std::array<double, format_count> bandwidth_model_params::*field,
+                         std::array<int, format_count>& counts, const auto& applied) {
     const auto current = relative_errors_by_format(obs, best);
     std::array<double, format_count> chosen = per_format(neutral), chosen_error{};
     for (int i = 0; i < format_count; ++i) chosen_error[i] = current[i].second > 0 ? current[i].first / current[i].second : 0.0;
     for (double w : values) {
-      std::array<double, format_count> grid = per_format(neutral);
-      for (int i = 0; i < format_count; ++i) grid[i] = fitted(static_cast<format_id>(i)) ? w : neutral;
+      for (int i = 0; i < format_count; ++i) slot[i] = fitted(static_cast<format_id>(i)) ? w : neutral;
       bandwidth_model_params q = out;
-      fit_at(q, grid);
+      fit_with(q);
       const auto e = relative_errors_by_format(obs, q);
       for (int i = 0; i < format_count; ++i) {
         if (e[i].second == 0 || current[i].second == 0 || !applied(q, i)) continue;
@@ -1683,66 +1688,31 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
         }
       }
     }
-    return std::make_pair(chosen, current);
+    if (chosen != per_format(neutral)) {
+      slot = chosen;
+      bandwidth_model_params q = out;
+      best_fit = fit_with(q);
+      best = q;
+      best_error = mean_relative_error(obs, best);
+      for (int i = 0; i < format_count; ++i) counts[i] = applied(best, i) ? current[i].second : 0;
+    }
+    slot = best.*field;  // as the fit kept it, for the later stages
   };
-  // In-L2 layouts read at the L2 term's pace (bandwidth_model_params::format_l2_stream), at the chosen share, for the
-  // formats of l2_stream_fitted; then the fit with the chosen flags. Chosen first: the flags move which samples a stream
-  // bounds, and so the overlaps' and the matrix shares' fits.
-  const auto stream = choose_per_format(
-      {1.0}, 0.0, l2_stream_fitted,
-      [&](bandwidth_model_params& q, const std::array<double, format_count>& grid) {
-        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, per_format(0.0), per_format(1.0), grid);
-      },
-      [](const bandwidth_model_params& q, int i) { return q.format_l2_stream[i] > 0; });
-  if (stream.first != per_format(0.0)) {
-    bandwidth_model_params q = out;
-    const format_fit fit = fit_corrections_at(obs, q, min_samples, best.l2_resident_share, per_format(0.0), per_format(1.0), stream.first);
-    best = q;
-    best_fit = fit;
-    best_error = mean_relative_error(obs, best);
-    for (int i = 0; i < format_count; ++i) best_fit.l2_stream[i] = best.format_l2_stream[i] > 0 ? stream.second[i].second : 0;
-  }
-  // The overlap of chain and traffic (bandwidth_model_params::format_overlap), at the chosen share, for the formats
-  // of overlap_fitted; then the fit with the chosen values.
-  const auto overlap = choose_per_format(
-      {0.15, 0.3, 0.45, 0.6}, 0.0, overlap_fitted,
-      [&](bandwidth_model_params& q, const std::array<double, format_count>& grid) {
-        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, grid, per_format(1.0), best.format_l2_stream);
-      },
-      [](const bandwidth_model_params& q, int i) { return q.format_overlap[i] > 0; });
-  if (overlap.first != per_format(0.0)) {
-    bandwidth_model_params q = out;
-    const format_fit fit =
-        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, overlap.first, per_format(1.0), best.format_l2_stream);
-    const auto stream_counts = best_fit.l2_stream;
-    best = q;
-    best_fit = fit;
-    best_fit.l2_stream = stream_counts;
-    best_error = mean_relative_error(obs, best);
-    for (int i = 0; i < format_count; ++i) best_fit.overlap[i] = best.format_overlap[i] > 0 ? overlap.second[i].second : 0;
-  }
-  // The share of the matrix's bytes in the L2 term beyond the L2 (bandwidth_model_params::format_l2_matrix_share), at
-  // the chosen share and overlaps, for the formats of matrix_share_fitted, against all of the bytes (1); then the fit
-  // with the chosen values.
-  const auto share = choose_per_format(
-      {0.5, 0.25}, 1.0, matrix_share_fitted,
-      [&](bandwidth_model_params& q, const std::array<double, format_count>& grid) {
-        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, best.format_overlap, grid, best.format_l2_stream);
-      },
-      [](const bandwidth_model_params& q, int i) { return q.format_l2_matrix_share[i] < 1.0; });
-  if (share.first != per_format(1.0)) {
-    bandwidth_model_params q = out;
-    const format_fit fit =
-        fit_corrections_at(obs, q, min_samples, best.l2_resident_share, best.format_overlap, share.first, best.format_l2_stream);
-    const auto overlap_counts = best_fit.overlap;
-    const auto stream_counts = best_fit.l2_stream;
-    best = q;
-    best_fit = fit;
-    best_fit.overlap = overlap_counts;
-    best_fit.l2_stream = stream_counts;
-    best_error = mean_relative_error(obs, best);
-    for (int i = 0; i < format_count; ++i) best_fit.l2_matrix_share[i] = best.format_l2_matrix_share[i] < 1.0 ? share.second[i].second : 0;
-  }
+  // In-L2 layouts read at the L2 term's pace (bandwidth_model_params::format_l2_stream), ELL and HYB: first, as the flags
+  // move which samples a stream bounds, and so the overlaps' and the matrix shares' fits.
+  std::array<int, format_count> stream_counts{}, overlap_counts{}, share_counts{};
+  stage({1.0}, 0.0, l2_stream_fitted, l2_stream, &bandwidth_model_params::format_l2_stream, stream_counts,
+        [](const bandwidth_model_params& q, int i) { return q.format_l2_stream[i] > 0; });
+  // The overlap of chain and traffic (bandwidth_model_params::format_overlap), csr_vector and ELL.
+  stage({0.15, 0.3, 0.45, 0.6}, 0.0, overlap_fitted, overlaps, &bandwidth_model_params::format_overlap, overlap_counts,
+        [](const bandwidth_model_params& q, int i) { return q.format_overlap[i] > 0; });
+  // The share of the matrix's bytes in the L2 term beyond the L2 (bandwidth_model_params::format_l2_matrix_share),
+  // against all of the bytes (1).
+  stage({0.5, 0.25}, 1.0, matrix_share_fitted, matrix_shares, &bandwidth_model_params::format_l2_matrix_share, share_counts,
+        [](const bandwidth_model_params& q, int i) { return q.format_l2_matrix_share[i] < 1.0; });
+  best_fit.l2_stream = stream_counts;
+  best_fit.overlap = overlap_counts;
+  best_fit.l2_matrix_share = share_counts;
   out = best;
   best_fit.l2_resident_error = best_error;
   best_fit.l2_resident_error_whole = whole;
