@@ -3,9 +3,9 @@
 # scripts/device_run.sh --no-tests, from the checkout's root), most important first so that a call cut short by
 # its limit keeps what ran: every GPU and PETSc test; issue 4's gated warm-up and held-out table
 # (bench/device_suite.sh --gated-only); issue 6's one-CPU short solves with the shipped default, the partition set
-# (session 16's nine matrices, from an empty cache) and online refinement from a mis-calibrated cache. Each part
+# (session 16's nine matrices, from an empty cache) and online refinement from a mis-calibrated cache and another GPU's. Each part
 # has a time limit and writes OUTDIR/<part>.txt with its exit status and seconds at the end; OUTDIR/summary.txt
-# collects the lines to read first. About 470 s on an H100.
+# collects the lines to read first. About 500 s on an H100.
 # Usage: bash bench/device_validate.sh OUTDIR [--skip PARTS]   (PARTS: comma-separated of tests,table,short,partition,online)
 set -uo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ] || [ $# -lt 1 ]; then
@@ -45,18 +45,14 @@ partition_set=(gen:stack:lap27:100x100x100+powerlaw:rows=100000,deg=16,exp=2.1 g
                gen:stack:lap7:128x128x128+powerlaw:rows=2097152,deg=16,exp=2.1 gen:stack:constant:rows=4096,len=2000,cols=1000000+lap7:128x128x128
                gen:circuit:rows=2000000,dense=20,len=200000 gen:circuit:rows=4000000,dense=64,len=400000 gen:lap7:128x128x128)
 part partition 80 env AIJPREDICT_CACHE_DIR="$out/empty_cache" "$B/aijp_bench" --online 64 --json "$out/partition.json" "${partition_set[@]}"
-online_set=(gen:lap7:200x200x200 gen:normal:rows=2000000,mean=24,sigma=6 gen:powerlaw:rows=2000000,deg=12,exp=2.1)
-for f in "$AIJP_MATRIX_DIR"/*.mtx.gz; do
-  n=$(awk -F'\t' -v k="$(basename "$f" .mtx.gz)" '$1 == k {print $4}' "$AIJP_MATRIX_DIR/MANIFEST.tsv")
-  [ "${n:-0}" -ge 10000 ] && online_set=("$f" "${online_set[@]}")
-done
-part online 60 "$B/aijp_online" --json "$out/online.json" "${online_set[@]}"
+# device_suite.sh's online part: the mis-calibrated cache, then another GPU's (cache/defaults/h200.json).
+part online 120 bash bench/device_suite.sh "$out/online" --skip-bench --skip-warmup --skip-accuracy --skip-e2e
 rm -rf "$out/empty_cache" "$out"/suite/*.png
 {
   grep -h -E "tests passed|\*\*\*Failed" "$out/tests.txt" 2>/dev/null
   sed -n '/^model /,/^$/p' "$out/suite/accuracy_gated.txt" 2>/dev/null | grep -E "^model|^placeholder"
   grep -h -E "first paired|worst later" "$out/short_solves_table.txt" 2>/dev/null | grep -v '^#'
   grep -h -A6 "^# summary" "$out/partition.txt" 2>/dev/null
-  grep -h -E "^# (final format|mean prediction error)" "$out/online.txt" 2>/dev/null
+  grep -h -E "^# (final format|mean prediction error)" "$out/online/online.txt" "$out/online/online_foreign.txt" 2>/dev/null
 } >> "$out/summary.txt"
 cat "$out/summary.txt"
