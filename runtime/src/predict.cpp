@@ -903,8 +903,9 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   const double own_l2_rate =
       own_l2_rate_applies(f, s, vb, in.device.l2_bytes, p) ? p.format_l2_gather_gbs[static_cast<int>(f)] : 0.0;
   const double l2_rate = own_l2_rate > 0 ? own_l2_rate : p.l2_gather_gbs;
-  r.l2_rate_gbs = l2_rate;
+  r.l2_rate_gbs = l2_rate;  // before the matrix share's scaling below: the own rates are fitted against it (fit_l2_rates)
   double l2_bytes = l2_bytes_of(c, s, vb, in.x_sectors_per_nnz, scatter);
+  const double gathers = gather_bytes(s, vb, in.x_sectors_per_nnz);
   double l2_rate_used = l2_rate;
   // Beyond the L2, the share of the bytes besides the x gathers that the format's L2 term counts
   // (format_l2_matrix_share), at the rate the calibration product would have shown over the same share of its
@@ -913,12 +914,12 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   const double matrix_share = p.format_l2_matrix_share[static_cast<int>(f)];
   if (!in_l2 && matrix_share < 1.0) {
     constexpr double calibration_gathers = 16 * 32.0, calibration_rest = 16 * 12.0 + 4 + 8;
-    const double g = gather_bytes(s, vb, in.x_sectors_per_nnz) + scatter;
+    const double g = gathers + scatter;
     l2_bytes = g + matrix_share * std::max(0.0, l2_bytes - g);
     l2_rate_used = l2_rate * (calibration_gathers + matrix_share * calibration_rest) / (calibration_gathers + calibration_rest);
   }
   r.l2_us = l2_rate_used > 0 ? l2_bytes / (l2_rate_used * 1e3) : 0.0;
-  r.mixture_us = mixture_us_of(in, r.stream_us, l2_bytes, gather_bytes(s, vb, in.x_sectors_per_nnz), l2_rate_used);
+  r.mixture_us = mixture_us_of(in, r.stream_us, l2_bytes, gathers, l2_rate_used);
   // A layout that stays in the L2 read at the L2 term's pace (format_l2_stream).
   if (in_l2 && p.format_l2_stream[static_cast<int>(f)] > 0) r.stream_us = std::min(r.stream_us, r.l2_us);
   if (f == format_id::hyb && r.serial_us > 0) r.after_chain_us = hyb_coo_part_us(s, vb, in.x_sectors_per_nnz, p, in_l2);
