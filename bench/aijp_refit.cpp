@@ -172,23 +172,21 @@ int main(int argc, char** argv)
       std::printf("\n# placeholder cusparse_sell chains in the L2 above %.0f stored entries: %.2f (%d)", params.cusparse_sell_wide_padded,
                   params.cusparse_sell_wide_chain_scale, fitted.cusparse_sell_wide);
     }
-    {
+    // One line listing the formats a per-format choice applies to (`counts` > 0), each followed by value(f).
+    const auto list_formats = [](const char* header, const std::array<int, aijp::format_count>& counts, const auto& value) {
       bool any = false;
       for (int f = 0; f < aijp::format_count; ++f) {
-        if (fitted.l2_matrix_share[f] <= 0) continue;
-        std::printf("%s %s %.2f", any ? "," : "\n# placeholder matrix bytes in the L2 term beyond the L2 (share):",
-                    aijp::format_name(static_cast<aijp::format_id>(f)), params.format_l2_matrix_share[f]);
+        if (counts[f] <= 0) continue;
+        std::printf("%s %s%s", any ? "," : header, aijp::format_name(static_cast<aijp::format_id>(f)), value(f).c_str());
         any = true;
       }
-    }
-    {
-      bool any = false;
-      for (int f = 0; f < aijp::format_count; ++f) {
-        if (fitted.l2_stream[f] <= 0) continue;
-        std::printf("%s %s", any ? "," : "\n# placeholder layouts in the L2 read at the L2 term's pace:", aijp::format_name(static_cast<aijp::format_id>(f)));
-        any = true;
-      }
-    }
+    };
+    list_formats("\n# placeholder matrix bytes in the L2 term beyond the L2 (share):", fitted.l2_matrix_share, [&](int f) {
+      char v[32];
+      std::snprintf(v, sizeof v, " %.2f", params.format_l2_matrix_share[f]);
+      return std::string(v);
+    });
+    list_formats("\n# placeholder layouts in the L2 read at the L2 term's pace:", fitted.l2_stream, [](int) { return std::string(); });
     if (fitted.coo_efficiency > 0) std::printf("\n# placeholder COO streaming efficiency: %.3f (%d)", params.coo_efficiency, fitted.coo_efficiency);
     if (fitted.csr_scalar_x_reread > 0)
       std::printf("\n# placeholder csr_scalar x re-reads: L2 share %.2f (%d)", params.csr_scalar_x_reread_l2_share, fitted.csr_scalar_x_reread);
