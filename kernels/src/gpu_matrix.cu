@@ -248,6 +248,10 @@ std::vector<format_estimate> estimate_block(const context& ctx, const prediction
   // The gather mixture is the whole matrix's: a block of it has none (unknown). Its longest sampled row stays
   // where the block's longest row is of that length (likely that row: the chain's scatter, predict.cpp).
   if (block.nnz != whole.stats.nnz || block.rows != whole.stats.rows) {
+    // The other blocks pass through the L2 between two products of this one (a 412K-row HYB block of the 2M-row
+    // 7-point Laplacian priced as L2-resident alone, 34.6 MB against the 35 MB kept, made five such blocks
+    // 0.87x the best single format on the H100, session 45).
+    in.l2_shared_bytes = rest_of_matrix_bytes(whole.stats, block, in.value_bytes);
     const gather_mixture m = in.x_mixture;
     in.x_mixture = {};
     if (m.longest_row_len > 0 && m.longest_row_len == static_cast<double>(block.max_len)) {

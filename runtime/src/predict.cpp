@@ -245,6 +245,13 @@ std::string chain_overlap_key(format_id f) { return std::string("chain_overlap."
 std::string chain_lanes_dram_key(format_id f) { return std::string("chain_lanes_dram.") + format_name(f); }
 std::string chain_scatter_dram_key(format_id f) { return std::string("chain_scatter_dram.") + format_name(f); }
 std::string l2_matrix_share_key(format_id f) { return std::string("l2_matrix_share.") + format_name(f); }
+double rest_of_matrix_bytes(const row_stats& whole, const row_stats& block, int value_bytes)
+{
+  const double nnz = static_cast<double>(whole.nnz > block.nnz ? whole.nnz - block.nnz : 0);
+  const double rows = static_cast<double>(whole.rows > block.rows ? whole.rows - block.rows : 0);
+  return nnz * (value_bytes + sizeof(index_type)) + rows * (value_bytes + sizeof(index_type));
+}
+
 std::string l2_stream_key(format_id f) { return std::string("l2_stream.") + format_name(f); }
 
 namespace {
@@ -867,8 +874,10 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   r.row_share = row_share_of(s);
   r.scatter = scatter_of(in);
   const layout_traffic& c = r.traffic = layout_traffic_of(f, s, vb, &in.device, in.x_sectors_per_nnz);
-  // In the L2 where the layout stays under the share of it that keeps a working set (l2_resident_share).
-  const bool in_l2 = in.device.l2_bytes > 0 && c.footprint_bytes < p.l2_resident_share * in.device.l2_bytes;
+  // In the L2 where the layout stays under the share of it that keeps a working set (l2_resident_share), with
+  // what the rest of the matrix moves between two of its products (a block of a partition plan).
+  const double shared = std::max(0.0, in.l2_shared_bytes);
+  const bool in_l2 = in.device.l2_bytes > 0 && c.footprint_bytes + shared < p.l2_resident_share * in.device.l2_bytes;
   const placeholder_terms pt = placeholder_terms_of(f, s, p, vb, c.moved_bytes + vectors, in_l2);
   const double scatter = sorted_scatter_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted);
   r.bytes = c.moved_bytes + vectors + scatter;

@@ -1432,6 +1432,29 @@ TEST(PlaceholderModel, L2TermBeyondTheL2CountsTheGathers)
   EXPECT_DOUBLE_EQ(r.format_l2_matrix_share[i], q.format_l2_matrix_share[i]);
 }
 
+// A block of a partition plan stays in the L2 from one product to the next only where its layout and what the other
+// blocks move fit together (prediction_input::l2_shared_bytes): a 6 MB block is in the L2 alone, not beside 100 MB
+// of other rows, and with ELL's in-L2 pace it is priced slower there. The rest's bytes are its CSR entries and rows.
+TEST(PlaceholderModel, BlockStaysInTheL2OnlyBesideTheRestOfItsMatrix)
+{
+  const aijp::format_id ell = aijp::format_id::ell;
+  aijp::bandwidth_model_params p;
+  p.format_l2_stream[static_cast<int>(ell)] = 1.0;
+  auto block = uniform_rows(20000, 24, 0.125);
+  const auto alone = aijp::explain_bandwidth_model(ell, block, p);
+  ASSERT_TRUE(alone.in_l2);
+  block.l2_shared_bytes = 100e6;
+  const auto beside = aijp::explain_bandwidth_model(ell, block, p);
+  EXPECT_FALSE(beside.in_l2);
+  EXPECT_GT(beside.stream_us, alone.stream_us);
+  EXPECT_GT(aijp::predict_bandwidth_model(block, p, {ell})[0].predicted_us,
+            aijp::predict_bandwidth_model(uniform_rows(20000, 24, 0.125), p, {ell})[0].predicted_us);
+  aijp::row_stats whole, part;
+  whole.rows = 100, whole.nnz = 1000, part.rows = 40, part.nnz = 300;
+  EXPECT_DOUBLE_EQ(aijp::rest_of_matrix_bytes(whole, part, 8), 700 * 12.0 + 60 * 12.0);
+  EXPECT_DOUBLE_EQ(aijp::rest_of_matrix_bytes(whole, whole, 4), 0.0);
+}
+
 // A layout that stays in the L2 read at the L2 term's pace (format_l2_stream): with the flag, an in-L2 layout whose
 // DRAM streaming term exceeds its L2 term is priced at the L2 term; a layout beyond the L2 keeps its stream. Products
 // measured that way give ELL the flag from the fit; csr_vector (not a candidate) gets none. The key round-trips.

@@ -420,7 +420,16 @@ struct prediction_input {
   double x_sectors_per_nnz = 0.0;   ///< sampled x-gather locality in natural row order (0: unknown)
   sorted_locality sorted;           ///< the same, and y's, in the length-sorted order (0: unknown)
   gather_mixture x_mixture;         ///< the same per window at evenly spaced nonzeros (empty: unknown)
+  /// Bytes the rest of the matrix moves through the L2 between two products of these rows: 0 for a whole matrix,
+  /// the other blocks' bytes for a block of a partition plan. The layout stays in the L2 from one product to the
+  /// next only where its footprint and these fit together in the share of the L2 that keeps a working set.
+  double l2_shared_bytes = 0.0;
 };
+
+/// prediction_input::l2_shared_bytes of a block of rows of `whole`: the other rows' entries (value and column
+/// index) and their row pointers and entries of y, the least any layout of them moves (their formats are not known
+/// while the blocks are priced). 0 for the whole matrix.
+double rest_of_matrix_bytes(const row_stats& whole, const row_stats& block, int value_bytes);
 
 /// Whether sell_delta16 can encode these columns: every row sorted, every step within 16 bits.
 inline bool sell_delta16_columns_fit(const prediction_input& in)
