@@ -153,6 +153,9 @@ void strip_accumulator::add(const strip_summary& s)
   if (s.x_sectors_per_nnz >= 0) {
     sampled_sectors_ += s.x_sectors_per_nnz * static_cast<double>(s.nnz);
     sampled_nnz_ += static_cast<double>(s.nnz);
+    const int b = std::clamp(static_cast<int>(s.x_sectors_per_nnz * gather_mixture::bins), 0, gather_mixture::bins - 1);
+    mix_nnz_[b] += static_cast<double>(s.nnz);
+    mix_sectors_[b] += s.x_sectors_per_nnz * static_cast<double>(s.nnz);
   }
   if (!any_) {
     s_ = s;
@@ -177,6 +180,18 @@ void strip_accumulator::add(const strip_summary& s)
     s_.bin_rows[b] += s.bin_rows[b];
     s_.bin_nnz[b] += s.bin_nnz[b];
   }
+}
+
+gather_mixture strip_accumulator::x_mixture() const
+{
+  gather_mixture m;
+  if (!(sampled_nnz_ > 0)) return m;
+  for (int b = 0; b < gather_mixture::bins; ++b) {
+    if (!(mix_nnz_[b] > 0)) continue;
+    m.share[b] = mix_nnz_[b] / sampled_nnz_;
+    m.ratio[b] = mix_sectors_[b] / mix_nnz_[b];
+  }
+  return m;
 }
 
 row_stats strip_accumulator::stats(size_type cols) const
@@ -378,6 +393,7 @@ bool partition_planner::advance(double budget_us)
     const bool all = i_ == 0 && j_ == n - 1;
     block.stats = (whole_ && all) ? *whole_ : acc_.stats(cols_);
     block.x_sectors_per_nnz = (all && whole_x_ >= 0) ? whole_x_ : acc_.x_sectors_per_nnz();
+    block.x_mixture = all ? gather_mixture{} : acc_.x_mixture();
     block.max_column_step = acc_.max_column_step();
     block.unsorted_steps = acc_.unsorted_steps();
     std::fill(us_.begin(), us_.end(), infinity);

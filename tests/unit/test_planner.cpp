@@ -281,6 +281,48 @@ TEST(Planner, StripLocalitySeparatesTheBlocksAndWeighsByNonzeros)
   EXPECT_EQ(seen_all, 0.5);
 }
 
+// A block's strips binned by their locality into a gather mixture (strip_accumulator::x_mixture), nonzero-weighted as
+// the whole-matrix sampler's windows: the banded strip and the random-column strips land in their own bins. The cost
+// callback gets it for a partial block and none for the block of all rows (which has the whole matrix's own).
+TEST(Planner, BlockMixtureBinsItsStripsByLocality)
+{
+  const auto top = aijp::gen::banded(4096, 4);
+  const auto body = aijp::gen::row_length_distribution(4096, 1 << 20, aijp::gen::row_length_dist::constant, 8, 0, 5);
+  const auto a = aijp::gen::block_diagonal({top, body});
+  auto strips = aijp::compute_strip_summaries(a.view(), 1024);
+  ASSERT_EQ(strips.size(), 8u);
+  aijp::strip_accumulator acc;
+  acc.add(strips[0]);  // not sampled yet
+  EXPECT_FALSE(acc.x_mixture().known());
+  aijp::add_strip_locality_host(a.view(), strips, 2);
+  acc.clear();
+  for (int k = 3; k < 6; ++k) acc.add(strips[k]);
+  const aijp::gather_mixture m = acc.x_mixture();
+  ASSERT_TRUE(m.known());
+  const int low = static_cast<int>(strips[3].x_sectors_per_nnz * aijp::gather_mixture::bins);
+  const int high = aijp::gather_mixture::bins - 1;
+  ASSERT_LT(low, high);
+  const double nnz = static_cast<double>(strips[3].nnz + strips[4].nnz + strips[5].nnz);
+  EXPECT_NEAR(m.share[low], strips[3].nnz / nnz, 1e-12);
+  EXPECT_NEAR(m.ratio[low], strips[3].x_sectors_per_nnz, 1e-12);
+  EXPECT_NEAR(m.share[high], (strips[4].nnz + strips[5].nnz) / nnz, 1e-12);
+  EXPECT_NEAR(m.ratio[high], (strips[4].x_sectors_per_nnz * strips[4].nnz + strips[5].x_sectors_per_nnz * strips[5].nnz) /
+                                 (strips[4].nnz + strips[5].nnz), 1e-12);
+  EXPECT_NEAR(m.mean(), acc.x_sectors_per_nnz(), 1e-12);
+  EXPECT_EQ(m.longest_row_len, 0.0);
+
+  bool partial_known = true, all_known = true;
+  const auto cost = [&](const aijp::block_facts& f, std::vector<double>& us) {
+    if (f.stats.rows == a.rows) all_known = f.x_mixture.known();
+    else partial_known = partial_known && f.x_mixture.known();
+    us[0] = 1.0 + f.stats.nnz * 1e-6;
+  };
+  const auto whole = aijp::compute_row_stats(a.view());
+  aijp::plan_partition(strips, a.cols, {aijp::format_id::cusparse_csr}, cost, {}, &whole, 0.5);
+  EXPECT_TRUE(partial_known);
+  EXPECT_FALSE(all_known);
+}
+
 TEST(Planner, StripColumnFactsMergeAndReachTheCost)
 {
   // A 27-point stencil (steps of at most 16^2 + 16 + 1) above rows of random columns in 2^20: the strips'

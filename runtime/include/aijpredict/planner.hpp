@@ -123,6 +123,11 @@ class strip_accumulator {
   row_stats stats(size_type cols) const;
   /// Nonzero-weighted mean locality of the sampled strips added; 0 (unknown) when none was sampled.
   double x_sectors_per_nnz() const { return sampled_nnz_ > 0 ? sampled_sectors_ / sampled_nnz_ : 0.0; }
+  /// The sampled strips' locality as a gather mixture (prediction_input::x_mixture): each strip's nonzeros in the
+  /// bin of its x sectors per nonzero, as the whole-matrix sampler bins its windows. Coarser than the whole
+  /// matrix's (a strip is one ratio), but it keeps a block's dense rows of scattered columns apart from its banded
+  /// bulk. Empty (unknown) when no strip was sampled; the longest-row fields stay unknown.
+  gather_mixture x_mixture() const;
   /// Largest column step of the strips added; -1 (unknown) when any of them was not inspected.
   index_type max_column_step() const { return s_.max_column_step; }
   /// Steps that do not increase among the strips added (meaningful when max_column_step() >= 0).
@@ -133,6 +138,7 @@ class strip_accumulator {
   strip_summary s_;
   bool any_ = false;
   double sampled_sectors_ = 0, sampled_nnz_ = 0;
+  std::array<double, gather_mixture::bins> mix_nnz_{}, mix_sectors_{};  // sampled strips' nonzeros and sectors per bin
 };
 
 /// One block of a partition: rows [row_begin, row_end) in `format`.
@@ -165,6 +171,9 @@ partition_plan parse_partition_plan(const std::string& text);
 struct block_facts {
   row_stats stats;                   ///< merged statistics (the whole matrix's exact ones for the block of all rows)
   double x_sectors_per_nnz = 0;      ///< sampled x locality, 0 when unknown
+  /// Its strips' locality as a mixture (strip_accumulator::x_mixture); empty for the block of all rows, which
+  /// has the whole matrix's own.
+  gather_mixture x_mixture;
   index_type max_column_step = -1;   ///< largest column step of its rows, -1 when unknown (use the whole matrix's)
   size_type unsorted_steps = 0;      ///< its column steps that do not increase (meaningful when max_column_step >= 0)
 };
