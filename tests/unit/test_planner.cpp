@@ -240,14 +240,21 @@ TEST(Planner, InfeasibleEverywhereGivesOneCusparseBlock)
   EXPECT_EQ(plan.blocks[0].row_end, 1000);
 }
 
-TEST(Planner, StripLocalitySeparatesTheBlocksAndWeighsByNonzeros)
+// A banded block of 4096 rows (columns in order: 1 sector per 4 entries at most) above 4096 rows of 8 random
+// columns of 2^20 (1 sector per entry).
+aijp::csr_matrix<double> banded_over_random()
 {
-  // A banded block (columns in order: 1 sector per 4 entries at most) above random columns (1 sector per
-  // entry): the strips' sampled locality tells them apart, a block's is the nonzero-weighted mean, and the
-  // cost callback receives it (the whole matrix's when given).
   const auto top = aijp::gen::banded(4096, 4);
   const auto body = aijp::gen::row_length_distribution(4096, 1 << 20, aijp::gen::row_length_dist::constant, 8, 0, 5);
-  const auto a = aijp::gen::block_diagonal({top, body});
+  return aijp::gen::block_diagonal({top, body});
+}
+
+TEST(Planner, StripLocalitySeparatesTheBlocksAndWeighsByNonzeros)
+{
+  // The strips' sampled locality tells the banded rows from the random ones, a block's is the nonzero-weighted
+  // mean, and the cost callback receives it (the whole matrix's when given).
+  const auto top = aijp::gen::banded(4096, 4);
+  const auto a = banded_over_random();
   auto strips = aijp::compute_strip_summaries(a.view(), 1024);
   ASSERT_EQ(strips.size(), 8u);
   for (const auto& st : strips) EXPECT_LT(st.x_sectors_per_nnz, 0.0);  // not sampled yet
@@ -286,9 +293,7 @@ TEST(Planner, StripLocalitySeparatesTheBlocksAndWeighsByNonzeros)
 // callback gets it for a partial block and none for the block of all rows (which has the whole matrix's own).
 TEST(Planner, BlockMixtureBinsItsStripsByLocality)
 {
-  const auto top = aijp::gen::banded(4096, 4);
-  const auto body = aijp::gen::row_length_distribution(4096, 1 << 20, aijp::gen::row_length_dist::constant, 8, 0, 5);
-  const auto a = aijp::gen::block_diagonal({top, body});
+  const auto a = banded_over_random();
   auto strips = aijp::compute_strip_summaries(a.view(), 1024);
   ASSERT_EQ(strips.size(), 8u);
   aijp::strip_accumulator acc;
