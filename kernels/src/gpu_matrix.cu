@@ -234,40 +234,14 @@ int estimate_index(const std::vector<format_estimate>& estimates, format_id f)
   return -1;
 }
 
-// The prediction of every candidate format for a block of rows (the whole matrix is the block of all rows):
-// the placeholder's feasibility and estimate, replaced by the fitted model's floored prediction where it has
-// one; the whole matrix's free memory, and its column facts and x locality where the block's own are unknown,
-// with the block's statistics.
-std::vector<format_estimate> estimate_block(const context& ctx, const prediction_input& whole, const row_stats& block,
-                                            const std::vector<format_id>& candidates, double x_sectors_per_nnz = -1.0,
-                                            index_type max_column_step = -1, size_type unsorted_steps = 0,
-                                            const gather_mixture* block_mixture = nullptr)
+// The prediction of every candidate format for a block of rows (the whole matrix is the block of all rows, given
+// by its statistics alone): the placeholder's feasibility and estimate for block_prediction_input (planner.hpp),
+// replaced by the fitted model's floored prediction where it has one.
+std::vector<format_estimate> estimate_block(const context& ctx, const prediction_input& whole, const block_facts& facts,
+                                            const std::vector<format_id>& candidates)
 {
-  prediction_input in = whole;
-  in.stats = block;
-  if (x_sectors_per_nnz > 0) in.x_sectors_per_nnz = x_sectors_per_nnz;  // the block's own (planner strips)
-  // The gather mixture is the whole matrix's: a block of it has none (unknown). Its longest sampled row stays
-  // where the block's longest row is of that length (likely that row: the chain's scatter, predict.cpp).
-  if (block.nnz != whole.stats.nnz || block.rows != whole.stats.rows) {
-    // The other blocks pass through the L2 between two products of this one (a 412K-row HYB block of the 2M-row
-    // 7-point Laplacian priced as L2-resident alone, 34.6 MB against the 35 MB kept, made five such blocks
-    // 0.87x the best single format on the H100, session 45).
-    in.l2_shared_bytes = rest_of_matrix_bytes(whole.stats, block, in.value_bytes);
-    // The block's own mixture from its strips where the planner has one. Without it a block lost the mixture term
-    // of the whole matrix's prediction: the 4M-row circuit with 64 dense rows of 400K was planned as cuSPARSE CSR
-    // over all but its last 60K rows and ELL below, 281.4 us against 300.4 us for cuSPARSE CSR alone, and measured
-    // 0.933x the best single format (H100, session 45).
-    const gather_mixture m = in.x_mixture;
-    in.x_mixture = block_mixture ? *block_mixture : gather_mixture{};
-    if (m.longest_row_len > 0 && m.longest_row_len == static_cast<double>(block.max_len)) {
-      in.x_mixture.longest_row_len = m.longest_row_len;
-      in.x_mixture.longest_row_ratio = m.longest_row_ratio;
-    }
-  }
-  if (max_column_step >= 0) {                                          // the block's own (add_strip_columns)
-    in.max_column_step = max_column_step;
-    in.columns_sorted = unsorted_steps == 0;
-  }
+  const prediction_input in = block_prediction_input(whole, facts);
+  const row_stats& block = in.stats;
   auto est = predict_bandwidth_model(in, ctx.model_params(), candidates);
   if (const model::performance_model* fitted = ctx.fitted_model()) {
     model::matrix_features feat;
@@ -811,7 +785,7 @@ typename gpu_matrix<Value>::impl::analysis_choice gpu_matrix<Value>::impl::analy
   if (gathered && gathered->estimates) {
     rep.estimates = *gathered->estimates;  // a staged step's earlier part made them
   } else {
-    rep.estimates = estimate_block(ctx, in, rep.stats, opts.candidates);
+    rep.estimates = estimate_block(ctx, in, block_facts{rep.stats}, opts.candidates);
   }
   const auto t_online = clock_type::now();
   rep.predict_us = 1e3 * ms_between(t_predict, t_online);
@@ -1129,13 +1103,15 @@ block_cost_fn gpu_matrix<Value>::impl::partition_cost(const context& ctx, const 
   const auto corr = on.corr;
   const double l2 = static_cast<double>(report.device.l2_bytes);
   return [&ctx, in, candidates, corr, l2](const block_facts& block, std::vector<double>& us) {
-    const auto est = estimate_block(ctx, in, block.stats, candidates, block.x_sectors_per_nnz, block.max_column_step,
-                                    block.unsorted_steps, &block.x_mixture);
+    const auto est = estimate_block(ctx, in, block, candidates);
+    // A block's size class counts what the rest of the matrix moves through the L2 beside it (as its prediction
+    // does, block_prediction_input): a block that fits in the L2 alone runs beyond it in a larger matrix.
+    const double shared = rest_of_matrix_bytes(in.stats, block.stats, in.value_bytes);
     for (std::size_t k = 0; k < est.size(); ++k) {
       us[k] = est[k].feasible ? est[k].predicted_us : std::numeric_limits<double>::infinity();
       // The online corrections of the format (not of this matrix: a block is another pattern), so that
       // split and single-format predictions stay on one scale.
-      if (corr && est[k].feasible) us[k] *= corr->factor(est[k].format, online::classify(est[k].bytes, l2));
+      if (corr && est[k].feasible) us[k] *= corr->factor(est[k].format, online::classify(est[k].bytes + shared, l2));
     }
   };
 }
@@ -2463,7 +2439,7 @@ struct gpu_matrix<Value>::background_job {
           }
           const std::size_t first = predicted;
           while (predicted < opts.candidates.size()) {
-            auto e = estimate_block(*ctx, *prediction_in, gathered->stats, {opts.candidates[predicted]});
+            auto e = estimate_block(*ctx, *prediction_in, block_facts{gathered->stats}, {opts.candidates[predicted]});
             partial_estimates.insert(partial_estimates.end(), e.begin(), e.end());
             ++predicted;
             if (1e3 * ms_since(t1) >= prediction_slice_us) break;
@@ -2937,7 +2913,7 @@ bool gpu_matrix<Value>::host_bound_start(const context& ctx, const plan_options&
   const auto t0 = clock_type::now();
   const auto& g = *m.prefetch->result;
   const prediction_input in = m.analysis_input(g.stats, g.loc, g.free_memory_bytes);
-  const auto est = estimate_block(ctx, in, g.stats, {format_id::cusparse_csr, format_id::csr_vector});
+  const auto est = estimate_block(ctx, in, block_facts{g.stats}, {format_id::cusparse_csr, format_id::csr_vector});
   const int csr_i = estimate_index(est, format_id::cusparse_csr), vec_i = estimate_index(est, format_id::csr_vector);
   if (csr_i < 0 || vec_i < 0 || !est[csr_i].feasible || !est[vec_i].feasible || !(est[vec_i].predicted_us <= est[csr_i].predicted_us) ||
       !(est[csr_i].predicted_us <= opts.host_bound_start_us)) {

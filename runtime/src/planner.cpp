@@ -316,6 +316,35 @@ partition_plan parse_partition_plan(const std::string& text)
   return p;
 }
 
+prediction_input block_prediction_input(const prediction_input& whole, const block_facts& block)
+{
+  prediction_input in = whole;
+  in.stats = block.stats;
+  if (block.x_sectors_per_nnz > 0) in.x_sectors_per_nnz = block.x_sectors_per_nnz;  // the block's own (planner strips)
+  if (block.stats.nnz != whole.stats.nnz || block.stats.rows != whole.stats.rows) {
+    // The other blocks pass through the L2 between two products of this one: the 2M-row 7-point Laplacian split into
+    // five HYB blocks of 412K rows (34.6 MB each, under the 36.7 MB of the L2 counted as keeping a working set), each
+    // priced as L2-resident, measured 0.874x the best single format (H100, session 45).
+    in.l2_shared_bytes = rest_of_matrix_bytes(whole.stats, block.stats, in.value_bytes);
+    // The block's own mixture from its strips (none would drop the mixture term of the whole matrix's prediction: the
+    // 4M-row circuit with 64 dense rows of 400K was planned as cuSPARSE CSR over all but its last 60K rows and ELL
+    // below, 281.4 us against 300.4 us for cuSPARSE CSR alone, and measured 0.933x the best single format, H100,
+    // session 45). Its longest sampled row stays where the block's longest row is of that length (likely that row:
+    // the chain's scatter, predict.cpp).
+    const gather_mixture& m = whole.x_mixture;
+    in.x_mixture = block.x_mixture;
+    if (m.longest_row_len > 0 && m.longest_row_len == static_cast<double>(block.stats.max_len)) {
+      in.x_mixture.longest_row_len = m.longest_row_len;
+      in.x_mixture.longest_row_ratio = m.longest_row_ratio;
+    }
+  }
+  if (block.max_column_step >= 0) {  // the block's own (add_strip_columns)
+    in.max_column_step = block.max_column_step;
+    in.columns_sorted = block.unsorted_steps == 0;
+  }
+  return in;
+}
+
 std::vector<int> optimal_split(int n, const std::function<double(int, int)>& cost, int max_blocks)
 {
   AIJP_ENSURE(max_blocks >= 1, bad_input, "max_blocks must be at least 1");

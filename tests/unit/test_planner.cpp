@@ -328,6 +328,49 @@ TEST(Planner, BlockMixtureBinsItsStripsByLocality)
   EXPECT_FALSE(all_known);
 }
 
+// The prediction input of a block (block_prediction_input): a partial block gets the rest of the matrix's bytes as
+// what shares the L2 with it, its strips' mixture (with the whole matrix's longest sampled row only where its own
+// longest row has that length), its locality and column facts; the block of all rows keeps the whole matrix's.
+TEST(Planner, BlockPredictionInputOfAPartAndOfTheWhole)
+{
+  aijp::prediction_input whole;
+  whole.stats.rows = 1000, whole.stats.nnz = 20000, whole.stats.max_len = 500;
+  whole.x_sectors_per_nnz = 0.3;
+  whole.x_mixture.share[2] = 1.0, whole.x_mixture.ratio[2] = 0.3;
+  whole.x_mixture.longest_row_len = 500, whole.x_mixture.longest_row_ratio = 0.9;
+  whole.max_column_step = 900, whole.columns_sorted = false;
+  aijp::block_facts part;
+  part.stats.rows = 400, part.stats.nnz = 6000, part.stats.max_len = 500;
+  part.x_sectors_per_nnz = 0.7;
+  part.x_mixture.share[5] = 1.0, part.x_mixture.ratio[5] = 0.7;
+  part.max_column_step = 40, part.unsorted_steps = 0;
+  auto in = aijp::block_prediction_input(whole, part);
+  EXPECT_EQ(in.stats.rows, 400);
+  EXPECT_DOUBLE_EQ(in.x_sectors_per_nnz, 0.7);
+  EXPECT_DOUBLE_EQ(in.l2_shared_bytes, aijp::rest_of_matrix_bytes(whole.stats, part.stats, whole.value_bytes));
+  EXPECT_GT(in.l2_shared_bytes, 0.0);
+  EXPECT_EQ(in.x_mixture.share, part.x_mixture.share);
+  EXPECT_EQ(in.x_mixture.ratio, part.x_mixture.ratio);
+  EXPECT_DOUBLE_EQ(in.x_mixture.longest_row_len, 500.0);  // its longest row is likely the whole matrix's sampled one
+  EXPECT_DOUBLE_EQ(in.x_mixture.longest_row_ratio, 0.9);
+  EXPECT_EQ(in.max_column_step, 40);
+  EXPECT_TRUE(in.columns_sorted);
+  part.stats.max_len = 30;  // not that row
+  part.max_column_step = -1;
+  in = aijp::block_prediction_input(whole, part);
+  EXPECT_EQ(in.x_mixture.longest_row_len, 0.0);
+  EXPECT_EQ(in.max_column_step, 900);
+  EXPECT_FALSE(in.columns_sorted);
+
+  aijp::block_facts all;
+  all.stats = whole.stats;
+  in = aijp::block_prediction_input(whole, all);
+  EXPECT_EQ(in.l2_shared_bytes, 0.0);
+  EXPECT_EQ(in.x_mixture.share, whole.x_mixture.share);
+  EXPECT_DOUBLE_EQ(in.x_sectors_per_nnz, 0.3);
+  EXPECT_DOUBLE_EQ(in.x_mixture.longest_row_ratio, 0.9);
+}
+
 TEST(Planner, StripColumnFactsMergeAndReachTheCost)
 {
   // A 27-point stencil (steps of at most 16^2 + 16 + 1) above rows of random columns in 2^20: the strips'

@@ -15,6 +15,7 @@
 
 #include <aijpredict/csr.hpp>
 #include <aijpredict/formats.hpp>
+#include <aijpredict/predict.hpp>
 #include <aijpredict/stats.hpp>
 
 #include <array>
@@ -177,6 +178,14 @@ struct block_facts {
   index_type max_column_step = -1;   ///< largest column step of its rows, -1 when unknown (use the whole matrix's)
   size_type unsorted_steps = 0;      ///< its column steps that do not increase (meaningful when max_column_step >= 0)
 };
+
+/// The prediction input of a block of rows of the matrix whose input is `whole`: the block's statistics, and its
+/// locality and column facts where known (the whole matrix's otherwise). A block of fewer rows or nonzeros than the
+/// whole matrix also gets the rest of the matrix's bytes as prediction_input::l2_shared_bytes (it stays in the L2
+/// from one product to the next only beside them) and its strips' gather mixture, with the whole matrix's longest
+/// sampled row where its own longest row has that length (likely that row). For the block of all rows: `whole` with
+/// the block's statistics. The runtime's partition costs and the host planner tool (bench/aijp_plan) both use it.
+prediction_input block_prediction_input(const prediction_input& whole, const block_facts& block);
 
 /// Cost callback: fills `us[k]` with the predicted time of `block` in candidates[k] (microseconds, launches
 /// included), or +infinity where that format is infeasible for the block. `us` arrives sized to
