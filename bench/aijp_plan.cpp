@@ -1,9 +1,9 @@
 // aijp_plan: the row partition the runtime would plan for a matrix, on the host (no GPU): strip summaries, their x
 // locality and column facts by the host references of the device passes, each block priced by the placeholder model
 // with a cache's corrections through block_prediction_input, as the runtime's partition costs are.
+#include "cache_device.hpp"
 #include "tool_support.hpp"
 
-#include <aijpredict/cache.hpp>
 #include <aijpredict/error.hpp>
 #include <aijpredict/planner.hpp>
 #include <aijpredict/predict.hpp>
@@ -116,26 +116,9 @@ int main(int argc, char** argv)
   if (cache_file.empty()) die("--cache is required (see --help)");
   if (inputs.empty()) die("no MATRIX given (see --help)");
 
-  const auto loaded = aijp::cache::read_file_any_device(cache_file);
-  if (loaded.status != aijp::cache::load_status::ok) die(loaded.message);
-  const auto& entry = *loaded.entry;
-  const auto& fp = entry.device;
-  aijp::device_properties dev;
-  dev.name = fp.name;
-  dev.uuid = fp.uuid;
-  dev.cc_major = fp.cc_major;
-  dev.cc_minor = fp.cc_minor;
-  dev.sm_count = fp.sm_count;
-  dev.l2_bytes = fp.l2_bytes;
-  dev.mem_bus_width_bits = fp.mem_bus_width_bits;
-  dev.mem_clock_khz = fp.mem_clock_khz;
-  dev.max_threads_per_sm = threads_per_sm;
-  dev.max_threads_per_block = threads_per_block;
-  aijp::bandwidth_model_params params;
-  if (!aijp::params_from_metrics(entry.device_metrics, params)) {
-    die(cache_file + " lacks the device constants (stream_read_gbs, launch_overhead_us, cusparse_csr_overhead_us)");
-  }
-  params.l2_bytes = dev.l2_bytes;
+  const auto cd = aijp::bench::read_cache_device(cache_file, threads_per_sm, threads_per_block);
+  const aijp::device_properties& dev = cd.device;
+  const aijp::bandwidth_model_params& params = cd.params;
   std::printf("# device: %s (from %s); %d strips, at most %d blocks, margin %.3f, %zu candidates\n", dev.to_string().c_str(),
               cache_file.c_str(), strips, blocks, margin, candidates.size());
 

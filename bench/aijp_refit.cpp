@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_device.hpp"
 #include "tool_support.hpp"
 
 const char* const aijp::bench::tool_name = "aijp_refit";
@@ -103,26 +104,10 @@ int main(int argc, char** argv)
   if (threads_per_sm <= 0 || threads_per_block <= 0) die("--threads-per-sm and --threads-per-block must be positive");
 
   try {
-    const auto loaded = aijp::cache::read_file_any_device(cache_file);
-    if (loaded.status != aijp::cache::load_status::ok) die(loaded.message);
-    aijp::cache::cache_entry entry = *loaded.entry;
-    const auto& fp = entry.device;
-    aijp::device_properties dev;
-    dev.name = fp.name;
-    dev.uuid = fp.uuid;
-    dev.cc_major = fp.cc_major;
-    dev.cc_minor = fp.cc_minor;
-    dev.sm_count = fp.sm_count;
-    dev.l2_bytes = fp.l2_bytes;
-    dev.mem_bus_width_bits = fp.mem_bus_width_bits;
-    dev.mem_clock_khz = fp.mem_clock_khz;
-    dev.max_threads_per_sm = threads_per_sm;
-    dev.max_threads_per_block = threads_per_block;
-    aijp::bandwidth_model_params params;
-    if (!aijp::params_from_metrics(entry.device_metrics, params)) {
-      die(cache_file + " lacks the device constants (stream_read_gbs, launch_overhead_us, cusparse_csr_overhead_us)");
-    }
-    params.l2_bytes = dev.l2_bytes;
+    auto cd = aijp::bench::read_cache_device(cache_file, threads_per_sm, threads_per_block);
+    aijp::cache::cache_entry& entry = cd.entry;
+    const aijp::device_properties& dev = cd.device;
+    aijp::bandwidth_model_params& params = cd.params;
 
     const auto train = aijp::model::read_samples(train_file);
     const auto test = aijp::model::read_samples(test_file);
