@@ -7,18 +7,20 @@
 # has a time limit and writes OUTDIR/<part>.txt with its exit status and seconds at the end; OUTDIR/summary.txt
 # collects the lines to read first. About 500 s on an H100 with a fast host; the tests alone took over 280 s (68 of
 # 110) where the host was slow (session 45), so a call of at most 600 s runs `--skip short,partition,online` and
-# `--skip tests` apart. The device tool returns at most 8 files: tar OUTDIR.
-# Usage: bash bench/device_validate.sh OUTDIR [--skip PARTS]   (PARTS: comma-separated of tests,table,short,partition,online)
+# `--skip tests` apart. The device tool returns at most 8 files: --tar packs OUTDIR into OUTDIR.tar (sample files
+# xz-compressed) beside a copy of its summary, OUTDIR.summary.txt, and removes the folder.
+# Usage: bash bench/device_validate.sh OUTDIR [--skip PARTS] [--tar]   (PARTS: comma-separated of tests,table,short,partition,online)
 set -uo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ] || [ $# -lt 1 ]; then
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 out="$1"; shift
-skip=","
+skip=","; tar=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --skip) skip=",$2,"; shift ;;
+    --tar) tar=1 ;;
     *) echo "device_validate.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -53,8 +55,16 @@ rm -rf "$out/empty_cache" "$out"/suite/*.png
 {
   grep -h -E "tests passed|\*\*\*Failed" "$out/tests.txt" 2>/dev/null
   sed -n '/^model /,/^$/p' "$out/suite/accuracy_gated.txt" 2>/dev/null | grep -E "^model|^placeholder"
-  grep -h -E "first paired|worst later" "$out/short_solves_table.txt" 2>/dev/null | grep -v '^#'
+  # Per short-solve matrix: aijpredict's first and later solve against aijcusparse's (paired medians) and its worst later solve.
+  awk '/^=== /{m=$2} $1=="aijpredict" && NF==8 {printf "short solves %-22s first paired x %s, later %s", m, $5, $6}
+       $1=="aijpredict" && $2=="worst" {print ", worst later " $7}' \
+    "$out/short_solves_table.txt" 2>/dev/null
   grep -h -A6 "^# summary" "$out/partition.txt" 2>/dev/null
   grep -h -E "^# (final format|mean prediction error)" "$out/online/online.txt" "$out/online/online_foreign.txt" 2>/dev/null
 } >> "$out/summary.txt"
 cat "$out/summary.txt"
+if [ $tar = 1 ]; then
+  find "$out" -name '*.jsonl' -exec xz -T0 -f {} \;
+  cp "$out/summary.txt" "$out.summary.txt"
+  tar cf "$out.tar" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
+fi
