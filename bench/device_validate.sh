@@ -6,7 +6,7 @@
 # (session 16's nine matrices, from an empty cache) and online refinement from a mis-calibrated cache and another GPU's. Each part
 # has a time limit and writes OUTDIR/<part>.txt with its exit status and seconds at the end; OUTDIR/summary.txt
 # collects the lines to read first. About 500 s on an H100 with a fast host; the tests alone took over 280 s (68 of
-# 110) where the host was slow (session 45), so a call of at most 600 s runs `--skip short,partition,online` and
+# 110) where the host was slow (session 45), so calls of at most 600 s run `--skip table,short,partition,online` (the tests) and
 # `--skip tests` apart. The device tool returns at most 8 files: --tar packs OUTDIR into OUTDIR.tar (sample files
 # xz-compressed) beside a copy of its summary, OUTDIR.summary.txt, and removes the folder.
 # Usage: bash bench/device_validate.sh OUTDIR [--skip PARTS] [--tar]   (PARTS: comma-separated of tests,table,short,partition,online)
