@@ -4,16 +4,15 @@
 #include "cache_device.hpp"
 #include "tool_support.hpp"
 
-#include <aijpredict/error.hpp>
 #include <aijpredict/planner.hpp>
 #include <aijpredict/predict.hpp>
 #include <aijpredict/stats.hpp>
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <vector>
 

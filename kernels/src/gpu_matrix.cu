@@ -234,13 +234,11 @@ int estimate_index(const std::vector<format_estimate>& estimates, format_id f)
   return -1;
 }
 
-// The prediction of every candidate format for a block of rows (the whole matrix is the block of all rows, given
-// by its statistics alone): the placeholder's feasibility and estimate for block_prediction_input (planner.hpp),
-// replaced by the fitted model's floored prediction where it has one.
-std::vector<format_estimate> estimate_block(const context& ctx, const prediction_input& whole, const block_facts& facts,
-                                            const std::vector<format_id>& candidates)
+// The prediction of every candidate format for the rows `in` describes (a whole matrix, or a block of a partition:
+// block_prediction_input, planner.hpp): the placeholder's feasibility and estimate, replaced by the fitted model's
+// floored prediction where it has one.
+std::vector<format_estimate> estimate_formats(const context& ctx, const prediction_input& in, const std::vector<format_id>& candidates)
 {
-  const prediction_input in = block_prediction_input(whole, facts);
   const row_stats& block = in.stats;
   auto est = predict_bandwidth_model(in, ctx.model_params(), candidates);
   if (const model::performance_model* fitted = ctx.fitted_model()) {
@@ -785,7 +783,7 @@ typename gpu_matrix<Value>::impl::analysis_choice gpu_matrix<Value>::impl::analy
   if (gathered && gathered->estimates) {
     rep.estimates = *gathered->estimates;  // a staged step's earlier part made them
   } else {
-    rep.estimates = estimate_block(ctx, in, block_facts{rep.stats}, opts.candidates);
+    rep.estimates = estimate_formats(ctx, in, opts.candidates);
   }
   const auto t_online = clock_type::now();
   rep.predict_us = 1e3 * ms_between(t_predict, t_online);
@@ -1103,10 +1101,11 @@ block_cost_fn gpu_matrix<Value>::impl::partition_cost(const context& ctx, const 
   const auto corr = on.corr;
   const double l2 = static_cast<double>(report.device.l2_bytes);
   return [&ctx, in, candidates, corr, l2](const block_facts& block, std::vector<double>& us) {
-    const auto est = estimate_block(ctx, in, block, candidates);
-    // A block's size class counts what the rest of the matrix moves through the L2 beside it (as its prediction
-    // does, block_prediction_input): a block that fits in the L2 alone runs beyond it in a larger matrix.
-    const double shared = rest_of_matrix_bytes(in.stats, block.stats, in.value_bytes);
+    const prediction_input block_in = block_prediction_input(in, block);
+    const auto est = estimate_formats(ctx, block_in, candidates);
+    // A block's size class counts what the rest of the matrix moves through the L2 beside it, as its prediction
+    // does: a block that fits in the L2 alone runs beyond it in a larger matrix.
+    const double shared = block_in.l2_shared_bytes;
     for (std::size_t k = 0; k < est.size(); ++k) {
       us[k] = est[k].feasible ? est[k].predicted_us : std::numeric_limits<double>::infinity();
       // The online corrections of the format (not of this matrix: a block is another pattern), so that
@@ -2439,7 +2438,7 @@ struct gpu_matrix<Value>::background_job {
           }
           const std::size_t first = predicted;
           while (predicted < opts.candidates.size()) {
-            auto e = estimate_block(*ctx, *prediction_in, block_facts{gathered->stats}, {opts.candidates[predicted]});
+            auto e = estimate_formats(*ctx, *prediction_in, {opts.candidates[predicted]});
             partial_estimates.insert(partial_estimates.end(), e.begin(), e.end());
             ++predicted;
             if (1e3 * ms_since(t1) >= prediction_slice_us) break;
@@ -2913,7 +2912,7 @@ bool gpu_matrix<Value>::host_bound_start(const context& ctx, const plan_options&
   const auto t0 = clock_type::now();
   const auto& g = *m.prefetch->result;
   const prediction_input in = m.analysis_input(g.stats, g.loc, g.free_memory_bytes);
-  const auto est = estimate_block(ctx, in, block_facts{g.stats}, {format_id::cusparse_csr, format_id::csr_vector});
+  const auto est = estimate_formats(ctx, in, {format_id::cusparse_csr, format_id::csr_vector});
   const int csr_i = estimate_index(est, format_id::cusparse_csr), vec_i = estimate_index(est, format_id::csr_vector);
   if (csr_i < 0 || vec_i < 0 || !est[csr_i].feasible || !est[vec_i].feasible || !(est[vec_i].predicted_us <= est[csr_i].predicted_us) ||
       !(est[csr_i].predicted_us <= opts.host_bound_start_us)) {

@@ -245,14 +245,14 @@ std::string chain_overlap_key(format_id f) { return std::string("chain_overlap."
 std::string chain_lanes_dram_key(format_id f) { return std::string("chain_lanes_dram.") + format_name(f); }
 std::string chain_scatter_dram_key(format_id f) { return std::string("chain_scatter_dram.") + format_name(f); }
 std::string l2_matrix_share_key(format_id f) { return std::string("l2_matrix_share.") + format_name(f); }
+std::string l2_stream_key(format_id f) { return std::string("l2_stream.") + format_name(f); }
+
 double rest_of_matrix_bytes(const row_stats& whole, const row_stats& block, int value_bytes)
 {
   const double nnz = static_cast<double>(whole.nnz > block.nnz ? whole.nnz - block.nnz : 0);
   const double rows = static_cast<double>(whole.rows > block.rows ? whole.rows - block.rows : 0);
   return nnz * (value_bytes + sizeof(index_type)) + rows * (value_bytes + sizeof(index_type));
 }
-
-std::string l2_stream_key(format_id f) { return std::string("l2_stream.") + format_name(f); }
 
 namespace {
 // Where `lanes` (chain_lanes) lies between one lane (0) and a full group of 32 (1).
