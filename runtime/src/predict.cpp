@@ -767,8 +767,16 @@ bool scatter_fitted(format_id f) { return f == format_id::csr_scalar; }
 
 // What the gather mixture (prediction_input::x_mixture) adds to the traffic term max(stream, L2): the nonzeros
 // of each bin of windows stream their share of the layout's bytes or move their share of the L2 traffic with the
-// bin's own x sectors, whichever is longer, and the bins add up: sum_b max(w_b stream, l2_b) - max(stream,
-// sum_b l2_b), never negative (a maximum of sums is at most the sum of maxima), 0 for one bin. A whole-matrix
+// bin's own x sectors, whichever is longer, and the bins add up to sum_b max(w_b stream, l2_b); the term is what
+// that sum exceeds max(stream, L2) by, never negative, so that the traffic is the larger of the two. The L2 term
+// is the whole-matrix ratio's, sampled per group of rows, and the bins are windows around evenly spaced nonzeros.
+// Until session 46 the term subtracted the bins' own max(stream, sum_b l2_b), which equals max(stream, L2) only
+// where the two samplings agree: where the whole-matrix ratio is above the bins' the traffic counted both (the
+// H100 2M-row power law: HYB 8.4 % over, 2.9 % with the larger), where it is below (a circuit's dense rows, which
+// the row groups miss) the traffic came out under the bins' own sum. On the eight H100 gated pairs of sessions 42-46
+// HYB's held-out p95 fell by up to 3 points and only COO's mean on one pair rose, by 0.1 point (docs/models.md,
+// Session 46). With the bins
+// at the whole-matrix ratio (one bin) the term is 0. A whole-matrix
 // ratio puts a circuit's 4M dense-row nonzeros of random columns (a sector each) and its 8M banded ones (0.12)
 // at one ratio under the streaming term, while they run one after the other at their own bounds: on the H100
 // (gated, session 42) COO took 75.6 us for the banded part alone, +7.6-10 us with 400K dense-row nonzeros and
@@ -782,15 +790,13 @@ double mixture_us_of(const prediction_input& in, double stream_us, double l2_byt
   const double rate = l2_rate_gbs * 1e3;  // bytes per microsecond
   const double rest = std::max(0.0, l2_bytes - gathers);  // the L2 traffic besides the x gathers
   const double nnz_sectors = static_cast<double>(in.stats.nnz) * 32.0;
-  double sum_max = 0.0, sum_l2 = 0.0;
+  double sum_max = 0.0;
   for (int b = 0; b < gather_mixture::bins; ++b) {
     const double w = m.share[b];
     if (!(w > 0)) continue;
-    const double l2 = w * (rest + m.ratio[b] * nnz_sectors) / rate;
-    sum_l2 += l2;
-    sum_max += std::max(w * stream_us, l2);
+    sum_max += std::max(w * stream_us, w * (rest + m.ratio[b] * nnz_sectors) / rate);
   }
-  return std::max(0.0, sum_max - std::max(stream_us, sum_l2));
+  return std::max(0.0, sum_max - std::max(stream_us, l2_bytes / rate));
 }
 
 // HYB's COO part is a kernel of its own launched after the ELL kernel (kernels/src/formats/hyb.cu), so it

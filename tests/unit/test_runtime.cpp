@@ -1979,6 +1979,43 @@ TEST(PlaceholderModel, GatherMixtureAddsEachPartAtItsOwnBound)
   }
 }
 
+// The whole-matrix ratio is sampled per group of rows, the mixture's bins around evenly spaced nonzeros, and the
+// two may disagree. The traffic is then the larger of max(stream, L2) and the bins' sum of their own bounds: a
+// whole-matrix ratio above the bins' (a power law) adds nothing and is not counted twice; one below them (a
+// circuit's dense rows, which the row groups miss) gives the bins' sum, not less (docs/models.md, Session 46).
+TEST(PlaceholderModel, GatherMixtureAndWholeMatrixRatioTakeTheLarger)
+{
+  aijp::bandwidth_model_params p;
+  p.l2_bytes = 50.0 * (1 << 20);
+  p.l2_gather_gbs = 4400;
+  const auto coo = aijp::format_id::coo;
+  auto in = uniform_rows_input(2'000'000, 6);
+  const double nnz = static_cast<double>(in.stats.nnz), rate = p.l2_gather_gbs * 1e3;
+  const auto with_halves = [&](double whole) {
+    in.x_sectors_per_nnz = whole;
+    in.x_mixture = {};
+    in.x_mixture.share[1] = in.x_mixture.share[7] = 0.5;
+    in.x_mixture.ratio[1] = 0.125;
+    in.x_mixture.ratio[7] = 1.0;
+    return aijp::explain_bandwidth_model(coo, in, p);
+  };
+  // The bins' own bounds, from the L2 traffic besides the gathers (the same at every whole-matrix ratio).
+  const auto bins_sum = [&](const aijp::placeholder_breakdown& t, double whole) {
+    const double rest = t.l2_us * rate - whole * nnz * 32.0;
+    return std::max(0.5 * t.stream_us, 0.5 * (rest + 0.125 * nnz * 32.0) / rate) +
+           std::max(0.5 * t.stream_us, 0.5 * (rest + nnz * 32.0) / rate);
+  };
+  // Whole-matrix ratio of one sector per nonzero, above the bins' mean (0.5625): its L2 term bounds the traffic.
+  const auto above = with_halves(1.0);
+  ASSERT_GT(above.l2_us, bins_sum(above, 1.0));
+  EXPECT_EQ(above.mixture_us, 0.0);
+  // Whole-matrix ratio of 0.05, below both bins: the traffic is the bins' sum.
+  const auto below = with_halves(0.05);
+  const double want = bins_sum(below, 0.05);
+  ASSERT_GT(want, std::max(below.stream_us, below.l2_us));
+  EXPECT_NEAR(std::max(below.stream_us, below.l2_us) + below.mixture_us, want, 1e-9 * want);
+}
+
 // cuSPARSE CSR (several kernels per product): its L2 term adds to its floor, fitted on the measured time less that
 // term, and its L2 rate is fitted on its samples the L2 term dominates; both travel through the cache's metrics,
 // and a cache without the keys keeps the floor as a bound and the calibrated rate.
