@@ -151,6 +151,8 @@ int main(int argc, char** argv)
                       params.format_chain_scatter_dram[f], fitted.scatter_dram[f]);
         std::printf(" (%d)", fitted.chain[f]);
         if (params.format_overlap[f] > 0) std::printf(" (+%.2f of the traffic term)", params.format_overlap[f]);
+        if (params.format_chain_x_doubling[f] > 0)
+          std::printf(" (in the L2 +%.2f per doubling of x, %d)", params.format_chain_x_doubling[f], fitted.chain_x[f]);
       }
     }
     if (fitted.cusparse_sell_wide > 0) {

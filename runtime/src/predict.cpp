@@ -7,6 +7,7 @@
 #include "model_fit.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <initializer_list>
 #include <cmath>
 #include <iterator>
@@ -163,6 +164,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (ms != m.end() && ms->second >= 0.0 && ms->second <= 1.0) p.format_l2_matrix_share[i] = ms->second;
     const auto ls = m.find(l2_stream_key(static_cast<format_id>(i)));
     if (ls != m.end() && (ls->second == 0.0 || ls->second == 1.0)) p.format_l2_stream[i] = ls->second;
+    const auto cx = m.find(chain_x_key(static_cast<format_id>(i)));
+    if (cx != m.end() && cx->second >= 0.0 && cx->second <= 0.25) p.format_chain_x_doubling[i] = cx->second;
     const auto fq = m.find(floor_adds_l2_key(static_cast<format_id>(i)));
     if (fq != m.end()) p.format_floor_adds_l2[i] = fq->second > 0 ? 1.0 : 0.0;
     const auto lr = m.find(l2_gather_key(static_cast<format_id>(i)));
@@ -217,6 +220,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(l2_matrix_share_key(f), p.format_l2_matrix_share[i], 1.0);
     put(l2_stream_key(f), p.format_l2_stream[i], 0.0);
     put(chain_overlap_key(f), p.format_overlap[i], 0.0);
+    put(chain_x_key(f), p.format_chain_x_doubling[i], 0.0);
     put(floor_key(f), p.format_floor_us[i], 0.0);
     put(floor_small_y_key(f), p.format_floor_small_y_us[i], 0.0);
     put(floor_adds_l2_key(f), p.format_floor_adds_l2[i], 0.0);
@@ -246,6 +250,7 @@ std::string chain_lanes_dram_key(format_id f) { return std::string("chain_lanes_
 std::string chain_scatter_dram_key(format_id f) { return std::string("chain_scatter_dram.") + format_name(f); }
 std::string l2_matrix_share_key(format_id f) { return std::string("l2_matrix_share.") + format_name(f); }
 std::string l2_stream_key(format_id f) { return std::string("l2_stream.") + format_name(f); }
+std::string chain_x_key(format_id f) { return std::string("chain_x_doubling.") + format_name(f); }
 
 double rest_of_matrix_bytes(const row_stats& whole, const row_stats& block, int value_bytes)
 {
@@ -297,6 +302,13 @@ bool matrix_share_fitted(format_id f)
 // HYB's on four (one rose 0.1), and no other format moved; applied to csr_vector it made its held-out error worse
 // (session 44's pair 3.7 -> 6.4 % mean).
 bool l2_stream_fitted(format_id f) { return f == format_id::ell || f == format_id::hyb; }
+
+// Formats whose chain in the L2 grows with x's size (bandwidth_model_params::format_chain_x_doubling): ELL. Offline on
+// the eight H100 gated pairs of sessions 42-46 at a fixed 0.03 per doubling, ELL's held-out mean and p95 fell on all
+// eight (s46 run 2: 4.0 / 12.7 -> 3.3 / 7.7 %); PELLR's mean fell on seven and its p95 rose on four; the training
+// error chose it for JAD, whose held-out error rose (3.8 / 9.4 -> 4.2 / 10.0 % over the pairs), and for no other
+// format (SELL, ELLR, SELL-sigma, SELL-delta16, cuSPARSE SELL, csr_scalar, csr_vector: higher training error).
+bool chain_x_fitted(format_id f) { return f == format_id::ell; }
 
 // Formats whose product is several kernels in sequence, the data-moving one after the others, so that its L2
 // traffic adds to the floor (bandwidth_model_params::format_floor_adds_l2): cuSPARSE CSR ALG1 and ALG2 (more than
@@ -393,6 +405,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.format_overlap = from.format_overlap;
   to.format_l2_matrix_share = from.format_l2_matrix_share;
   to.format_l2_stream = from.format_l2_stream;
+  to.format_chain_x_doubling = from.format_chain_x_doubling;
   to.cusparse_sell_wide_padded = from.cusparse_sell_wide_padded;
   to.cusparse_sell_wide_chain_scale = from.cusparse_sell_wide_chain_scale;
   to.format_l2_gather_gbs = from.format_l2_gather_gbs;
@@ -406,7 +419,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
          p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_overlap != neutral.format_overlap ||
          p.format_chain_scatter_dram != neutral.format_chain_scatter_dram ||
          p.format_l2_matrix_share != neutral.format_l2_matrix_share ||
-         p.format_l2_stream != neutral.format_l2_stream ||
+         p.format_l2_stream != neutral.format_l2_stream || p.format_chain_x_doubling != neutral.format_chain_x_doubling ||
          p.format_floor_us != neutral.format_floor_us || p.format_floor_small_y_us != neutral.format_floor_small_y_us ||
          p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
@@ -889,6 +902,12 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   r.bytes = c.moved_bytes + vectors + scatter;
   r.fixed_us = c.launches * p.launch_us + pt.fixed_us;
   r.serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
+  // A step of a chain in the L2 waits longer as x outgrows the L1 (format_chain_x_doubling).
+  const double x_doubling = p.format_chain_x_doubling[static_cast<int>(f)];
+  if (in_l2 && x_doubling > 0) {
+    const double x = static_cast<double>(s.cols) * vb;
+    r.serial_us *= 1.0 + x_doubling * std::log2(std::clamp(x, 4096.0, std::max(4096.0, l1_bytes_per_sm(&in.device))) / 16384.0);
+  }
   // JAD walks the rows sorted by length, so its longest chain is walked by the 32 longest rows, not by the
   // longest row's natural group: the lanes in the sorted order, where known. On the H100 held-out sets the
   // natural lanes left jad's one-long-row matrices (hangGlider_2, adder_dcop_05: ratio to the raw chain 0.96-0.99)
@@ -1087,7 +1106,8 @@ namespace {
 format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& out, int min_samples,
                               double l2_share, const std::array<double, format_count>& overlap = per_format(0.0),
                               const std::array<double, format_count>& matrix_share = per_format(1.0),
-                              const std::array<double, format_count>& l2_stream = per_format(0.0))
+                              const std::array<double, format_count>& l2_stream = per_format(0.0),
+                              const std::array<double, format_count>& chain_x = per_format(0.0))
 {
   // The fit starts from neutral corrections, whatever `out` holds (a cache entry refitted offline gives the
   // same values as the warm-up that fitted it), and writes only the corrections it could fit.
@@ -1097,6 +1117,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
   p.format_overlap = overlap;
   p.format_l2_matrix_share = matrix_share;
   p.format_l2_stream = l2_stream;
+  p.format_chain_x_doubling = chain_x;
   p.pellr_sorted_lanes = 1.0;
   for (int i = 0; i < format_count; ++i) p.format_floor_adds_l2[i] = floor_adds_l2(static_cast<format_id>(i)) ? 1.0 : 0.0;
   format_fit used;
@@ -1611,6 +1632,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     if (observed[i]) out.format_overlap[i] = used.chain[i] > 0 ? p.format_overlap[i] : 0.0;
     if (observed[i]) out.format_l2_matrix_share[i] = p.format_l2_matrix_share[i];
     if (observed[i]) out.format_l2_stream[i] = p.format_l2_stream[i];
+    if (observed[i]) out.format_chain_x_doubling[i] = used.chain[i] > 0 ? p.format_chain_x_doubling[i] : 0.0;
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];
@@ -1680,9 +1702,10 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   // (`applied`) and it improves on the current fit's error by at least 0.5 % of that error; then the fit with the
   // chosen values, whose training samples per format go to `counts`. The formats' corrections are fitted apart from
   // each other (HYB's chain factor in the L2 may be ELL's, fitted at ELL's overlap), so one pass per grid value suffices.
-  std::array<double, format_count> l2_stream = per_format(0.0), overlaps = per_format(0.0), matrix_shares = per_format(1.0);
+  std::array<double, format_count> l2_stream = per_format(0.0), overlaps = per_format(0.0), matrix_shares = per_format(1.0),
+                                   chain_x = per_format(0.0);
   const auto fit_with = [&](bandwidth_model_params& q) {
-    return fit_corrections_at(obs, q, min_samples, best.l2_resident_share, overlaps, matrix_shares, l2_stream);
+    return fit_corrections_at(obs, q, min_samples, best.l2_resident_share, overlaps, matrix_shares, l2_stream, chain_x);
   };
   const auto stage = [&](std::initializer_list<double> values, double neutral, bool (*fitted)(format_id),
                          std::array<double, format_count>& slot, std::array<double, format_count> bandwidth_model_params::*field,
@@ -1716,9 +1739,13 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   };
   // In-L2 layouts read at the L2 term's pace (bandwidth_model_params::format_l2_stream), ELL and HYB: first, as the flags
   // move which samples a stream bounds, and so the overlaps' and the matrix shares' fits.
-  std::array<int, format_count> stream_counts{}, overlap_counts{}, share_counts{};
+  std::array<int, format_count> stream_counts{}, overlap_counts{}, share_counts{}, chain_x_counts{};
   stage({1.0}, 0.0, l2_stream_fitted, l2_stream, &bandwidth_model_params::format_l2_stream, stream_counts,
         [](const bandwidth_model_params& q, int i) { return q.format_l2_stream[i] > 0; });
+  // The chain's growth with x's size in the L2 (bandwidth_model_params::format_chain_x_doubling), ELL: before the
+  // overlaps, which are fitted on the chain's shape.
+  stage({0.03, 0.06}, 0.0, chain_x_fitted, chain_x, &bandwidth_model_params::format_chain_x_doubling, chain_x_counts,
+        [](const bandwidth_model_params& q, int i) { return q.format_chain_x_doubling[i] > 0; });
   // The overlap of chain and traffic (bandwidth_model_params::format_overlap), csr_vector and ELL.
   stage({0.15, 0.3, 0.45, 0.6}, 0.0, overlap_fitted, overlaps, &bandwidth_model_params::format_overlap, overlap_counts,
         [](const bandwidth_model_params& q, int i) { return q.format_overlap[i] > 0; });
@@ -1726,6 +1753,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   // against all of the bytes (1).
   stage({0.5, 0.25}, 1.0, matrix_share_fitted, matrix_shares, &bandwidth_model_params::format_l2_matrix_share, share_counts,
         [](const bandwidth_model_params& q, int i) { return q.format_l2_matrix_share[i] < 1.0; });
+  best_fit.chain_x = chain_x_counts;
   best_fit.l2_stream = stream_counts;
   best_fit.overlap = overlap_counts;
   best_fit.l2_matrix_share = share_counts;

@@ -1487,6 +1487,49 @@ TEST(PlaceholderModel, InL2LayoutReadAtTheL2TermsPace)
   EXPECT_EQ(r.format_l2_stream[i], 1.0);
 }
 
+// A chain in the L2 grows with x's size (format_chain_x_doubling): with k per doubling the raw chain is scaled by
+// 1 + k log2(x / 16 KiB), x clamped to [4 KiB, the L1], and only in the L2. Chain-bound ELL products measured that
+// way (x of 8-240 KB, the warm-up's range) give ELL k = 0.06 from the fit's grid; JAD (not fitted) gets none. The key
+// round-trips.
+TEST(PlaceholderModel, ChainInTheL2GrowsWithXsSize)
+{
+  const aijp::format_id ell = aijp::format_id::ell, jad = aijp::format_id::jad;
+  const int i = static_cast<int>(ell), j = static_cast<int>(jad);
+  aijp::bandwidth_model_params flat;
+  aijp::bandwidth_model_params truth = flat;
+  truth.format_chain_x_doubling[i] = truth.format_chain_x_doubling[j] = 0.06;
+  // ELL's raw chain on `rows` rows of 3 and one of `long_row` (ELL pads every row to it), on an L2 of `l2` bytes.
+  const auto raw = [](const aijp::bandwidth_model_params& q, aijp::size_type rows, int long_row, double l2, int cc_major = 0) {
+    auto in = chain_bound_input(rows, long_row, l2);
+    in.device.cc_major = cc_major;
+    const auto b = aijp::explain_bandwidth_model(aijp::format_id::ell, in, q);
+    EXPECT_EQ(b.in_l2, l2 > (1 << 20)) << rows << " rows";
+    return b.raw_chain_us;
+  };
+  const double l2 = 50 << 20;
+  // 2048 rows: x of 16 KiB, the reference; 8192 rows (64 KiB): two doublings; 512 rows (4 KiB): two halvings.
+  EXPECT_NEAR(raw(truth, 2048, 400, l2), raw(flat, 2048, 400, l2), 1e-12);
+  EXPECT_NEAR(raw(truth, 8192, 400, l2), 1.12 * raw(flat, 8192, 400, l2), 1e-9);
+  EXPECT_NEAR(raw(truth, 512, 400, l2), 0.88 * raw(flat, 512, 400, l2), 1e-9);
+  EXPECT_NEAR(raw(truth, 256, 400, l2), 0.88 * raw(flat, 256, 400, l2), 1e-9);  // below 4 KiB: as 4 KiB
+  // Above the L1 (x of 320 KB here): as the L1, four doublings on sm_90 (256 KB), three where the compute capability
+  // is unknown (128 KB, l1_bytes_per_sm).
+  EXPECT_NEAR(raw(truth, 40000, 40, l2, 9), 1.24 * raw(flat, 40000, 40, l2, 9), 1e-9);
+  EXPECT_NEAR(raw(truth, 40000, 40, l2), 1.18 * raw(flat, 40000, 40, l2), 1e-9);
+  // Beyond the L2 (an L2 of 64 KB) the chain is flat.
+  EXPECT_NEAR(raw(truth, 8192, 400, 64 << 10), raw(flat, 8192, 400, 64 << 10), 1e-12);
+  std::map<std::string, double> m;
+  const auto [q, used, r] =
+      fit_measured_as(truth, flat, {ell, jad}, [](int k) { return chain_bound_input(1000 + 1500 * k, 100 + 10 * k, 50 << 20); }, m);
+  EXPECT_EQ(q.format_chain_x_doubling[i], 0.06);
+  EXPECT_EQ(used.chain_x[i], 8);
+  EXPECT_EQ(q.format_chain_x_doubling[j], 0.0);
+  EXPECT_EQ(used.chain_x[j], 0);
+  EXPECT_EQ(m.at("chain_x_doubling.ell"), 0.06);
+  EXPECT_EQ(m.count("chain_x_doubling.jad"), 0u);
+  EXPECT_EQ(r.format_chain_x_doubling[i], 0.06);
+}
+
 // Chains beyond the L2 get their own factor where the warm-up has enough of them: the chains in the L2 keep
 // theirs, the DRAM ones are predicted with the median of their own ratios, and chains whose x does not fit in
 // the L2 either (a third regime) do not move it.

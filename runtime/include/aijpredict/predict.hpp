@@ -302,6 +302,15 @@ struct bandwidth_model_params {
   /// (l2_stream_fitted), from {0, 1} by the whole fit's training error per format; tried for every format in session
   /// 34 and not kept (cuSPARSE SELL ran the other way). Cache key "l2_stream.<format>".
   std::array<double, format_count> format_l2_stream = per_format(0.0);
+  /// Per format, how much longer a step of its chain in the L2 takes per doubling of x's size, from 4 KiB up to the
+  /// SM's L1 (l1_bytes_per_sm): the raw chain is scaled by 1 + k log2(x / 16 KiB) with x clamped there (0: flat, as
+  /// in cache files written before it). A step gathers x, from the L1 while x fits there beside the rest of the
+  /// SM's work and from the L2 as it does not: on the H100 gated warm-up of session 46 ELL's chains in the L2 took
+  /// 72-87 ns a step with x of 8 KB (1000 rows), 80-98 ns with 64 KB and 96-106 ns with 132-250 KB, and the
+  /// held-out matrices with x of 4-15 KB (mbeacxc, G51, email-Eu-core, watt_2) 68-75 ns, which the flat factor put
+  /// 6-14 % over. Fitted per device for ELL (chain_x_fitted) from the grid {0.03, 0.06} by the whole fit's training
+  /// error per format, as format_overlap (docs/models.md, Session 46). Cache key "chain_x_doubling.<format>".
+  std::array<double, format_count> format_chain_x_doubling = per_format(0.0);
 };
 
 /// The chain term's factor for `lanes` lanes (chain_lanes): format_chain_scale x (1 + format_chain_lanes x
@@ -323,6 +332,7 @@ std::string chain_scatter_dram_key(format_id f);  ///< "chain_scatter_dram.<form
 std::string chain_overlap_key(format_id f);  ///< "chain_overlap.<format name>"
 std::string l2_matrix_share_key(format_id f);  ///< "l2_matrix_share.<format name>"
 std::string l2_stream_key(format_id f);  ///< "l2_stream.<format name>"
+std::string chain_x_key(format_id f);  ///< "chain_x_doubling.<format name>"
 std::string floor_key(format_id f);  ///< "floor_us.<format name>"
 std::string floor_small_y_key(format_id f);  ///< "floor_small_y_us.<format name>"
 /// The y size (bytes) up to which bandwidth_model_params::format_floor_small_y_us replaces the floor.
@@ -488,6 +498,7 @@ struct format_fit {
   std::array<int, format_count> overlap{};  ///< training samples behind a non-zero format_overlap (0: none)
   std::array<int, format_count> l2_matrix_share{};  ///< training samples behind a format_l2_matrix_share below 1 (0: none)
   std::array<int, format_count> l2_stream{};  ///< training samples behind a format_l2_stream of 1 (0: none)
+  std::array<int, format_count> chain_x{};    ///< training samples behind a non-zero format_chain_x_doubling (0: none)
   std::array<int, format_count> floor{};  ///< observations behind format_floor_us (0: not fitted)
   std::array<int, format_count> floor_small_y{};  ///< observations behind format_floor_small_y_us (0: not fitted)
   int coo_efficiency = 0;  ///< observations behind bandwidth_model_params::coo_efficiency (0: not fitted)
