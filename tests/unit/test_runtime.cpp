@@ -1455,6 +1455,24 @@ TEST(PlaceholderModel, BlockStaysInTheL2OnlyBesideTheRestOfItsMatrix)
   EXPECT_DOUBLE_EQ(aijp::rest_of_matrix_bytes(whole, whole, 4), 0.0);
 }
 
+// A per-format choice of the fit (`field`, its training samples in `counts`, cache key `key`.<format>) gave format `f`
+// `value` behind `count` samples and format `g` none: in the fitted parameters `q`, the metrics `m` and the
+// parameters `r` read back from them.
+void expect_chosen_for_one(const aijp::bandwidth_model_params& q, const aijp::format_fit& used, const aijp::bandwidth_model_params& r,
+                           const std::map<std::string, double>& m, std::array<double, aijp::format_count> aijp::bandwidth_model_params::*field,
+                           std::array<int, aijp::format_count> aijp::format_fit::*counts, const std::string& key, aijp::format_id f,
+                           aijp::format_id g, double value, int count)
+{
+  const int i = static_cast<int>(f), j = static_cast<int>(g);
+  EXPECT_EQ((q.*field)[i], value);
+  EXPECT_EQ((used.*counts)[i], count);
+  EXPECT_EQ((q.*field)[j], 0.0);
+  EXPECT_EQ((used.*counts)[j], 0);
+  EXPECT_EQ(m.at(key + "." + aijp::format_name(f)), value);
+  EXPECT_EQ(m.count(key + "." + aijp::format_name(g)), 0u);
+  EXPECT_EQ((r.*field)[i], value);
+}
+
 // A layout that stays in the L2 read at the L2 term's pace (format_l2_stream): with the flag, an in-L2 layout whose
 // DRAM streaming term exceeds its L2 term is priced at the L2 term; a layout beyond the L2 keeps its stream. Products
 // measured that way give ELL the flag from the fit; csr_vector (not a candidate) gets none. The key round-trips.
@@ -1478,13 +1496,8 @@ TEST(PlaceholderModel, InL2LayoutReadAtTheL2TermsPace)
   std::map<std::string, double> m;
   const auto [q, used, r] =
       fit_measured_as(on, p, {ell, csrv}, [](int k) { return uniform_rows(150000 + 25000 * k, 4 + k % 3, 0.05); }, m);
-  EXPECT_EQ(q.format_l2_stream[i], 1.0);
-  EXPECT_EQ(used.l2_stream[i], 8);
-  EXPECT_EQ(q.format_l2_stream[j], 0.0);
-  EXPECT_EQ(used.l2_stream[j], 0);
-  EXPECT_EQ(m.at("l2_stream.ell"), 1.0);
-  EXPECT_EQ(m.count("l2_stream.csr_vector"), 0u);
-  EXPECT_EQ(r.format_l2_stream[i], 1.0);
+  expect_chosen_for_one(q, used, r, m, &aijp::bandwidth_model_params::format_l2_stream, &aijp::format_fit::l2_stream, "l2_stream",
+                        ell, csrv, 1.0, 8);
 }
 
 // A chain in the L2 grows with x's size (format_chain_x_doubling): with k per doubling the raw chain is scaled by
@@ -1521,13 +1534,8 @@ TEST(PlaceholderModel, ChainInTheL2GrowsWithXsSize)
   std::map<std::string, double> m;
   const auto [q, used, r] =
       fit_measured_as(truth, flat, {ell, jad}, [](int k) { return chain_bound_input(1000 + 1500 * k, 100 + 10 * k, 50 << 20); }, m);
-  EXPECT_EQ(q.format_chain_x_doubling[i], 0.06);
-  EXPECT_EQ(used.chain_x[i], 8);
-  EXPECT_EQ(q.format_chain_x_doubling[j], 0.0);
-  EXPECT_EQ(used.chain_x[j], 0);
-  EXPECT_EQ(m.at("chain_x_doubling.ell"), 0.06);
-  EXPECT_EQ(m.count("chain_x_doubling.jad"), 0u);
-  EXPECT_EQ(r.format_chain_x_doubling[i], 0.06);
+  expect_chosen_for_one(q, used, r, m, &aijp::bandwidth_model_params::format_chain_x_doubling, &aijp::format_fit::chain_x,
+                        "chain_x_doubling", ell, jad, 0.06, 8);
 }
 
 // Chains beyond the L2 get their own factor where the warm-up has enough of them: the chains in the L2 keep
