@@ -304,10 +304,10 @@ bool matrix_share_fitted(format_id f)
 bool l2_stream_fitted(format_id f) { return f == format_id::ell || f == format_id::hyb; }
 
 // Formats whose chain in the L2 grows with x's size (bandwidth_model_params::format_chain_x_doubling): ELL. Offline on
-// the eight H100 gated pairs of sessions 42-46 at a fixed 0.03 per doubling, ELL's held-out mean and p95 fell on all
-// eight (s46 run 2: 4.0 / 12.7 -> 3.3 / 7.7 %); PELLR's mean fell on seven and its p95 rose on four; the training
-// error chose it for JAD, whose held-out error rose (3.8 / 9.4 -> 4.2 / 10.0 % over the pairs), and for no other
-// format (SELL, ELLR, SELL-sigma, SELL-delta16, cuSPARSE SELL, csr_scalar, csr_vector: higher training error).
+// the eight H100 gated pairs of sessions 42-46 every fit chose 0.06 for ELL and its held-out p95 fell on all eight
+// (s46 run 2: 4.0 / 12.7 -> 3.7 / 8.8 %). Offered to every format with a chain, the training error also chose it for
+// PELLR and JAD, whose held-out p95 then rose on six and five pairs (s44: PELLR 5.7 -> 9.5 %, JAD 9.1 -> 16.1 %), and
+// for no other (docs/models.md, Session 46).
 bool chain_x_fitted(format_id f) { return f == format_id::ell; }
 
 // Formats whose product is several kernels in sequence, the data-moving one after the others, so that its L2
