@@ -7,7 +7,6 @@
 #include "model_fit.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <initializer_list>
 #include <cmath>
 #include <iterator>
@@ -788,10 +787,9 @@ bool scatter_fitted(format_id f) { return f == format_id::csr_scalar; }
 // H100 2M-row power law: HYB 8.4 % over, 2.9 % with the larger), where it is below (a circuit's dense rows, which
 // the row groups miss) the traffic came out under the bins' own sum. On the eight H100 gated pairs of sessions 42-46
 // HYB's held-out p95 fell by up to 3 points and only COO's mean on one pair rose, by 0.1 point (docs/models.md,
-// Session 46). With the bins
-// at the whole-matrix ratio (one bin) the term is 0. A whole-matrix
-// ratio puts a circuit's 4M dense-row nonzeros of random columns (a sector each) and its 8M banded ones (0.12)
-// at one ratio under the streaming term, while they run one after the other at their own bounds: on the H100
+// Session 46). With the bins at the whole-matrix ratio (one bin) the term is 0. A whole-matrix ratio puts a
+// circuit's 4M dense-row nonzeros of random columns (a sector each) and its 8M banded ones (0.12) at one ratio
+// under the streaming term, while they run one after the other at their own bounds: on the H100
 // (gated, session 42) COO took 75.6 us for the banded part alone, +7.6-10 us with 400K dense-row nonzeros and
 // +46-55 us with 4M, about their time at the random gathers' rate (87 nonzeros per ns on the 2M-row random
 // rows of 24), and 93.7 us where the 20 dense rows' columns were contiguous (docs/models.md, Session 42).
