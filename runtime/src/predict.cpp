@@ -92,14 +92,14 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
       // stream-bound samples of 7-27 entries on 8-32 lanes measured their filled share + 0.04 (median of 7,
       // -0.04 to +0.10; the held-out 3D stencils + 0.04 (lap27) to + 0.11 (fem3: rows of 21 on 32 lanes, 261.7
       // us where the 0.25 this had before put 221.6), bench/results/2026-11-24_h100_session13_*_samples.jsonl.xz);
-      // the warm-up's value is the one kept (an H200 warm-up measured - 0.08: a per-device fit would be better).
-      // Rows of several steps keep the next steps' loads in the same round (the unrolled
+      // an H200 warm-up measured - 0.08, so the offset is fitted per device (format_idle_lane_offset, 0.04 where a
+      // cache has none). Rows of several steps keep the next steps' loads in the same round (the unrolled
       // loop), so the last step's idle lanes cost less: + 0.25 there (constant rows of 40 on 32 lanes, filled
       // 0.63, measured 0.83-0.93).
       const int lanes = csr_vector_lanes(s);
       const double typ = csr_vector_typical_length(s);
       const double filled = typ / (lanes * std::max(1.0, std::ceil(typ / lanes)));
-      t.efficiency = std::min(1.0, filled + (typ <= lanes ? 0.04 : 0.25));
+      t.efficiency = std::clamp(filled + (typ <= lanes ? p.format_idle_lane_offset[static_cast<int>(f)] : 0.25), 0.05, 1.0);
       break;
     }
     case format_id::coo:
@@ -165,6 +165,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (ls != m.end() && (ls->second == 0.0 || ls->second == 1.0)) p.format_l2_stream[i] = ls->second;
     const auto cx = m.find(chain_x_key(static_cast<format_id>(i)));
     if (cx != m.end() && cx->second >= 0.0 && cx->second <= 0.25) p.format_chain_x_doubling[i] = cx->second;
+    const auto il = m.find(idle_lane_key(static_cast<format_id>(i)));
+    if (il != m.end() && il->second >= -0.5 && il->second <= 0.5) p.format_idle_lane_offset[i] = il->second;
     const auto fq = m.find(floor_adds_l2_key(static_cast<format_id>(i)));
     if (fq != m.end()) p.format_floor_adds_l2[i] = fq->second > 0 ? 1.0 : 0.0;
     const auto lr = m.find(l2_gather_key(static_cast<format_id>(i)));
@@ -220,6 +222,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(l2_stream_key(f), p.format_l2_stream[i], 0.0);
     put(chain_overlap_key(f), p.format_overlap[i], 0.0);
     put(chain_x_key(f), p.format_chain_x_doubling[i], 0.0);
+    put(idle_lane_key(f), p.format_idle_lane_offset[i], 0.04);
     put(floor_key(f), p.format_floor_us[i], 0.0);
     put(floor_small_y_key(f), p.format_floor_small_y_us[i], 0.0);
     put(floor_adds_l2_key(f), p.format_floor_adds_l2[i], 0.0);
@@ -250,6 +253,7 @@ std::string chain_scatter_dram_key(format_id f) { return std::string("chain_scat
 std::string l2_matrix_share_key(format_id f) { return std::string("l2_matrix_share.") + format_name(f); }
 std::string l2_stream_key(format_id f) { return std::string("l2_stream.") + format_name(f); }
 std::string chain_x_key(format_id f) { return std::string("chain_x_doubling.") + format_name(f); }
+std::string idle_lane_key(format_id f) { return std::string("idle_lane_offset.") + format_name(f); }
 
 double rest_of_matrix_bytes(const row_stats& whole, const row_stats& block, int value_bytes)
 {
@@ -308,6 +312,10 @@ bool l2_stream_fitted(format_id f) { return f == format_id::ell || f == format_i
 // PELLR and JAD, whose held-out p95 then rose on six and five pairs (s44: PELLR 5.7 -> 9.5 %, JAD 9.1 -> 16.1 %), and
 // for no other (docs/models.md, Session 46).
 bool chain_x_fitted(format_id f) { return f == format_id::ell; }
+
+// Formats whose idle lanes' offset on their streaming rate is fitted (bandwidth_model_params::format_idle_lane_offset):
+// csr_vector, the one format whose lanes per row follow the mean row length.
+bool idle_lane_fitted(format_id f) { return f == format_id::csr_vector; }
 
 // Formats whose product is several kernels in sequence, the data-moving one after the others, so that its L2
 // traffic adds to the floor (bandwidth_model_params::format_floor_adds_l2): cuSPARSE CSR ALG1 and ALG2 (more than
@@ -405,6 +413,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.format_l2_matrix_share = from.format_l2_matrix_share;
   to.format_l2_stream = from.format_l2_stream;
   to.format_chain_x_doubling = from.format_chain_x_doubling;
+  to.format_idle_lane_offset = from.format_idle_lane_offset;
   to.cusparse_sell_wide_padded = from.cusparse_sell_wide_padded;
   to.cusparse_sell_wide_chain_scale = from.cusparse_sell_wide_chain_scale;
   to.format_l2_gather_gbs = from.format_l2_gather_gbs;
@@ -419,6 +428,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
          p.format_chain_scatter_dram != neutral.format_chain_scatter_dram ||
          p.format_l2_matrix_share != neutral.format_l2_matrix_share ||
          p.format_l2_stream != neutral.format_l2_stream || p.format_chain_x_doubling != neutral.format_chain_x_doubling ||
+         p.format_idle_lane_offset != neutral.format_idle_lane_offset ||
          p.format_floor_us != neutral.format_floor_us || p.format_floor_small_y_us != neutral.format_floor_small_y_us ||
          p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
@@ -1105,7 +1115,8 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
                               double l2_share, const std::array<double, format_count>& overlap = per_format(0.0),
                               const std::array<double, format_count>& matrix_share = per_format(1.0),
                               const std::array<double, format_count>& l2_stream = per_format(0.0),
-                              const std::array<double, format_count>& chain_x = per_format(0.0))
+                              const std::array<double, format_count>& chain_x = per_format(0.0),
+                              const std::array<double, format_count>& idle_lane = per_format(0.04))
 {
   // The fit starts from neutral corrections, whatever `out` holds (a cache entry refitted offline gives the
   // same values as the warm-up that fitted it), and writes only the corrections it could fit.
@@ -1116,6 +1127,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
   p.format_l2_matrix_share = matrix_share;
   p.format_l2_stream = l2_stream;
   p.format_chain_x_doubling = chain_x;
+  p.format_idle_lane_offset = idle_lane;
   p.pellr_sorted_lanes = 1.0;
   for (int i = 0; i < format_count; ++i) p.format_floor_adds_l2[i] = floor_adds_l2(static_cast<format_id>(i)) ? 1.0 : 0.0;
   format_fit used;
@@ -1631,6 +1643,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     if (observed[i]) out.format_l2_matrix_share[i] = p.format_l2_matrix_share[i];
     if (observed[i]) out.format_l2_stream[i] = p.format_l2_stream[i];
     if (observed[i]) out.format_chain_x_doubling[i] = used.chain[i] > 0 ? p.format_chain_x_doubling[i] : 0.0;
+    if (observed[i]) out.format_idle_lane_offset[i] = p.format_idle_lane_offset[i];
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];
@@ -1701,9 +1714,10 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   // chosen values, whose training samples per format go to `counts`. The formats' corrections are fitted apart from
   // each other (HYB's chain factor in the L2 may be ELL's, fitted at ELL's overlap), so one pass per grid value suffices.
   std::array<double, format_count> l2_stream = per_format(0.0), overlaps = per_format(0.0), matrix_shares = per_format(1.0),
-                                   chain_x = per_format(0.0);
+                                   chain_x = per_format(0.0), idle_lane = per_format(0.04);
   const auto fit_with = [&](bandwidth_model_params& q) {
-    return fit_corrections_at(obs, q, min_samples, best.l2_resident_share, overlaps, matrix_shares, l2_stream, chain_x);
+    return fit_corrections_at(obs, q, min_samples, best.l2_resident_share, overlaps, matrix_shares, l2_stream, chain_x,
+                              idle_lane);
   };
   const auto stage = [&](std::initializer_list<double> values, double neutral, bool (*fitted)(format_id),
                          std::array<double, format_count>& slot, std::array<double, format_count> bandwidth_model_params::*field,
@@ -1735,9 +1749,12 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     }
     slot = best.*field;  // as the fit kept it, for the later stages
   };
-  // In-L2 layouts read at the L2 term's pace (bandwidth_model_params::format_l2_stream), ELL and HYB: first, as the flags
+  std::array<int, format_count> stream_counts{}, overlap_counts{}, share_counts{}, chain_x_counts{}, idle_lane_counts{};
+  // csr_vector's idle lanes' offset on its streaming rate (bandwidth_model_params::format_idle_lane_offset) and the
+  // in-L2 layouts read at the L2 term's pace (bandwidth_model_params::format_l2_stream), ELL and HYB: first, as they
   // move which samples a stream bounds, and so the overlaps' and the matrix shares' fits.
-  std::array<int, format_count> stream_counts{}, overlap_counts{}, share_counts{}, chain_x_counts{};
+  stage({-0.04, 0.0, 0.07, 0.1}, 0.04, idle_lane_fitted, idle_lane, &bandwidth_model_params::format_idle_lane_offset,
+        idle_lane_counts, [](const bandwidth_model_params& q, int i) { return q.format_idle_lane_offset[i] != 0.04; });
   stage({1.0}, 0.0, l2_stream_fitted, l2_stream, &bandwidth_model_params::format_l2_stream, stream_counts,
         [](const bandwidth_model_params& q, int i) { return q.format_l2_stream[i] > 0; });
   // The chain's growth with x's size in the L2 (bandwidth_model_params::format_chain_x_doubling), ELL: before the
@@ -1752,6 +1769,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   stage({0.5, 0.25}, 1.0, matrix_share_fitted, matrix_shares, &bandwidth_model_params::format_l2_matrix_share, share_counts,
         [](const bandwidth_model_params& q, int i) { return q.format_l2_matrix_share[i] < 1.0; });
   best_fit.chain_x = chain_x_counts;
+  best_fit.idle_lane = idle_lane_counts;
   best_fit.l2_stream = stream_counts;
   best_fit.overlap = overlap_counts;
   best_fit.l2_matrix_share = share_counts;

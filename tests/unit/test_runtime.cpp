@@ -1538,6 +1538,35 @@ TEST(PlaceholderModel, ChainInTheL2GrowsWithXsSize)
                         "chain_x_doubling", ell, jad, 0.06, 8);
 }
 
+// csr_vector's idle lanes (format_idle_lane_offset): where a row takes one step of its lanes, the streaming
+// efficiency is the lanes' filled share plus the offset (0.04 without a fitted one; rows of 21 on 32 lanes: 21/32 +
+// 0.04). Stream-bound products measured at an offset of 0.1 give csr_vector 0.1 from the fit's grid; ELLR (not
+// fitted) keeps 0.04. The key round-trips, and is left out at 0.04.
+TEST(PlaceholderModel, CsrVectorIdleLanesOffsetFittedPerDevice)
+{
+  const aijp::format_id csrv = aijp::format_id::csr_vector, ellr = aijp::format_id::ellr;
+  const int i = static_cast<int>(csrv);
+  aijp::bandwidth_model_params p;
+  aijp::bandwidth_model_params truth = p;
+  truth.format_idle_lane_offset[i] = truth.format_idle_lane_offset[static_cast<int>(ellr)] = 0.1;
+  const auto in = uniform_rows(2000000, 21, 0.05);  // beyond the L2, bound by its stream
+  const auto at = aijp::explain_bandwidth_model(csrv, in, p), fitted = aijp::explain_bandwidth_model(csrv, in, truth);
+  ASSERT_FALSE(at.in_l2);
+  EXPECT_NEAR(at.stream_us / fitted.stream_us, (21.0 / 32 + 0.1) / (21.0 / 32 + 0.04), 1e-9);
+  // Rows of several steps keep their + 0.25: no change.
+  const auto two_steps = uniform_rows(2000000, 40, 0.05);
+  EXPECT_DOUBLE_EQ(aijp::explain_bandwidth_model(csrv, two_steps, truth).stream_us, aijp::explain_bandwidth_model(csrv, two_steps, p).stream_us);
+  std::map<std::string, double> m;
+  const auto [q, used, r] =
+      fit_measured_as(truth, p, {csrv, ellr}, [](int k) { return uniform_rows(1500000 + 250000 * k, 9 + 3 * (k % 4), 0.05); }, m);
+  EXPECT_EQ(q.format_idle_lane_offset[i], 0.1);
+  EXPECT_EQ(used.idle_lane[i], 8);
+  EXPECT_EQ(q.format_idle_lane_offset[static_cast<int>(ellr)], 0.04);
+  EXPECT_EQ(m.at("idle_lane_offset.csr_vector"), 0.1);
+  EXPECT_EQ(m.count("idle_lane_offset.ellr"), 0u);
+  EXPECT_EQ(r.format_idle_lane_offset[i], 0.1);
+}
+
 // Chains beyond the L2 get their own factor where the warm-up has enough of them: the chains in the L2 keep
 // theirs, the DRAM ones are predicted with the median of their own ratios, and chains whose x does not fit in
 // the L2 either (a third regime) do not move it.

@@ -311,6 +311,14 @@ struct bandwidth_model_params {
   /// 6-14 % over. Fitted per device for ELL (chain_x_fitted) from the grid {0.03, 0.06} by the whole fit's training
   /// error per format, as format_overlap (docs/models.md, Session 46). Cache key "chain_x_doubling.<format>".
   std::array<double, format_count> format_chain_x_doubling = per_format(0.0);
+  /// Per format, what its idle lanes leave of the streaming rate beyond their filled share, where a row takes one
+  /// step of its lanes: csr_vector's streaming efficiency is the filled share of its lanes plus this (predict.cpp,
+  /// placeholder_terms_of; 0.04 as measured on the H100 warm-up of session 13, the value of cache files written
+  /// before it). Fitted per device for csr_vector (idle_lane_fitted) from the grid {-0.04, 0, 0.07, 0.1} by the
+  /// whole fit's training error, as format_overlap: on the eight H100 gated pairs of sessions 42-46 every fit chose
+  /// 0.1 and csr_vector's held-out mean fell on all eight (docs/models.md, Session 46). Cache key
+  /// "idle_lane_offset.<format>".
+  std::array<double, format_count> format_idle_lane_offset = per_format(0.04);
 };
 
 /// The chain term's factor for `lanes` lanes (chain_lanes): format_chain_scale x (1 + format_chain_lanes x
@@ -333,6 +341,7 @@ std::string chain_overlap_key(format_id f);  ///< "chain_overlap.<format name>"
 std::string l2_matrix_share_key(format_id f);  ///< "l2_matrix_share.<format name>"
 std::string l2_stream_key(format_id f);  ///< "l2_stream.<format name>"
 std::string chain_x_key(format_id f);  ///< "chain_x_doubling.<format name>"
+std::string idle_lane_key(format_id f);  ///< "idle_lane_offset.<format name>"
 std::string floor_key(format_id f);  ///< "floor_us.<format name>"
 std::string floor_small_y_key(format_id f);  ///< "floor_small_y_us.<format name>"
 /// The y size (bytes) up to which bandwidth_model_params::format_floor_small_y_us replaces the floor.
@@ -499,6 +508,7 @@ struct format_fit {
   std::array<int, format_count> l2_matrix_share{};  ///< training samples behind a format_l2_matrix_share below 1 (0: none)
   std::array<int, format_count> l2_stream{};  ///< training samples behind a format_l2_stream of 1 (0: none)
   std::array<int, format_count> chain_x{};    ///< training samples behind a non-zero format_chain_x_doubling (0: none)
+  std::array<int, format_count> idle_lane{};  ///< training samples behind a format_idle_lane_offset other than 0.04 (0: none)
   std::array<int, format_count> floor{};  ///< observations behind format_floor_us (0: not fitted)
   std::array<int, format_count> floor_small_y{};  ///< observations behind format_floor_small_y_us (0: not fitted)
   int coo_efficiency = 0;  ///< observations behind bandwidth_model_params::coo_efficiency (0: not fitted)
