@@ -176,6 +176,8 @@ int main(int argc, char** argv)
     list_formats("\n# placeholder layouts in the L2 read at the L2 term's pace:", fitted.l2_stream, [](int) { return std::string(); });
     list_formats("\n# placeholder idle lanes' offset on the streaming rate (0.04 elsewhere):", fitted.idle_lane,
                  [&](int f) { return " " + std::to_string(params.format_idle_lane_offset[f]).substr(0, 5); });
+    list_formats("\n# placeholder streaming rate per doubling of the mean row above 8:", fitted.stream_row,
+                 [&](int f) { return " +" + std::to_string(params.format_stream_row_doubling[f]).substr(0, 4); });
     if (fitted.coo_efficiency > 0) std::printf("\n# placeholder COO streaming efficiency: %.3f (%d)", params.coo_efficiency, fitted.coo_efficiency);
     if (fitted.csr_scalar_x_reread > 0)
       std::printf("\n# placeholder csr_scalar x re-reads: L2 share %.2f (%d)", params.csr_scalar_x_reread_l2_share, fitted.csr_scalar_x_reread);

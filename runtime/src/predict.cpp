@@ -69,7 +69,11 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
   placeholder_terms t;
   switch (f) {
     case format_id::cusparse_csr:
-      t.efficiency = p.cusparse_csr_efficiency;
+      // Faster per byte on longer rows than on the calibration's rows of 8 (format_stream_row_doubling), never
+      // above the streaming bandwidth.
+      t.efficiency = std::min(std::max(1.0, p.cusparse_csr_efficiency),
+                              p.cusparse_csr_efficiency * (1.0 + p.format_stream_row_doubling[static_cast<int>(f)] *
+                                                                     std::log2(std::max(1.0, s.mean / 8.0))));
       t.fixed_us = p.cusparse_csr_overhead_us - p.launch_us;
       break;
     case format_id::cusparse_csr_alg2:
@@ -167,6 +171,8 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
     if (cx != m.end() && cx->second >= 0.0 && cx->second <= 0.25) p.format_chain_x_doubling[i] = cx->second;
     const auto il = m.find(idle_lane_key(static_cast<format_id>(i)));
     if (il != m.end() && il->second >= -0.5 && il->second <= 0.5) p.format_idle_lane_offset[i] = il->second;
+    const auto sr = m.find(stream_row_key(static_cast<format_id>(i)));
+    if (sr != m.end() && sr->second >= 0.0 && sr->second <= 0.25) p.format_stream_row_doubling[i] = sr->second;
     const auto fq = m.find(floor_adds_l2_key(static_cast<format_id>(i)));
     if (fq != m.end()) p.format_floor_adds_l2[i] = fq->second > 0 ? 1.0 : 0.0;
     const auto lr = m.find(l2_gather_key(static_cast<format_id>(i)));
@@ -223,6 +229,7 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
     put(chain_overlap_key(f), p.format_overlap[i], 0.0);
     put(chain_x_key(f), p.format_chain_x_doubling[i], 0.0);
     put(idle_lane_key(f), p.format_idle_lane_offset[i], 0.04);
+    put(stream_row_key(f), p.format_stream_row_doubling[i], 0.0);
     put(floor_key(f), p.format_floor_us[i], 0.0);
     put(floor_small_y_key(f), p.format_floor_small_y_us[i], 0.0);
     put(floor_adds_l2_key(f), p.format_floor_adds_l2[i], 0.0);
@@ -254,6 +261,7 @@ std::string l2_matrix_share_key(format_id f) { return std::string("l2_matrix_sha
 std::string l2_stream_key(format_id f) { return std::string("l2_stream.") + format_name(f); }
 std::string chain_x_key(format_id f) { return std::string("chain_x_doubling.") + format_name(f); }
 std::string idle_lane_key(format_id f) { return std::string("idle_lane_offset.") + format_name(f); }
+std::string stream_row_key(format_id f) { return std::string("stream_row_doubling.") + format_name(f); }
 
 double rest_of_matrix_bytes(const row_stats& whole, const row_stats& block, int value_bytes)
 {
@@ -316,6 +324,11 @@ bool chain_x_fitted(format_id f) { return f == format_id::ell; }
 // Formats whose idle lanes' offset on their streaming rate is fitted (bandwidth_model_params::format_idle_lane_offset):
 // csr_vector, the one format whose lanes per row follow the mean row length.
 bool idle_lane_fitted(format_id f) { return f == format_id::csr_vector; }
+
+// Formats whose streaming rate grows with the row length (bandwidth_model_params::format_stream_row_doubling): cuSPARSE
+// CSR (ALG1). Offline on the eight H100 gated pairs of sessions 42-46 at 0.03 its held-out mean fell on all eight; ALG2
+// at the same value rose on six (its cost beyond ALG1 does not grow with the bytes, placeholder_terms_of).
+bool stream_row_fitted(format_id f) { return f == format_id::cusparse_csr; }
 
 // Formats whose product is several kernels in sequence, the data-moving one after the others, so that its L2
 // traffic adds to the floor (bandwidth_model_params::format_floor_adds_l2): cuSPARSE CSR ALG1 and ALG2 (more than
@@ -414,6 +427,7 @@ void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model
   to.format_l2_stream = from.format_l2_stream;
   to.format_chain_x_doubling = from.format_chain_x_doubling;
   to.format_idle_lane_offset = from.format_idle_lane_offset;
+  to.format_stream_row_doubling = from.format_stream_row_doubling;
   to.cusparse_sell_wide_padded = from.cusparse_sell_wide_padded;
   to.cusparse_sell_wide_chain_scale = from.cusparse_sell_wide_chain_scale;
   to.format_l2_gather_gbs = from.format_l2_gather_gbs;
@@ -429,6 +443,7 @@ bool has_format_corrections(const bandwidth_model_params& p)
          p.format_l2_matrix_share != neutral.format_l2_matrix_share ||
          p.format_l2_stream != neutral.format_l2_stream || p.format_chain_x_doubling != neutral.format_chain_x_doubling ||
          p.format_idle_lane_offset != neutral.format_idle_lane_offset ||
+         p.format_stream_row_doubling != neutral.format_stream_row_doubling ||
          p.format_floor_us != neutral.format_floor_us || p.format_floor_small_y_us != neutral.format_floor_small_y_us ||
          p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
          p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
@@ -1116,7 +1131,8 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
                               const std::array<double, format_count>& matrix_share = per_format(1.0),
                               const std::array<double, format_count>& l2_stream = per_format(0.0),
                               const std::array<double, format_count>& chain_x = per_format(0.0),
-                              const std::array<double, format_count>& idle_lane = per_format(0.04))
+                              const std::array<double, format_count>& idle_lane = per_format(0.04),
+                              const std::array<double, format_count>& stream_row = per_format(0.0))
 {
   // The fit starts from neutral corrections, whatever `out` holds (a cache entry refitted offline gives the
   // same values as the warm-up that fitted it), and writes only the corrections it could fit.
@@ -1128,6 +1144,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
   p.format_l2_stream = l2_stream;
   p.format_chain_x_doubling = chain_x;
   p.format_idle_lane_offset = idle_lane;
+  p.format_stream_row_doubling = stream_row;
   p.pellr_sorted_lanes = 1.0;
   for (int i = 0; i < format_count; ++i) p.format_floor_adds_l2[i] = floor_adds_l2(static_cast<format_id>(i)) ? 1.0 : 0.0;
   format_fit used;
@@ -1644,6 +1661,7 @@ format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, ba
     if (observed[i]) out.format_l2_stream[i] = p.format_l2_stream[i];
     if (observed[i]) out.format_chain_x_doubling[i] = used.chain[i] > 0 ? p.format_chain_x_doubling[i] : 0.0;
     if (observed[i]) out.format_idle_lane_offset[i] = p.format_idle_lane_offset[i];
+    if (observed[i]) out.format_stream_row_doubling[i] = p.format_stream_row_doubling[i];
     if (used.chain[i] > 0) {
       out.format_chain_scale[i] = p.format_chain_scale[i];
       out.format_chain_lanes[i] = p.format_chain_lanes[i];
@@ -1714,10 +1732,10 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
   // chosen values, whose training samples per format go to `counts`. The formats' corrections are fitted apart from
   // each other (HYB's chain factor in the L2 may be ELL's, fitted at ELL's overlap), so one pass per grid value suffices.
   std::array<double, format_count> l2_stream = per_format(0.0), overlaps = per_format(0.0), matrix_shares = per_format(1.0),
-                                   chain_x = per_format(0.0), idle_lane = per_format(0.04);
+                                   chain_x = per_format(0.0), idle_lane = per_format(0.04), stream_row = per_format(0.0);
   const auto fit_with = [&](bandwidth_model_params& q) {
     return fit_corrections_at(obs, q, min_samples, best.l2_resident_share, overlaps, matrix_shares, l2_stream, chain_x,
-                              idle_lane);
+                              idle_lane, stream_row);
   };
   const auto stage = [&](std::initializer_list<double> values, double neutral, bool (*fitted)(format_id),
                          std::array<double, format_count>& slot, std::array<double, format_count> bandwidth_model_params::*field,
@@ -1749,10 +1767,14 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
     }
     slot = best.*field;  // as the fit kept it, for the later stages
   };
-  std::array<int, format_count> stream_counts{}, overlap_counts{}, share_counts{}, chain_x_counts{}, idle_lane_counts{};
-  // csr_vector's idle lanes' offset on its streaming rate (bandwidth_model_params::format_idle_lane_offset) and the
-  // in-L2 layouts read at the L2 term's pace (bandwidth_model_params::format_l2_stream), ELL and HYB: first, as they
-  // move which samples a stream bounds, and so the overlaps' and the matrix shares' fits.
+  std::array<int, format_count> stream_counts{}, overlap_counts{}, share_counts{}, chain_x_counts{}, idle_lane_counts{},
+      stream_row_counts{};
+  // The streaming rates' dependence on the rows (bandwidth_model_params::format_stream_row_doubling, cuSPARSE CSR;
+  // format_idle_lane_offset, csr_vector) and the in-L2 layouts read at the L2 term's pace
+  // (bandwidth_model_params::format_l2_stream, ELL and HYB): first, as they move which samples a stream bounds, and so
+  // the overlaps' and the matrix shares' fits.
+  stage({0.03, 0.05, 0.07}, 0.0, stream_row_fitted, stream_row, &bandwidth_model_params::format_stream_row_doubling,
+        stream_row_counts, [](const bandwidth_model_params& q, int i) { return q.format_stream_row_doubling[i] > 0; });
   stage({-0.04, 0.0, 0.07, 0.1}, 0.04, idle_lane_fitted, idle_lane, &bandwidth_model_params::format_idle_lane_offset,
         idle_lane_counts, [](const bandwidth_model_params& q, int i) { return q.format_idle_lane_offset[i] != 0.04; });
   stage({1.0}, 0.0, l2_stream_fitted, l2_stream, &bandwidth_model_params::format_l2_stream, stream_counts,
@@ -1770,6 +1792,7 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
         [](const bandwidth_model_params& q, int i) { return q.format_l2_matrix_share[i] < 1.0; });
   best_fit.chain_x = chain_x_counts;
   best_fit.idle_lane = idle_lane_counts;
+  best_fit.stream_row = stream_row_counts;
   best_fit.l2_stream = stream_counts;
   best_fit.overlap = overlap_counts;
   best_fit.l2_matrix_share = share_counts;

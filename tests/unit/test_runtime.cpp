@@ -1567,6 +1567,30 @@ TEST(PlaceholderModel, CsrVectorIdleLanesOffsetFittedPerDevice)
   EXPECT_EQ(r.format_idle_lane_offset[i], 0.1);
 }
 
+// cuSPARSE CSR streams faster per byte on longer rows (format_stream_row_doubling): its efficiency is scaled by
+// 1 + k log2(max(1, mean / 8)), rows of 8 (the calibration's) and shorter unchanged. Stream-bound products measured at
+// k = 0.05 give cuSPARSE CSR 0.05 from the fit's grid; ALG2 (not fitted) none. The key round-trips.
+TEST(PlaceholderModel, CusparseCsrStreamsFasterOnLongerRows)
+{
+  const aijp::format_id csr = aijp::format_id::cusparse_csr, alg2 = aijp::format_id::cusparse_csr_alg2;
+  aijp::bandwidth_model_params p;
+  aijp::bandwidth_model_params truth = p;
+  truth.format_stream_row_doubling[static_cast<int>(csr)] = truth.format_stream_row_doubling[static_cast<int>(alg2)] = 0.05;
+  const auto stream = [&](const aijp::bandwidth_model_params& q, int per_row) {
+    const auto b = aijp::explain_bandwidth_model(csr, uniform_rows(4000000, per_row, 0.05), q);
+    EXPECT_FALSE(b.in_l2);
+    return b.stream_us;
+  };
+  EXPECT_DOUBLE_EQ(stream(truth, 8), stream(p, 8));
+  EXPECT_DOUBLE_EQ(stream(truth, 6), stream(p, 6));
+  EXPECT_NEAR(stream(p, 32) / stream(truth, 32), 1.10, 1e-9);  // two doublings above 8
+  std::map<std::string, double> m;
+  const auto [q, used, r] =
+      fit_measured_as(truth, p, {csr, alg2}, [](int k) { return uniform_rows(1500000 + 250000 * k, 8 + 4 * k, 0.05); }, m);
+  expect_chosen_for_one(q, used, r, m, &aijp::bandwidth_model_params::format_stream_row_doubling, &aijp::format_fit::stream_row,
+                        "stream_row_doubling", csr, alg2, 0.05, 8);
+}
+
 // Chains beyond the L2 get their own factor where the warm-up has enough of them: the chains in the L2 keep
 // theirs, the DRAM ones are predicted with the median of their own ratios, and chains whose x does not fit in
 // the L2 either (a third regime) do not move it.

@@ -319,6 +319,15 @@ struct bandwidth_model_params {
   /// 0.1 and csr_vector's held-out mean fell on all eight (docs/models.md, Session 46). Cache key
   /// "idle_lane_offset.<format>".
   std::array<double, format_count> format_idle_lane_offset = per_format(0.04);
+  /// Per format, how much faster than its calibrated streaming rate it streams per doubling of the mean row length
+  /// above the calibration product's 8 entries per row: the efficiency is scaled by 1 + k log2(max(1, mean / 8)) (0: flat,
+  /// as in cache files written before it). cuSPARSE CSR (ALG1) pays per row besides the bytes (row pointers, y, the
+  /// rows' reductions), which its efficiency, measured on rows of 8, charges to every byte: on the H100 gated pairs of
+  /// sessions 42-46 its stream-bound products with local gathers were within 1 % of the prediction on rows of 7 and
+  /// 5-16 % over on rows of 12-40 (the 3D stencils of 21-27 held out: 5-13 % over on every pair). Fitted per device for
+  /// cuSPARSE CSR (stream_row_fitted) from the grid {0.03, 0.05, 0.07} by the whole fit's training error, as
+  /// format_overlap (docs/models.md, Session 46). Cache key "stream_row_doubling.<format>".
+  std::array<double, format_count> format_stream_row_doubling = per_format(0.0);
 };
 
 /// The chain term's factor for `lanes` lanes (chain_lanes): format_chain_scale x (1 + format_chain_lanes x
@@ -342,6 +351,7 @@ std::string l2_matrix_share_key(format_id f);  ///< "l2_matrix_share.<format nam
 std::string l2_stream_key(format_id f);  ///< "l2_stream.<format name>"
 std::string chain_x_key(format_id f);  ///< "chain_x_doubling.<format name>"
 std::string idle_lane_key(format_id f);  ///< "idle_lane_offset.<format name>"
+std::string stream_row_key(format_id f);  ///< "stream_row_doubling.<format name>"
 std::string floor_key(format_id f);  ///< "floor_us.<format name>"
 std::string floor_small_y_key(format_id f);  ///< "floor_small_y_us.<format name>"
 /// The y size (bytes) up to which bandwidth_model_params::format_floor_small_y_us replaces the floor.
@@ -509,6 +519,7 @@ struct format_fit {
   std::array<int, format_count> l2_stream{};  ///< training samples behind a format_l2_stream of 1 (0: none)
   std::array<int, format_count> chain_x{};    ///< training samples behind a non-zero format_chain_x_doubling (0: none)
   std::array<int, format_count> idle_lane{};  ///< training samples behind a format_idle_lane_offset other than 0.04 (0: none)
+  std::array<int, format_count> stream_row{};  ///< training samples behind a non-zero format_stream_row_doubling (0: none)
   std::array<int, format_count> floor{};  ///< observations behind format_floor_us (0: not fitted)
   std::array<int, format_count> floor_small_y{};  ///< observations behind format_floor_small_y_us (0: not fitted)
   int coo_efficiency = 0;  ///< observations behind bandwidth_model_params::coo_efficiency (0: not fitted)
