@@ -1125,26 +1125,27 @@ double cusparse_csr_us_above_launch(const device_properties& device, const bandw
 }
 
 namespace {
-// The whole fit below with the layouts counted in the L2 under `l2_share` of it (l2_resident_share).
+// The per-format fields fit_format_corrections chooses from grids (its stages): fit_corrections_at takes them as
+// given instead of neutral.
+using format_field = std::array<double, format_count> bandwidth_model_params::*;
+constexpr format_field staged_fields[] = {
+    &bandwidth_model_params::format_stream_row_doubling, &bandwidth_model_params::format_idle_lane_offset,
+    &bandwidth_model_params::format_l2_stream,           &bandwidth_model_params::format_chain_x_doubling,
+    &bandwidth_model_params::format_overlap,             &bandwidth_model_params::format_l2_matrix_share};
+
+// The whole fit below with the layouts counted in the L2 under `l2_share` of it (l2_resident_share), and the
+// staged_fields of `staged` (neutral where null).
 format_fit fit_corrections_at(const std::vector<fixed_cost_observation>& obs, bandwidth_model_params& out, int min_samples,
-                              double l2_share, const std::array<double, format_count>& overlap = per_format(0.0),
-                              const std::array<double, format_count>& matrix_share = per_format(1.0),
-                              const std::array<double, format_count>& l2_stream = per_format(0.0),
-                              const std::array<double, format_count>& chain_x = per_format(0.0),
-                              const std::array<double, format_count>& idle_lane = per_format(0.04),
-                              const std::array<double, format_count>& stream_row = per_format(0.0))
+                              double l2_share, const bandwidth_model_params* staged = nullptr)
 {
   // The fit starts from neutral corrections, whatever `out` holds (a cache entry refitted offline gives the
   // same values as the warm-up that fitted it), and writes only the corrections it could fit.
   bandwidth_model_params p = out;
   copy_format_corrections(bandwidth_model_params{}, p);
   p.l2_resident_share = l2_share;
-  p.format_overlap = overlap;
-  p.format_l2_matrix_share = matrix_share;
-  p.format_l2_stream = l2_stream;
-  p.format_chain_x_doubling = chain_x;
-  p.format_idle_lane_offset = idle_lane;
-  p.format_stream_row_doubling = stream_row;
+  if (staged != nullptr) {
+    for (const format_field field : staged_fields) p.*field = staged->*field;
+  }
   p.pellr_sorted_lanes = 1.0;
   for (int i = 0; i < format_count; ++i) p.format_floor_adds_l2[i] = floor_adds_l2(static_cast<format_id>(i)) ? 1.0 : 0.0;
   format_fit used;
@@ -1724,22 +1725,22 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       best_fit = fit;
     }
   }
-  // Per-format values chosen from grids, in stages: each stage sets one field of the parameters (`field`) for the
-  // formats `fitted` selects. It runs the whole fit at each value `w` of `values` for those formats (`neutral` for the
-  // others; the earlier stages' fields as they chose them, the later ones' neutral), and per format keeps the value
-  // whose fit leaves the least mean relative error over that format's training samples, where the fit applied it
-  // (`applied`) and it improves on the current fit's error by at least 0.5 % of that error; then the fit with the
-  // chosen values, whose training samples per format go to `counts`. The formats' corrections are fitted apart from
-  // each other (HYB's chain factor in the L2 may be ELL's, fitted at ELL's overlap), so one pass per grid value suffices.
-  std::array<double, format_count> l2_stream = per_format(0.0), overlaps = per_format(0.0), matrix_shares = per_format(1.0),
-                                   chain_x = per_format(0.0), idle_lane = per_format(0.04), stream_row = per_format(0.0);
-  const auto fit_with = [&](bandwidth_model_params& q) {
-    return fit_corrections_at(obs, q, min_samples, best.l2_resident_share, overlaps, matrix_shares, l2_stream, chain_x,
-                              idle_lane, stream_row);
-  };
-  const auto stage = [&](std::initializer_list<double> values, double neutral, bool (*fitted)(format_id),
-                         std::array<double, format_count>& slot, std::array<double, format_count> bandwidth_model_params::*field,
-                         std::array<int, format_count>& counts, const auto& applied) {
+  // Per-format values chosen from grids, in stages: each stage sets one of the staged_fields (`field`) for the
+  // formats `fitted` selects. It runs the whole fit at each value `w` of `values` for those formats (the field's
+  // neutral value, bandwidth_model_params' own, for the others; the earlier stages' fields as they chose them, the
+  // later ones' neutral), and per format keeps the value whose fit leaves the least mean relative error over that
+  // format's training samples, where the fit kept a value other than the neutral one and it improves on the current
+  // fit's error by at least 0.5 % of that error; then the fit with the chosen values, whose training samples per
+  // format go to `counts` of format_fit. The formats' corrections are fitted apart from each other (HYB's chain factor
+  // in the L2 may be ELL's, fitted at ELL's overlap), so one pass per grid value suffices.
+  bandwidth_model_params staged;  // the staged_fields as the stages choose them, neutral until then
+  format_fit staged_counts;
+  const auto fit_with = [&](bandwidth_model_params& q) { return fit_corrections_at(obs, q, min_samples, best.l2_resident_share, &staged); };
+  const auto stage = [&](std::initializer_list<double> values, bool (*fitted)(format_id), format_field field,
+                         std::array<int, format_count> format_fit::*counts) {
+    const double neutral = (bandwidth_model_params{}.*field)[0];
+    const auto applied = [&](const bandwidth_model_params& q, int i) { return (q.*field)[i] != neutral; };
+    std::array<double, format_count>& slot = staged.*field;
     const auto current = relative_errors_by_format(obs, best);
     std::array<double, format_count> chosen = per_format(neutral), chosen_error{};
     for (int i = 0; i < format_count; ++i) chosen_error[i] = current[i].second > 0 ? current[i].first / current[i].second : 0.0;
@@ -1763,39 +1764,29 @@ format_fit fit_format_corrections(const std::vector<fixed_cost_observation>& obs
       best_fit = fit_with(q);
       best = q;
       best_error = mean_relative_error(obs, best);
-      for (int i = 0; i < format_count; ++i) counts[i] = applied(best, i) ? current[i].second : 0;
+      for (int i = 0; i < format_count; ++i) (staged_counts.*counts)[i] = applied(best, i) ? current[i].second : 0;
     }
     slot = best.*field;  // as the fit kept it, for the later stages
   };
-  std::array<int, format_count> stream_counts{}, overlap_counts{}, share_counts{}, chain_x_counts{}, idle_lane_counts{},
-      stream_row_counts{};
   // The streaming rates' dependence on the rows (bandwidth_model_params::format_stream_row_doubling, cuSPARSE CSR;
   // format_idle_lane_offset, csr_vector) and the in-L2 layouts read at the L2 term's pace
   // (bandwidth_model_params::format_l2_stream, ELL and HYB): first, as they move which samples a stream bounds, and so
   // the overlaps' and the matrix shares' fits.
-  stage({0.03, 0.05, 0.07}, 0.0, stream_row_fitted, stream_row, &bandwidth_model_params::format_stream_row_doubling,
-        stream_row_counts, [](const bandwidth_model_params& q, int i) { return q.format_stream_row_doubling[i] > 0; });
-  stage({-0.04, 0.0, 0.07, 0.1}, 0.04, idle_lane_fitted, idle_lane, &bandwidth_model_params::format_idle_lane_offset,
-        idle_lane_counts, [](const bandwidth_model_params& q, int i) { return q.format_idle_lane_offset[i] != 0.04; });
-  stage({1.0}, 0.0, l2_stream_fitted, l2_stream, &bandwidth_model_params::format_l2_stream, stream_counts,
-        [](const bandwidth_model_params& q, int i) { return q.format_l2_stream[i] > 0; });
+  stage({0.03, 0.05, 0.07}, stream_row_fitted, &bandwidth_model_params::format_stream_row_doubling, &format_fit::stream_row);
+  stage({-0.04, 0.0, 0.07, 0.1}, idle_lane_fitted, &bandwidth_model_params::format_idle_lane_offset, &format_fit::idle_lane);
+  stage({1.0}, l2_stream_fitted, &bandwidth_model_params::format_l2_stream, &format_fit::l2_stream);
   // The chain's growth with x's size in the L2 (bandwidth_model_params::format_chain_x_doubling), ELL: before the
   // overlaps, which are fitted on the chain's shape.
-  stage({0.03, 0.06}, 0.0, chain_x_fitted, chain_x, &bandwidth_model_params::format_chain_x_doubling, chain_x_counts,
-        [](const bandwidth_model_params& q, int i) { return q.format_chain_x_doubling[i] > 0; });
+  stage({0.03, 0.06}, chain_x_fitted, &bandwidth_model_params::format_chain_x_doubling, &format_fit::chain_x);
   // The overlap of chain and traffic (bandwidth_model_params::format_overlap), csr_vector and ELL.
-  stage({0.15, 0.3, 0.45, 0.6}, 0.0, overlap_fitted, overlaps, &bandwidth_model_params::format_overlap, overlap_counts,
-        [](const bandwidth_model_params& q, int i) { return q.format_overlap[i] > 0; });
+  stage({0.15, 0.3, 0.45, 0.6}, overlap_fitted, &bandwidth_model_params::format_overlap, &format_fit::overlap);
   // The share of the matrix's bytes in the L2 term beyond the L2 (bandwidth_model_params::format_l2_matrix_share),
   // against all of the bytes (1).
-  stage({0.5, 0.25}, 1.0, matrix_share_fitted, matrix_shares, &bandwidth_model_params::format_l2_matrix_share, share_counts,
-        [](const bandwidth_model_params& q, int i) { return q.format_l2_matrix_share[i] < 1.0; });
-  best_fit.chain_x = chain_x_counts;
-  best_fit.idle_lane = idle_lane_counts;
-  best_fit.stream_row = stream_row_counts;
-  best_fit.l2_stream = stream_counts;
-  best_fit.overlap = overlap_counts;
-  best_fit.l2_matrix_share = share_counts;
+  stage({0.5, 0.25}, matrix_share_fitted, &bandwidth_model_params::format_l2_matrix_share, &format_fit::l2_matrix_share);
+  for (const auto counts : {&format_fit::stream_row, &format_fit::idle_lane, &format_fit::l2_stream, &format_fit::chain_x,
+                            &format_fit::overlap, &format_fit::l2_matrix_share}) {
+    best_fit.*counts = staged_counts.*counts;
+  }
   out = best;
   best_fit.l2_resident_error = best_error;
   best_fit.l2_resident_error_whole = whole;
