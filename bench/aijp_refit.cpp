@@ -168,16 +168,21 @@ int main(int argc, char** argv)
         any = true;
       }
     };
-    list_formats("\n# placeholder matrix bytes in the L2 term beyond the L2 (share):", fitted.l2_matrix_share, [&](int f) {
-      char v[32];
-      std::snprintf(v, sizeof v, " %.2f", params.format_l2_matrix_share[f]);
-      return std::string(v);
-    });
+    // A per-format field's value of format f, printed with `format`.
+    const auto value_of = [&](std::array<double, aijp::format_count> aijp::bandwidth_model_params::*field, const char* format) {
+      return [&params, field, format](int f) {
+        char v[32];
+        std::snprintf(v, sizeof v, format, (params.*field)[f]);
+        return std::string(v);
+      };
+    };
+    list_formats("\n# placeholder matrix bytes in the L2 term beyond the L2 (share):", fitted.l2_matrix_share,
+                 value_of(&aijp::bandwidth_model_params::format_l2_matrix_share, " %.2f"));
     list_formats("\n# placeholder layouts in the L2 read at the L2 term's pace:", fitted.l2_stream, [](int) { return std::string(); });
     list_formats("\n# placeholder idle lanes' offset on the streaming rate (0.04 elsewhere):", fitted.idle_lane,
-                 [&](int f) { return " " + std::to_string(params.format_idle_lane_offset[f]).substr(0, 5); });
+                 value_of(&aijp::bandwidth_model_params::format_idle_lane_offset, " %.2f"));
     list_formats("\n# placeholder streaming rate per doubling of the mean row above 8:", fitted.stream_row,
-                 [&](int f) { return " +" + std::to_string(params.format_stream_row_doubling[f]).substr(0, 4); });
+                 value_of(&aijp::bandwidth_model_params::format_stream_row_doubling, " %+.2f"));
     if (fitted.coo_efficiency > 0) std::printf("\n# placeholder COO streaming efficiency: %.3f (%d)", params.coo_efficiency, fitted.coo_efficiency);
     if (fitted.csr_scalar_x_reread > 0)
       std::printf("\n# placeholder csr_scalar x re-reads: L2 share %.2f (%d)", params.csr_scalar_x_reread_l2_share, fitted.csr_scalar_x_reread);
