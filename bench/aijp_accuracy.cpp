@@ -59,6 +59,9 @@ const char* usage =
     "                    samples format), so models can be refitted and compared offline\n"
     "  --gated           time each batch queued behind a gate kernel (the products' device time, without the\n"
     "                    host's issue rate; aijp::timing_options::gated)\n"
+    "  --no-launch-gap   do not move the placeholder's predictions by the gap between back-to-back kernels\n"
+    "                    measured before each matrix against the warm-up's (the gap is still measured and\n"
+    "                    written to --samples, so aijp_refit can show both)\n"
     "  --help            this text\n";
 
 }  // namespace
@@ -69,7 +72,7 @@ int main(int argc, char** argv)
   std::string cache_dir, csv, json, samples_path;
   long long min_nnz = 0;
   int rounds = 3;
-  bool gated = false;
+  bool gated = false, launch_gap = true;
   std::vector<std::string> inputs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -92,6 +95,8 @@ int main(int argc, char** argv)
       if (rounds < 1) die("--rounds must be at least 1");
     } else if (a == "--gated") {
       gated = true;
+    } else if (a == "--no-launch-gap") {
+      launch_gap = false;
     } else if (a == "--min-nnz" && i + 1 < argc) {
       min_nnz = std::atoll(argv[++i]);
     } else if (!a.empty() && a[0] == '-') {
@@ -125,6 +130,20 @@ int main(int argc, char** argv)
     }
     std::printf("# device: %s\n# coefficients: %s\n# timing: %s\n", dev.to_string().c_str(), loaded.path.c_str(),
                 gated ? "gated (device time: each batch queued behind a gate kernel)" : "back to back (host issue included)");
+    // The gap between back-to-back kernels, measured before each matrix as its products are timed: where the
+    // cache recorded its warm-up's, timed the same way, the placeholder's predictions move by each product's
+    // kernels times the difference (context::measure_launch_gap).
+    const aijp::bandwidth_model_params& cached = ctx.model_params();
+    const bool same_timing = (cached.launch_gap_gated > 0) == gated;
+    const bool shift = launch_gap && cached.launch_gap_us > 0 && same_timing;
+    if (cached.launch_gap_us > 0) {
+      std::printf("# launch gap of the warm-up: %.3f us (%s)%s\n", cached.launch_gap_us, cached.launch_gap_gated > 0 ? "gated" : "back to back",
+                  shift ? "; predictions moved by the gap measured before each matrix"
+                        : !launch_gap ? "; predictions not moved (--no-launch-gap)" : "; predictions not moved: timed otherwise than the products here");
+    } else {
+      std::printf("# launch gap of the warm-up: not recorded (cache written before session 47); predictions not moved\n");
+    }
+    std::vector<double> gaps;
 
     std::ofstream samples_out;
     if (!samples_path.empty()) {
@@ -166,7 +185,6 @@ int main(int argc, char** argv)
       pin.x_sectors_per_nnz = feat.x_sectors_per_nnz;
       pin.sorted = feat.sorted;
       pin.x_mixture = feat.x_mixture;
-      const auto placeholder = aijp::predict_bandwidth_model(pin, ctx.model_params(), aijp::all_formats());
       double *x = nullptr, *y = nullptr;
       if (cudaMalloc(reinterpret_cast<void**>(&x), std::max<size_t>(1, a.cols) * sizeof(double)) != cudaSuccess ||
           cudaMalloc(reinterpret_cast<void**>(&y), std::max<size_t>(1, a.rows) * sizeof(double)) != cudaSuccess) {
@@ -190,6 +208,9 @@ int main(int argc, char** argv)
       }
       aijp::timing_options to;
       to.gated = gated;
+      const double gap = shift ? ctx.measure_launch_gap(stream) : aijp::measure_launch_gap(stream, dev, to).median_us;
+      gaps.push_back(gap);
+      const auto placeholder = aijp::predict_bandwidth_model(pin, ctx.model_params(), aijp::all_formats());
       auto per_round = aijp::bench::interleaved_rounds(built, rounds, x, y, stream, to);
       for (std::size_t j = 0; j < built.size(); ++j) {
         const aijp::format_id f = built[j]->format();
@@ -210,6 +231,7 @@ int main(int argc, char** argv)
           smp.features = feat;
           smp.measured_us = r.measured;
           smp.matrix = name;
+          smp.launch_gap_us = gap;
           samples_out << aijp::model::to_json_line(smp) << "\n";
         }
         rows.push_back(r);
@@ -218,6 +240,13 @@ int main(int argc, char** argv)
       cudaFree(y);
     }
     cudaStreamDestroy(stream);
+    if (!gaps.empty()) {
+      std::sort(gaps.begin(), gaps.end());
+      std::printf("# launch gap before the %zu matrices: min %.3f, median %.3f, max %.3f us", gaps.size(), gaps.front(), gaps[gaps.size() / 2],
+                  gaps.back());
+      if (cached.launch_gap_us > 0) std::printf(" (median %+.3f us from the warm-up's)", gaps[gaps.size() / 2] - cached.launch_gap_us);
+      std::printf("\n");
+    }
 
     std::vector<std::string> names{"placeholder"};
     for (const auto& m : models) names.push_back(m->name());

@@ -12,6 +12,8 @@
 
 #include "accuracy_summary.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -55,7 +57,14 @@ const char* usage =
     "  --no-fit                 the placeholder keeps the corrections --cache holds (its device_metrics) instead of\n"
     "                           refitting them on --train (which then only gives the launch floor): how a shipped\n"
     "                           default predicts --test\n"
-    "  --help                   this text\n";
+    "  --launch-shift US        move every placeholder prediction of --test by its product's kernels times US: the\n"
+    "                           held-out gap between back-to-back kernels minus the warm-up's, for sample files\n"
+    "                           written before the gap was measured (default: from the samples' own launch_gap_us\n"
+    "                           where --test and --train, or --cache, carry one; else 0)\n"
+    "  --help                   this text\n"
+    "\n"
+    "The --train samples that carry a measured gap (launch_gap_us) are fitted as measured at their median gap, which\n"
+    "--write-cache stores as the cache's launch_gap_us.\n";
 
 }  // namespace
 
@@ -65,6 +74,8 @@ int main(int argc, char** argv)
   std::string cache_file, train_file, test_file, csv, json, write_dir, model_list, explain;
   int threads_per_sm = 2048, threads_per_block = 1024;
   bool no_fit = false;
+  double launch_shift = 0;
+  bool launch_shift_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -92,6 +103,12 @@ int main(int argc, char** argv)
     } else if (a == "--baseline-margin" && has_value) {
       baseline_margin = std::atof(argv[++i]);
       if (!(baseline_margin >= 0 && baseline_margin < 1)) die("--baseline-margin must be in [0, 1)");
+    } else if (a == "--launch-shift" && has_value) {
+      char* end = nullptr;
+      launch_shift = std::strtod(argv[++i], &end);
+      if (end == argv[i] || *end != '\0' || !std::isfinite(launch_shift) || std::abs(launch_shift) > 100)
+        die(std::string("--launch-shift takes microseconds in [-100, 100], not '") + argv[i] + "'");
+      launch_shift_given = true;
     } else if (a == "--no-fit") {
       no_fit = true;
     } else if (a == "--write-cache" && has_value) {
@@ -109,10 +126,16 @@ int main(int argc, char** argv)
     const aijp::device_properties& dev = cd.device;
     aijp::bandwidth_model_params& params = cd.params;
 
-    const auto train = aijp::model::read_samples(train_file);
+    auto train = aijp::model::read_samples(train_file);
     const auto test = aijp::model::read_samples(test_file);
     if (train.samples.empty()) die("no samples in " + train_file);
     if (test.samples.empty()) die("no samples in " + test_file);
+    // The training samples as measured at their median gap (the warm-up fits them so), the gap the fit describes.
+    const double train_gap = no_fit ? 0.0 : aijp::model::median_launch_gap_us(train.samples);
+    if (train_gap > 0) {
+      train.samples = aijp::model::at_launch_gap(std::move(train.samples), train_gap);
+      params.launch_gap_us = train_gap;
+    }
     // As the warm-up stores it: the launch floor is never above the fastest measured SpMV.
     const double fastest = aijp::model::fastest_spmv_us(train.samples);
     if (fastest > 0 && fastest < params.launch_us) params.launch_us = fastest;
@@ -224,12 +247,21 @@ int main(int argc, char** argv)
                        "n_iter_natural,n_iter_sorted,x_sectors_per_nnz,cols,raw_chain_us,lanes,in_l2,moved_bytes,x_sectors_sorted,"
                        "min_len,hyb_ell_width,hyb_coo_nnz,chain_warp_nnz,mixture_us,x_mixture_mean,longest_row_len,longest_row_ratio\n");
     }
+    int shifted = 0;
+    std::vector<double> shifts;
     for (const auto& s : test.samples) {
       aijp::bench::accuracy_row r{s.matrix, s.format, s.measured_us, {}};
       const aijp::prediction_input pin = aijp::model::prediction_input_of(s, dev);
-      for (const auto& e : aijp::predict_bandwidth_model(pin, params, {s.format})) r.predicted["placeholder"] = e.predicted_us;
+      // The gap at this sample against the fit's, as aijp_accuracy predicts (context::measure_launch_gap).
+      aijp::bandwidth_model_params at = params;
+      at.launch_shift_us = launch_shift_given ? launch_shift : s.launch_gap_us > 0 && params.launch_gap_us > 0 ? s.launch_gap_us - params.launch_gap_us : 0.0;
+      if (at.launch_shift_us != 0) {
+        ++shifted;
+        shifts.push_back(at.launch_shift_us);
+      }
+      for (const auto& e : aijp::predict_bandwidth_model(pin, at, {s.format})) r.predicted["placeholder"] = e.predicted_us;
       if (ex != nullptr) {
-        const auto b = aijp::explain_bandwidth_model(s.format, pin, params);
+        const auto b = aijp::explain_bandwidth_model(s.format, pin, at);
         const auto& st = s.features.stats;
         std::fprintf(ex, "\"%s\",%s,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%lld,%.4g,%lld,%.4g,%.4g,%d,%.4g,%.4g,%lld,%lld,%lld,%lld,%.4g,%.4g,%.0f,%.4g\n", s.matrix.c_str(),
                      aijp::format_name(s.format), s.measured_us, b.predicted_us, b.fixed_us, b.floor_us, b.stream_us, b.chain_us, b.l2_us,
@@ -248,6 +280,12 @@ int main(int argc, char** argv)
       rows.push_back(std::move(r));
     }
     if (ex != nullptr && std::fclose(ex) != 0) die("error writing " + explain);
+    if (train_gap > 0) std::printf("# training samples fitted at their median gap between back-to-back kernels: %.3f us\n", train_gap);
+    if (shifted > 0) {
+      std::sort(shifts.begin(), shifts.end());
+      std::printf("# placeholder predictions of %d test samples moved by their kernels x the gap's shift (%s; median %+.3f us)\n", shifted,
+                  launch_shift_given ? "--launch-shift" : "the samples' gaps against the fit's", shifts[shifts.size() / 2]);
+    }
     std::vector<std::string> shown{"placeholder"};
     for (const auto& m : models) shown.push_back(m->name());
     aijp::bench::print_accuracy_summary(rows, shown, dev.name, json, baseline_margin);

@@ -1,6 +1,7 @@
 // Device discovery, fingerprint, calibration of the placeholder model's constants, and the context.
 #include <aijpredict/device.hpp>
 #include <aijpredict/gpu_matrix.hpp>
+#include <aijpredict/measure.hpp>
 
 #include "analysis_jobs.hpp"
 #include "async_ops.hpp"
@@ -434,6 +435,26 @@ context::context(const context_options& opts)
   cache::load_result loaded;
   init_(opts, loaded);
   if (opts.online) load_online_(opts, loaded);
+  if (opts.measure_launch_gap && params_.launch_gap_us > 0) {
+    cudaStream_t s = nullptr;
+    AIJP_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    try {
+      measure_launch_gap(s);
+    } catch (...) {
+      cudaStreamDestroy(s);
+      throw;
+    }
+    AIJP_CUDA_CHECK(cudaStreamDestroy(s));
+  }
+}
+
+double context::measure_launch_gap(cudaStream_t stream)
+{
+  timing_options o;
+  o.gated = params_.launch_gap_gated > 0;
+  launch_gap_now_ = aijp::measure_launch_gap(stream, device_, o).median_us;
+  params_.launch_shift_us = params_.launch_gap_us > 0 && launch_gap_now_ > 0 ? launch_gap_now_ - params_.launch_gap_us : 0.0;
+  return launch_gap_now_;
 }
 
 context::~context()

@@ -77,24 +77,14 @@ class gate {
   int* dflags_ = nullptr;
 };
 
-}  // namespace
 
 
-template <typename Value>
-timing_result time_spmv(gpu_matrix<Value>& m, const Value* x, Value* y, cudaStream_t stream, const timing_options& o)
+// Times `run(n)` (n products back to back on `stream`) as time_spmv describes: a probe, untimed products, then
+// batches of at least min_sample_ms, gated or not.
+template <typename Run>
+timing_result time_batches(const Run& run, cudaStream_t stream, const timing_options& o)
 {
-  // Online timing would add event records between the back-to-back products and feed these forced runs to
-  // the corrections: pause it for the measurement.
-  struct pause_online {
-    gpu_matrix<Value>& plan;
-    bool was;
-    explicit pause_online(gpu_matrix<Value>& g) : plan(g), was(g.online_timing()) { plan.set_online_timing(false); }
-    ~pause_online() { plan.set_online_timing(was); }
-  } pause(m);
   detail::event_timer ev;
-  const auto run = [&](int n) {
-    for (int i = 0; i < n; ++i) m.apply(Value(1), x, Value(0), y, stream);
-  };
   // Probe first: a product slower than a tenth of the budget (a thread-per-row layout on a matrix with a
   // huge row) gets one warm-up and three samples, so a pathological format costs seconds, not minutes.
   const double probe_ms = ev.time_ms(stream, [&] { run(1); });
@@ -146,6 +136,37 @@ timing_result time_spmv(gpu_matrix<Value>& m, const Value* x, Value* y, cudaStre
   r.median_us = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
   r.min_us = t.front();
   return r;
+}
+
+// The kernel of measure_launch_gap: does nothing.
+__global__ void empty_kernel() {}
+
+}  // namespace
+
+template <typename Value>
+timing_result time_spmv(gpu_matrix<Value>& m, const Value* x, Value* y, cudaStream_t stream, const timing_options& o)
+{
+  // Online timing would add event records between the back-to-back products and feed these forced runs to
+  // the corrections: pause it for the measurement.
+  struct pause_online {
+    gpu_matrix<Value>& plan;
+    bool was;
+    explicit pause_online(gpu_matrix<Value>& g) : plan(g), was(g.online_timing()) { plan.set_online_timing(false); }
+    ~pause_online() { plan.set_online_timing(was); }
+  } pause(m);
+  return time_batches([&](int n) {
+    for (int i = 0; i < n; ++i) m.apply(Value(1), x, Value(0), y, stream);
+  }, stream, o);
+}
+
+timing_result measure_launch_gap(cudaStream_t stream, const device_properties& device, const timing_options& o)
+{
+  // As many blocks as a small product launches: one wave of 128-thread blocks.
+  const unsigned blocks = static_cast<unsigned>(std::max(1, device.sm_count));
+  return time_batches([&](int n) {
+    for (int i = 0; i < n; ++i) empty_kernel<<<blocks, 128, 0, stream>>>();
+    AIJP_CUDA_CHECK(cudaGetLastError());
+  }, stream, o);
 }
 
 template timing_result time_spmv<double>(gpu_matrix<double>&, const double*, double*, cudaStream_t, const timing_options&);

@@ -188,6 +188,20 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
   timing_options topt;
   topt.max_total_ms = 60;
   topt.gated = opts.gated;
+  // The gap between back-to-back kernels, timed as the samples are, at the start and then every
+  // gap_every_s: each sample carries the last one, and the fit moves every sample to their median
+  // (model::at_launch_gap), the gap the cache records. On one H100 the gap moved by ~0.16 us between two runs
+  // of the same warm-up five minutes apart, and with it every product by that much per kernel
+  // (docs/models.md, Session 47).
+  constexpr double gap_every_s = 2.0;
+  double gap_us = 0, gap_at = -gap_every_s;
+  const auto current_gap = [&] {
+    if (elapsed() - gap_at >= gap_every_s) {
+      gap_us = measure_launch_gap(stream, dev, topt).median_us;
+      gap_at = elapsed();
+    }
+    return gap_us;
+  };
   size_t step = 0;
   for (const auto& gp : grid) {
     const std::string key = gp.key();
@@ -218,6 +232,7 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
         s.source = gp.source;
         s.features = feat;
         s.measured_us = time_spmv(g, x.data(), y.data(), stream, topt).median_us;
+        s.launch_gap_us = current_gap();
         s.matrix = key;
         model::append_sample(res.samples_file, s);
         samples.push_back(s);
@@ -229,6 +244,9 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
   }
   if (opts.progress) opts.progress(grid.size(), grid.size(), elapsed(), "measured");
   res.samples = samples.size();
+  // Every sample as measured at the median gap (samples of an earlier warm-up without one stay as measured).
+  res.launch_gap_us = model::median_launch_gap_us(samples);
+  samples = model::at_launch_gap(std::move(samples), res.launch_gap_us);
   if (opts.fit) {
     cache::cache_entry initial;
     initial.device = fp;
@@ -267,6 +285,12 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
             e.provenance["launch_overhead_us"] = "fastest SpMV of the warm-up samples, " + cache::iso8601_utc_now();
           }
           // The placeholder's per-format fixed costs, from the samples its fixed costs dominate.
+          if (res.launch_gap_us > 0) {
+            e.device_metrics["launch_gap_us"] = res.launch_gap_us;
+            e.device_metrics["launch_gap_gated"] = opts.gated ? 1.0 : 0.0;
+            e.provenance["launch_gap_us"] = std::string("median gap between back-to-back empty kernels") + (opts.gated ? " (gated)" : "") +
+                                            " over the warm-up's samples, " + cache::iso8601_utc_now();
+          }
           bandwidth_model_params params;
           if (params_from_metrics(e.device_metrics, params)) {
             params.l2_bytes = dev.l2_bytes;

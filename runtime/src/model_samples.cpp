@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -50,6 +52,7 @@ std::string to_json_line(const sample& s)
   }
   if (s.features.x_mixture.longest_row_len > 0)
     j["x_longest_row"] = {s.features.x_mixture.longest_row_len, s.features.x_mixture.longest_row_ratio};
+  if (s.launch_gap_us > 0) j["launch_gap_us"] = s.launch_gap_us;
   return j.dump();
 }
 
@@ -105,7 +108,10 @@ sample from_json_line(const std::string& line)
     r.hyb_coo_nnz = t.at("hyb_coo_nnz").get<size_type>();
     r.chain_warp_nnz = t.value("chain_warp_nnz", size_type{0});  // optional: older samples lack it (unknown)
     r.sorted_chain_lanes = t.value("sorted_chain_lanes", 0.0);    // likewise
+    // Optional (samples written before session 47: not measured, 0).
+    s.launch_gap_us = j.value("launch_gap_us", 0.0);
     AIJP_ENSURE(s.measured_us > 0, bad_input, "non-positive measured time");
+    AIJP_ENSURE(s.launch_gap_us >= 0 && std::isfinite(s.launch_gap_us), bad_input, "bad sample line: negative launch_gap_us");
     return s;
   } catch (const json::exception& e) {
     AIJP_THROW(bad_input, std::string("bad sample line: ") + e.what());
@@ -173,6 +179,33 @@ double fastest_spmv_us(const std::vector<sample>& samples)
     if (s.measured_us > 0 && (best == 0 || s.measured_us < best)) best = s.measured_us;
   }
   return best;
+}
+
+double median_launch_gap_us(const std::vector<sample>& samples)
+{
+  std::vector<double> gaps;
+  for (const auto& s : samples) {
+    if (s.launch_gap_us > 0) gaps.push_back(s.launch_gap_us);
+  }
+  if (gaps.empty()) return 0.0;
+  std::sort(gaps.begin(), gaps.end());
+  const std::size_t n = gaps.size();
+  return n % 2 ? gaps[n / 2] : 0.5 * (gaps[n / 2 - 1] + gaps[n / 2]);
+}
+
+std::vector<sample> at_launch_gap(std::vector<sample> samples, double gap_us)
+{
+  if (!(gap_us > 0)) return samples;
+  for (auto& s : samples) {
+    if (!(s.launch_gap_us > 0)) continue;
+    const double moved = s.measured_us + launch_gaps_of(s.format, s.features.stats) * (gap_us - s.launch_gap_us);
+    // A gap never moves a product below a tenth of itself (a gap of the wrong magnitude: keep the sample as is).
+    if (moved > 0.1 * s.measured_us) {
+      s.measured_us = moved;
+      s.launch_gap_us = gap_us;
+    }
+  }
+  return samples;
 }
 
 prediction_input prediction_input_of(const sample& s, const device_properties& device)

@@ -194,6 +194,9 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   optional("chain_lanes_sorted.pellr", p.pellr_sorted_lanes, 1.0);
   optional("chain_wide_padded.cusparse_sell", p.cusparse_sell_wide_padded, 1e15);
   optional("chain_scale_wide.cusparse_sell", p.cusparse_sell_wide_chain_scale, 4.0);
+  optional("launch_gap_us", p.launch_gap_us, 1e3);
+  const auto lg = m.find("launch_gap_gated");
+  if (lg != m.end()) p.launch_gap_gated = lg->second > 0 ? 1.0 : 0.0;
   return true;
 }
 
@@ -244,6 +247,8 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
   put("chain_lanes_sorted.pellr", p.pellr_sorted_lanes, 0.0);
   put("chain_wide_padded.cusparse_sell", p.cusparse_sell_wide_padded, 0.0);
   put("chain_scale_wide.cusparse_sell", p.cusparse_sell_wide_chain_scale, 0.0);
+  put("launch_gap_us", p.launch_gap_us, 0.0);
+  put("launch_gap_gated", p.launch_gap_us > 0 ? p.launch_gap_gated : 0.0, 0.0);
 }
 
 std::string fixed_cost_key(format_id f) { return std::string("fixed_us.") + format_name(f); }
@@ -544,6 +549,29 @@ double chunk_chain_entries(double longest, double chunk = layout_ref::ell_chunk)
 
 }  // namespace
 
+namespace {
+// cuSPARSE's kernels per product (launch_gaps_of); 0 for our formats, whose layout_traffic::launches counts them.
+double cusparse_kernel_gaps(format_id f)
+{
+  switch (f) {
+    case format_id::cusparse_csr:
+      return 2.0;
+    case format_id::cusparse_csr_alg2:
+      return 3.5;
+    case format_id::cusparse_sell:
+      return 1.0;
+    default:
+      return 0.0;
+  }
+}
+}  // namespace
+
+double launch_gaps_of(format_id f, const row_stats& s)
+{
+  const double library = cusparse_kernel_gaps(f);
+  return library > 0 ? library : static_cast<double>(layout_traffic_of(f, s, static_cast<int>(sizeof(double))).launches);
+}
+
 layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const device_properties* device,
                                  double x_sectors_per_nnz)
 {
@@ -777,6 +805,7 @@ struct placeholder_parts {
   double row_share = 0;       // min(1, rows / nnz) (cuSPARSE CSR's floor)
   double l2_rate_gbs = 0;     // the L2 rate of l2_us
   double scatter = -1;        // the chain's row's x gathers, 0 contiguous .. 1 a sector each; -1 unknown (scatter_of)
+  double kernel_gaps = 1;     // launch_gaps_of: what bandwidth_model_params::launch_shift_us moves
 };
 
 // The chain's row's scatter (bandwidth_model_params::format_chain_scatter_dram): the longest sampled row's x sector
@@ -924,6 +953,7 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   const double scatter = sorted_scatter_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted);
   r.bytes = c.moved_bytes + vectors + scatter;
   r.fixed_us = c.launches * p.launch_us + pt.fixed_us;
+  r.kernel_gaps = cusparse_kernel_gaps(f) > 0 ? cusparse_kernel_gaps(f) : c.launches;
   r.serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
   // A step of a chain in the L2 waits longer as x outgrows the L1 (format_chain_x_doubling).
   const double x_doubling = p.format_chain_x_doubling[static_cast<int>(f)];
@@ -1045,7 +1075,9 @@ double floor_traffic_of(format_id f, const placeholder_parts& t, const bandwidth
 double predicted_of(format_id f, const placeholder_parts& t, const bandwidth_model_params& p)
 {
   const int i = static_cast<int>(f);
-  return std::max({p.launch_us, floor_of(f, t, p) + floor_traffic_of(f, t, p), t.fixed_us + p.format_fixed_us[i] + variable_of(f, t, p)});
+  const double at_cached_gap =
+      std::max({p.launch_us, floor_of(f, t, p) + floor_traffic_of(f, t, p), t.fixed_us + p.format_fixed_us[i] + variable_of(f, t, p)});
+  return p.launch_shift_us != 0 ? std::max(0.0, at_cached_gap + t.kernel_gaps * p.launch_shift_us) : at_cached_gap;
 }
 
 // One measured observation's relative error under `p` (the fits that choose a share from a grid sum them).

@@ -4,7 +4,12 @@
 
 #include "gpu_test_support.hpp"
 
+#include <aijpredict/cache.hpp>
 #include <aijpredict/generators.hpp>
+#include <aijpredict/stats.hpp>
+
+#include <filesystem>
+#include <unistd.h>
 
 namespace {
 
@@ -91,6 +96,65 @@ TEST_F(GpuMeasure, GateThatTimesOutIsReportedAndTheStreamStaysUsable)
   const auto r = aijp::time_spmv(m, dx.p, dy.p, s_, to);
   EXPECT_EQ(r.gate_timeouts, 0);
   EXPECT_GT(r.median_us, 0.0);
+}
+
+// The gap between back-to-back kernels (measure_launch_gap): an empty kernel timed as the products are, positive
+// and no longer than the gated time of a small product; a context whose cache recorded a warm-up's gap moves its
+// predictions by each product's kernels times the difference (context::measure_launch_gap), one without it does not.
+TEST_F(GpuMeasure, LaunchGapMovesPredictionsByTheCachesDifference)
+{
+  const auto& dev = shared_context().device();
+  aijp::timing_options to;
+  to.gated = true;
+  const auto gap = aijp::measure_launch_gap(s_, dev, to);
+  EXPECT_EQ(gap.gate_timeouts, 0);
+  EXPECT_GE(gap.samples, 3);
+  EXPECT_GT(gap.median_us, 0.1);
+  EXPECT_LT(gap.median_us, 20.0);
+  const auto a = aijp::gen::laplacian_2d_5pt(64, 64);  // 4096 rows: a launch-bound product
+  const std::vector<double> x(a.cols, 1.0);
+  device_vec<double> dx(x), dy(std::vector<double>(a.rows, 0.0));
+  aijp::gpu_matrix<double> m(shared_context(), a.view(), forced(aijp::format_id::csr_vector), s_);
+  const auto product = aijp::time_spmv(m, dx.p, dy.p, s_, to);
+  EXPECT_LE(gap.median_us, 1.05 * product.median_us) << "an empty kernel took longer than a product";
+  to.gated = false;
+  EXPECT_GT(aijp::measure_launch_gap(s_, dev, to).median_us, 0.1);
+
+  const auto tmp = std::filesystem::temp_directory_path() / ("aijp_launch_gap_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(tmp);
+  aijp::context_options o;
+  o.cache_dir = tmp.string();
+  o.preload = aijp::kernel_preload::none;
+  aijp::prediction_input in;
+  in.stats = aijp::compute_row_stats(a.view());
+  in.device = dev;
+  in.value_bytes = 8;
+  in.x_sectors_per_nnz = 0.25;
+  {
+    aijp::context first(o);  // calibrates and writes the cache: no warm-up gap recorded
+    ASSERT_EQ(first.model_params().launch_gap_us, 0.0);
+    EXPECT_GT(first.measure_launch_gap(s_), 0.1);
+    EXPECT_EQ(first.model_params().launch_shift_us, 0.0) << "no gap in the cache: nothing to move by";
+  }
+  const aijp::cache::store store(tmp);
+  const auto fp = aijp::make_fingerprint(dev);
+  store.update(fp, [&](aijp::cache::cache_entry& e) {
+    e.device_metrics["launch_gap_us"] = gap.median_us + 1.0;  // a warm-up whose kernels ran a microsecond apart more
+    e.device_metrics["launch_gap_gated"] = 1.0;
+  }, aijp::cache::cache_entry{});
+  o.measure_launch_gap = true;
+  aijp::context second(o);
+  EXPECT_NEAR(second.model_params().launch_gap_us, gap.median_us + 1.0, 1e-12);
+  EXPECT_GT(second.launch_gap_now(), 0.1);
+  EXPECT_NEAR(second.model_params().launch_shift_us, second.launch_gap_now() - (gap.median_us + 1.0), 1e-12);
+  EXPECT_NEAR(second.model_params().launch_shift_us, -1.0, 0.5) << "gap now " << second.launch_gap_now() << " us";
+  // COO runs two kernels: its prediction moves by twice the shift.
+  aijp::bandwidth_model_params unmoved = second.model_params();
+  unmoved.launch_shift_us = 0;
+  const double before_us = aijp::predict_bandwidth_model(in, unmoved, {aijp::format_id::coo}).front().predicted_us;
+  const double after_us = aijp::predict_bandwidth_model(in, second.model_params(), {aijp::format_id::coo}).front().predicted_us;
+  EXPECT_NEAR(after_us - before_us, 2 * second.model_params().launch_shift_us, 1e-9);
+  std::filesystem::remove_all(tmp);
 }
 
 }  // namespace

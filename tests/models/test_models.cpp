@@ -786,3 +786,48 @@ TEST(Models, SampleLineCarriesTheGatherMixture)
   bad.erase(at, std::string("[0.5,0.0625],").size());
   EXPECT_THROW(aijp::model::from_json_line(bad), aijp::bad_input);
 }
+
+// The gap between back-to-back kernels travels through a sample line (absent when not measured, as in samples
+// written before it; a negative one is a bad line), and at_launch_gap moves each sample that has one to the
+// given gap by its product's kernels: one for csr_vector, two for COO and cuSPARSE CSR, 3.5 for ALG2, HYB's two
+// only with a COO part. Samples without a gap, and every sample for gap 0, stay as measured.
+TEST(Models, SamplesMovedToOneLaunchGap)
+{
+  using aijp::format_id;
+  aijp::model::sample s = sample_of(format_id::coo, "gen:band", 10.0, 1000, 6000);
+  EXPECT_EQ(aijp::model::to_json_line(s).find("launch_gap_us"), std::string::npos);
+  EXPECT_EQ(aijp::model::from_json_line(aijp::model::to_json_line(s)).launch_gap_us, 0.0);
+  s.launch_gap_us = 2.25;
+  const std::string line = aijp::model::to_json_line(s);
+  EXPECT_NE(line.find("\"launch_gap_us\":2.25"), std::string::npos) << line;
+  EXPECT_EQ(aijp::model::from_json_line(line).launch_gap_us, 2.25);
+  std::string bad = line;
+  bad.replace(bad.find("\"launch_gap_us\":2.25"), std::string("\"launch_gap_us\":2.25").size(), "\"launch_gap_us\":-1");
+  EXPECT_THROW(aijp::model::from_json_line(bad), aijp::bad_input);
+
+  std::vector<aijp::model::sample> v;
+  for (auto [f, gap] : std::vector<std::pair<format_id, double>>{{format_id::csr_vector, 2.0},
+                                                                 {format_id::coo, 2.0},
+                                                                 {format_id::cusparse_csr, 2.2},
+                                                                 {format_id::cusparse_csr_alg2, 2.0},
+                                                                 {format_id::hyb, 2.0},
+                                                                 {format_id::ell, 0.0}}) {
+    v.push_back(sample_of(f, "m", 10.0, 1000, 6000));
+    v.back().launch_gap_us = gap;
+  }
+  v[4].features.stats.hyb_coo_nnz = 0;  // HYB without a COO part: one kernel
+  EXPECT_DOUBLE_EQ(aijp::model::median_launch_gap_us(v), 2.0);
+  EXPECT_EQ(aijp::model::median_launch_gap_us({v.back()}), 0.0);
+  const auto moved = aijp::model::at_launch_gap(v, 2.2);
+  EXPECT_NEAR(moved[0].measured_us, 10.2, 1e-12);
+  EXPECT_NEAR(moved[1].measured_us, 10.4, 1e-12);
+  EXPECT_NEAR(moved[2].measured_us, 10.0, 1e-12);  // already at 2.2
+  EXPECT_NEAR(moved[3].measured_us, 10.7, 1e-12);
+  EXPECT_NEAR(moved[4].measured_us, 10.2, 1e-12);
+  EXPECT_EQ(moved[5].measured_us, 10.0);  // no gap of its own
+  for (int k = 0; k < 5; ++k) EXPECT_EQ(moved[k].launch_gap_us, 2.2);
+  EXPECT_EQ(moved[5].launch_gap_us, 0.0);
+  v[4].features.stats.hyb_coo_nnz = 10;
+  EXPECT_NEAR(aijp::model::at_launch_gap(v, 1.9)[4].measured_us, 9.8, 1e-12);
+  for (const auto& s0 : aijp::model::at_launch_gap(v, 0.0)) EXPECT_EQ(s0.measured_us, 10.0);
+}

@@ -15,9 +15,23 @@ for pair in 2026-12-07_h100_session45_call2 2026-12-07_h100_session46_call1_run2
   line=$(printf '%s\n' "$out" | grep "^$pair ")
   printf '%s\n' "$line" | grep -Eq ' meet 1[2-4]  regret 1\.000 ' || { echo "FAIL: $pair: $line"; fail=1; }
 done
+# Session 46's first table: its warm-up ran with kernels ~0.17-0.2 us closer together than its held-out matrices
+# (bench/results/2026-12-07_h100_session47_launch_gap_pairs.txt). Moved by that, it meets as its second run does.
+refit="$build/bench/aijp_refit"
+run="$src/bench/results/2026-12-07_h100_session46_call1"
+meet_at() {
+  "$refit" --cache "${run}_gated_cache.json" --train "${run}_warmup_gated_samples.jsonl.xz" --test "${run}_accuracy_gated_samples.jsonl.xz" \
+    --models guo_wang --launch-shift "$1" | awk '$1 == "placeholder" && NF == 6 && $3 ~ /^[0-9]+$/ { n += ($4 <= 5 && $6 <= 12) } END { print n + 0 }'
+}
+[ "$(meet_at 0)" -le 8 ] || { echo "FAIL: session 46 run 1 unshifted meets $(meet_at 0) (7 expected)"; fail=1; }
+[ "$(meet_at 0.195)" -ge 12 ] || { echo "FAIL: session 46 run 1 shifted by 0.195 us meets $(meet_at 0.195), not 12"; fail=1; }
+for bad in abc 1e9 ''; do
+  "$refit" --cache "${run}_gated_cache.json" --train "${run}_warmup_gated_samples.jsonl.xz" --test "${run}_accuracy_gated_samples.jsonl.xz" \
+    --launch-shift "$bad" > /dev/null 2>&1 && { echo "FAIL: --launch-shift '$bad' accepted"; fail=1; }
+done
 bash "$script" --build "$build" --bogus > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || { echo "FAIL: unknown argument: exit status $rc, not 2"; fail=1; }
 bash "$script" --build "$build" --gpu nosuch > /dev/null 2>&1; rc=$?
 [ $rc -eq 1 ] || { echo "FAIL: no pairs: exit status $rc, not 1"; fail=1; }
-[ $fail = 0 ] && echo "refit_pairs.sh: the pairs listed, 12 of 14 formats kept on the two reference pairs, bad arguments refused"
+[ $fail = 0 ] && echo "refit_pairs.sh: the pairs listed, 12 of 14 formats kept on the two reference pairs, session 46 run 1 moved by its gap meets 12, bad arguments refused"
 exit $fail

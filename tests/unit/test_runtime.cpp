@@ -2542,3 +2542,57 @@ TEST(Reference, ProductAndNaNSafeBetaZero)
 }
 
 }  // namespace
+
+// The gap between back-to-back kernels now against the cache's (launch_shift_us) moves every prediction by its
+// product's kernels (launch_gaps_of): one for our one-kernel formats and cuSPARSE SELL, two for COO, HYB with a COO
+// part and cuSPARSE CSR, 3.5 for ALG2; launch-bound and stream-bound products alike, never below zero. The
+// warm-up's gap and how it was timed round-trip through the cache keys; the shift is never stored.
+TEST(PlaceholderModel, LaunchShiftMovesEachKernel)
+{
+  using aijp::format_id;
+  aijp::bandwidth_model_params p;
+  aijp::bandwidth_model_params now = p;
+  now.launch_shift_us = 0.2;
+  for (const auto& in : {uniform_rows(2000, 8, 0.2), uniform_rows(4000000, 12, 0.1)}) {
+    const auto before = aijp::predict_bandwidth_model(in, p, aijp::all_formats());
+    const auto after = aijp::predict_bandwidth_model(in, now, aijp::all_formats());
+    ASSERT_EQ(before.size(), after.size());
+    for (std::size_t k = 0; k < before.size(); ++k) {
+      const format_id f = before[k].format;
+      if (!before[k].feasible) continue;
+      const double kernels = aijp::launch_gaps_of(f, in.stats);
+      EXPECT_NEAR(after[k].predicted_us - before[k].predicted_us, 0.2 * kernels, 1e-9) << aijp::format_name(f);
+    }
+  }
+  const auto s = uniform_rows(2000, 8, 0.2).stats;
+  EXPECT_EQ(aijp::launch_gaps_of(format_id::csr_vector, s), 1.0);
+  EXPECT_EQ(aijp::launch_gaps_of(format_id::cusparse_sell, s), 1.0);
+  EXPECT_EQ(aijp::launch_gaps_of(format_id::coo, s), 2.0);
+  EXPECT_EQ(aijp::launch_gaps_of(format_id::cusparse_csr, s), 2.0);
+  EXPECT_EQ(aijp::launch_gaps_of(format_id::cusparse_csr_alg2, s), 3.5);
+  aijp::row_stats hyb = s;
+  hyb.hyb_coo_nnz = 0;
+  EXPECT_EQ(aijp::launch_gaps_of(format_id::hyb, hyb), 1.0);
+  hyb.hyb_coo_nnz = 5;
+  EXPECT_EQ(aijp::launch_gaps_of(format_id::hyb, hyb), 2.0);
+  now.launch_shift_us = -1e3;  // never below zero
+  for (const auto& e : aijp::predict_bandwidth_model(uniform_rows(2000, 8, 0.2), now, aijp::all_formats())) EXPECT_GE(e.predicted_us, 0.0);
+
+  std::map<std::string, double> m;
+  aijp::bandwidth_model_params q = p;
+  aijp::params_to_metrics(q, m);
+  EXPECT_EQ(m.count("launch_gap_us"), 0u);
+  EXPECT_EQ(m.count("launch_gap_gated"), 0u);
+  q.launch_gap_us = 2.31;
+  q.launch_gap_gated = 1;
+  q.launch_shift_us = 0.5;
+  aijp::params_to_metrics(q, m);
+  EXPECT_EQ(m.at("launch_gap_us"), 2.31);
+  EXPECT_EQ(m.at("launch_gap_gated"), 1.0);
+  EXPECT_EQ(m.count("launch_shift_us"), 0u);
+  aijp::bandwidth_model_params r;
+  ASSERT_TRUE(aijp::params_from_metrics(m, r));
+  EXPECT_EQ(r.launch_gap_us, 2.31);
+  EXPECT_EQ(r.launch_gap_gated, 1.0);
+  EXPECT_EQ(r.launch_shift_us, 0.0);
+}

@@ -103,6 +103,9 @@ struct context_options {
   /// the GPU's queue drains, inside whichever product of whichever solve first converts to that format).
   /// Costs a few milliseconds once per process (kernel_preload_report::ms).
   kernel_preload preload = kernel_preload::double_values;
+  /// Measure the gap between back-to-back kernels at construction (context::measure_launch_gap, ~10 ms) where
+  /// the cache recorded the warm-up's: predictions then describe this run's launches, not the warm-up's.
+  bool measure_launch_gap = false;
 };
 
 /// Everything per device and per process: properties, model parameters (from the per-device cache, or
@@ -129,6 +132,16 @@ class context {
   /// What the module preload at construction did (all zero with kernel_preload::none).
   const kernel_preload_report& preload() const { return preload_; }
 
+  /// Times the gap between back-to-back kernels now (aijp::measure_launch_gap, gated where the cache's was) and,
+  /// where the cache recorded its warm-up's (bandwidth_model_params::launch_gap_us), moves every later
+  /// prediction of this context by each product's kernels times the difference (launch_shift_us). Returns
+  /// the gap in microseconds. The fitted terms describe products at the warm-up's gap, which on one H100 moved
+  /// by ~0.16 us between runs (docs/models.md, Session 47). Call it between plans' analyses, not while another
+  /// thread analyses a matrix with this context. Synchronises `stream`.
+  double measure_launch_gap(cudaStream_t stream);
+  /// The gap the last measure_launch_gap measured (0: never measured).
+  double launch_gap_now() const { return launch_gap_now_; }
+
   /// The online corrections every plan of this context reads and refines; nullptr when online refinement
   /// is off. Shared: a plan keeps it alive even if the context is replaced.
   std::shared_ptr<online::corrections> online_corrections() const { return online_; }
@@ -148,6 +161,7 @@ class context {
   std::shared_ptr<model::performance_model> model_;
   std::string model_source_ = "placeholder bandwidth model";
   double model_scale_ = 1.0;
+  double launch_gap_now_ = 0;
   kernel_preload_report preload_;
   std::shared_ptr<online::corrections> online_;
   std::string online_key_;           // cache model key of the corrections (online_<effective model>)

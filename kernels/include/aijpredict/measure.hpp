@@ -44,4 +44,11 @@ struct timing_result {
 template <typename Value>
 timing_result time_spmv(gpu_matrix<Value>& m, const Value* x, Value* y, cudaStream_t stream, const timing_options& o = {});
 
+/// The gap between two kernels run back to back on `stream` now: an empty kernel (one block of 128 threads per
+/// SM of `device`) timed as time_spmv times a product, batches and options alike (`o.gated` as the products it
+/// is compared with were timed). The fitted terms of a cache describe products at the gap its warm-up measured
+/// (bandwidth_model_params::launch_gap_us); context::measure_launch_gap moves predictions by the difference.
+/// Costs ~10 ms with the default options. Synchronises the stream.
+timing_result measure_launch_gap(cudaStream_t stream, const device_properties& device, const timing_options& o = {});
+
 }  // namespace aijp

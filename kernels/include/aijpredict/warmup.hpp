@@ -48,6 +48,7 @@ struct warmup_result {
   size_t samples = 0;             ///< samples available for the fit (earlier runs included)
   size_t measured_now = 0;        ///< samples measured in this call
   double seconds = 0;
+  double launch_gap_us = 0;       ///< median gap between back-to-back kernels over the samples (0: none measured)
   std::vector<std::string> lines; ///< one per model: in-sample error summary
 };
 

@@ -34,6 +34,16 @@ double fastest_spmv_us(const std::vector<sample>& samples);
 /// The placeholder's input for a sample's matrix on `device`: its statistics, value size and sampled locality.
 prediction_input prediction_input_of(const sample& s, const device_properties& device);
 
+/// The median of the samples' launch gaps (sample::launch_gap_us), 0 where none was measured: the gap a fit on
+/// them describes once at_launch_gap moved each sample to it.
+double median_launch_gap_us(const std::vector<sample>& samples);
+
+/// `samples` as measured at the gap `gap_us`: each sample with a gap of its own moves by its product's kernels
+/// (launch_gaps_of) times (gap_us - its gap) and takes gap_us; samples without one, and every sample when
+/// gap_us is 0, stay as they are. The warm-up fits its samples at the median of the gaps it measured, so a gap
+/// that moves during the warm-up does not bend the fitted fixed costs.
+std::vector<sample> at_launch_gap(std::vector<sample> samples, double gap_us);
+
 /// aijp::fit_format_corrections over measured samples (the warm-up's, or aijp_refit's --train).
 format_fit fit_format_corrections(const std::vector<sample>& samples, const device_properties& device, bandwidth_model_params& p);
 

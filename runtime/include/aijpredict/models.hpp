@@ -52,6 +52,9 @@ struct sample {
   matrix_features features;
   double measured_us = 0.0;
   std::string matrix;  ///< name, for reports
+  /// The gap between back-to-back kernels measured near this sample (measure_launch_gap, microseconds; 0 =
+  /// not measured, as in samples written before session 47). at_launch_gap moves the sample to another gap.
+  double launch_gap_us = 0.0;
 };
 
 /// Coefficients as stored in the cache: format name -> coefficient name -> value.

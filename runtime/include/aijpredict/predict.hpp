@@ -147,6 +147,22 @@ struct bandwidth_model_params {
   /// least `min_samples` of them and of the other HYBs are dominated by fixed costs. Cache key
   /// "fixed_us_empty_ell.hyb".
   double hyb_empty_ell_us = 0.0;
+  /// The gap between two kernels run back to back when the cache was written (microseconds; 0 = not measured, as
+  /// in cache files written before it): measure_launch_gap's median of an empty kernel timed in gated batches,
+  /// as the warm-up times its products. Every fitted term above describes products at this gap. Cache key
+  /// "launch_gap_us".
+  double launch_gap_us = 0.0;
+  /// 1 where launch_gap_us was timed gated (timing_options::gated, as a gated warm-up times its products), 0 back
+  /// to back: the runtime times the gap now the same way. Cache key "launch_gap_gated".
+  double launch_gap_gated = 0.0;
+  /// The gap now minus launch_gap_us (microseconds; 0 = unknown or unchanged): every prediction moves by the
+  /// product's kernels (launch_gaps_of) times this. Measured at run time (context::measure_launch_gap), never
+  /// cached. On one H100 the gap between back-to-back kernels moved by ~0.16 us from one run to the next while
+  /// the products did not change: session 46 ran the same gated warm-up twice, five minutes apart, and every
+  /// product of the first ran 0.15-0.17 us faster per kernel (COO and cuSPARSE CSR, two kernels, 0.35 us; ALG2
+  /// 0.54-0.67 us), at any size; the first run's fit then put the held-out matrices, timed in the slower state,
+  /// low, and 5 of 14 formats met the accuracy targets against 11 with the second (docs/models.md, Session 47).
+  double launch_shift_us = 0.0;
   /// csr_scalar's x gathers re-read from DRAM: the share of the L2 that holds an x sector between two of its uses
   /// (0: no re-reads, as in cache files written before it). Each entry of csr_scalar gathers its x sector through
   /// the L1 and the L2 on its own (a thread per row: the warp's 32 gathers are 32 rows' columns), so with random
@@ -390,6 +406,14 @@ struct layout_traffic {
   double footprint_bytes = 0;
   double slot_work = 0;       ///< thread-slot iterations of the whole SpMV
 };
+/// The kernels (and memsets) one product of `f` runs on the device, each separated from the next by the gap
+/// between back-to-back kernels (bandwidth_model_params::launch_shift_us): our formats' launches
+/// (layout_traffic::launches: COO and HYB with a COO part 2, the others 1), cuSPARSE SELL 1, cuSPARSE CSR 2 and
+/// its ALG2 3.5. The cuSPARSE counts are the ratios of their products' shifts to the one-kernel formats' on the
+/// two H100 gated warm-up pairs whose gap moved (sessions 42 and 46: ALG1 2.1 and 2.3, ALG2 3.2-4.1 over sizes;
+/// docs/models.md, Session 47), not traced kernels.
+double launch_gaps_of(format_id f, const row_stats& s);
+
 /// `device` (optional) gives the geometry some kernels adapt to (csr_vector stacks rows per lane group once
 /// the matrix needs more than a wave); nullptr = unknown: the kernels' one-wave variant is assumed.
 /// `x_sectors_per_nnz` (optional, 0 = unknown) is the sampled x-gather locality: csr_scalar's gathers share
