@@ -102,6 +102,8 @@ int main(int argc, char** argv)
     o.progress = progress;
     const auto r = aijp::run_warmup(ctx, o);
     std::fprintf(stderr, "aijp_warmup: %zu samples (%zu measured now) in %s\n", r.samples, r.measured_now, r.samples_file.c_str());
+    if (r.launch_gap_us > 0)
+      std::fprintf(stderr, "aijp_warmup: gap between back-to-back kernels %.3f us (median over the samples; fitted there)\n", r.launch_gap_us);
     for (const auto& l : r.lines) std::fprintf(stderr, "  %s\n", l.c_str());
     if (o.fit) std::fprintf(stderr, "aijp_warmup: wrote %s (%.1f s)\n", r.cache_file.c_str(), r.seconds);
   } catch (const std::exception& e) {
