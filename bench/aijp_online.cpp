@@ -68,6 +68,8 @@ const char* usage =
     "  --explore-margin F  exploration margin (online::policy::explore_margin, default 0.10): a format is\n"
     "                      compared with the runner-up when it measures above the runner-up's prediction\n"
     "                      by more than this fraction\n"
+    "  --explore-confirmations N  observations in a row at which a margin reason must hold before the\n"
+    "                      comparison starts (online::policy::explore_confirmations, default 2)\n"
     "  --free-band F       free band (online::policy::free_band, default 0.15; 0: off): where the products\n"
     "                      measure at most 20 us, csr_vector or csr_scalar (on the CSR copy), if never\n"
     "                      measured on the matrix, is also tried when predicted within this fraction of\n"
@@ -97,6 +99,7 @@ struct options {
   std::string foreign;
   bool explore = true;
   double explore_margin = aijp::online::policy{}.explore_margin;
+  int explore_confirmations = aijp::online::policy{}.explore_confirmations;
   double free_band = aijp::online::policy{}.free_band;
   int first_spacing = aijp::online::policy{}.sample_first_spacing;
   bool reference = true;
@@ -179,6 +182,8 @@ options parse(int argc, char** argv)
       o.explore = false;
     } else if (a == "--explore-margin") {
       o.explore_margin = fraction(need("a fraction"), 10);
+    } else if (a == "--explore-confirmations") {
+      o.explore_confirmations = parse_int(a, next, 1);
     } else if (a == "--free-band") {
       o.free_band = fraction(need("a fraction"), 1);
     } else if (a == "--first-spacing") {
@@ -316,6 +321,7 @@ matrix_record run_matrix(const aijp::context& ctx, const std::string& name, cons
   aijp::plan_options po;
   po.online_policy.explore = o.explore;
   po.online_policy.explore_margin = o.explore_margin;
+  po.online_policy.explore_confirmations = o.explore_confirmations;
   po.online_policy.free_band = o.free_band;
   po.online_policy.sample_first_spacing = o.first_spacing;
   po.partition = o.partition;
@@ -442,8 +448,9 @@ int main(int argc, char** argv)
   const auto& p = ctx->model_params();
   std::printf("# device: %s\n# cached (mis-calibrated) constants: streaming read %.0f GB/s, empty launch %.2f us, cuSPARSE CSR %.2f us\n",
               ctx->device().to_string().c_str(), p.stream_read_gbs, p.launch_us, p.cusparse_csr_overhead_us);
-  std::printf("# %s\n# %s\n# %d solves x %d MatMults per matrix, exploration %s (margin %.0f %%, free band %.0f %%), %s\n", ctx->model_source().c_str(),
-              ctx->online_source().c_str(), o.solves, o.mults, o.explore ? "on" : "off", 100 * o.explore_margin, 100 * o.free_band,
+  std::printf("# %s\n# %s\n# %d solves x %d MatMults per matrix, exploration %s (margin %.0f %% at %d observations in a row, free band %.0f %%), %s\n",
+              ctx->model_source().c_str(), ctx->online_source().c_str(), o.solves, o.mults, o.explore ? "on" : "off", 100 * o.explore_margin,
+              o.explore_confirmations, 100 * o.free_band,
               o.iteration_sync ? "stream synchronised after each MatMult" : "MatMults back to back");
   for (const auto& w : ctx->warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
 

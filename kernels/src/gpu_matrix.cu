@@ -324,6 +324,9 @@ struct gpu_matrix<Value>::impl {
     int free_runner = -1;                       // the third: the best-predicted other format on the CSR copy (policy::free_band)
     bool may_explore = false;
     bool baseline_always = false;  // a split's verification: compare cuSPARSE CSR (then_runner) unconditionally
+    // Observations in a row at which a margin reason held for `confirm_runner` (policy::explore_confirmations).
+    int confirm_runner = -1;
+    int confirmations = 0;
     // Amortization of an exploration, which converts inside a product: the expected products and the
     // streaming bandwidth of the analysis that set runner_up (0 products: not checked).
     double expected_mults = 0;
@@ -1320,6 +1323,8 @@ void gpu_matrix<Value>::impl::begin_epoch(format_id f)
 {
   ++on.epoch;
   on.calls = 0;
+  on.confirmations = 0;
+  on.confirm_runner = -1;
   on.timed = 0;
   on.next_first = 0;
   on.interval = std::max(0, on.policy.sample_every);
@@ -1500,10 +1505,21 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   // observation.
   auto why = reason();
   while (why == online::explore_reason::none) {
-    if (!next_candidate()) return;
+    if (!next_candidate()) {
+      on.confirmations = 0;
+      return;
+    }
     if (report.chosen == report.estimates[on.runner_up].format) continue;
     why = reason();
   }
+  // A margin reason must hold at policy::explore_confirmations observations in a row for this candidate.
+  if (why == online::explore_reason::beats_candidate || why == online::explore_reason::own_miss) {
+    if (on.confirm_runner != on.runner_up) on.confirmations = 0;
+    on.confirm_runner = on.runner_up;
+    if (++on.confirmations < on.policy.explore_confirmations) return;
+  }
+  on.confirmations = 0;
+  on.confirm_runner = -1;
   const bool free_band = why == online::explore_reason::free_band;
   const bool after_split = why == online::explore_reason::after_split;
   const bool by_own_miss = why == online::explore_reason::own_miss;

@@ -118,6 +118,8 @@ class GpuOnline : public ::testing::Test {
     po.partition = false;
     po.online_policy.free_band = 0;
     po.online_policy.sample_first_spacing = 1;  // counts below assume every first product timed (spacing: its own test)
+    // and an exploration at the first observation that qualifies (confirmations: their own test)
+    po.online_policy.explore_confirmations = 1;
     return po;
   }
   // A csr_vector plan that never explores, with the sampling constants the counting tests spell out: the first
@@ -396,6 +398,35 @@ TEST_F(GpuOnline, ExploresTheRunnerUpOnceAndKeepsTheFaster)
   EXPECT_EQ(r.chosen, r.exploration->kept_runner_up ? r.exploration->to : r.exploration->from);
   EXPECT_FALSE(r.refinement.empty());
   run(m, 2, s_);  // still correct after the switch (or the switch back)
+}
+
+// A margin reason starts an exploration only when it holds at policy::explore_confirmations observations in a row:
+// the mis-predicted choice measures far above the runner-up's prediction at every observation, so with two it is
+// still compared (one observation later), while with more observations than the run has it never is.
+TEST_F(GpuOnline, MarginReasonMustHoldAtConsecutiveObservations)
+{
+  for (const int confirmations : {2, 1000}) {
+    SCOPED_TRACE("explore_confirmations " + std::to_string(confirmations));
+    auto ctx = online_context();
+    aijp::plan_options po = quick_exploration();
+    po.online_policy.explore_confirmations = confirmations;
+    const format_id first = mispredict_choice(*ctx, po);
+    aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
+    ASSERT_EQ(m.format(), first);
+    run(m, 60, s_);
+    m.online_sync();
+    const auto& r = m.report();
+    const auto explored = std::find_if(r.refinement.begin(), r.refinement.end(), [](const std::string& l) { return l.rfind("explored ", 0) == 0; });
+    if (confirmations == 2) {
+      EXPECT_NE(explored, r.refinement.end()) << r.to_string();
+      ASSERT_TRUE(r.exploration.has_value()) << r.to_string();
+      EXPECT_NE(r.exploration->to, first);
+    } else {
+      EXPECT_FALSE(r.exploration.has_value()) << r.to_string();
+      EXPECT_TRUE(r.refinement.empty()) << r.to_string();
+      EXPECT_EQ(m.format(), first);
+    }
+  }
 }
 
 // An exploration converts inside a product, so it must pay like the analysis's conversion. The choice is

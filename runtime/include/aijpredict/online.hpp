@@ -164,6 +164,14 @@ struct policy {
   /// to the runner-up once, measures it as long, and keeps the faster.
   int explore_after = 8;
   double explore_margin = 0.10;
+  /// A margin reason (the runner-up's prediction beaten, or the running format's own missed) starts an
+  /// exploration only when it holds at this many observations of the running plan in a row for the same
+  /// candidate: one slow stretch of the machine is not a misranking. On the H100 (session 46) csr_vector on
+  /// bcsstk16 measured within 1 % of its prediction for 180 products, then one observation read 9.95 us
+  /// against 8.81 predicted: cuSPARSE SELL was tried and ran 1.31x slower for the rest of the run
+  /// (bench/results/2026-12-07_h100_session46_call1_online.txt). Splits, the baseline after a split and
+  /// free candidates are compared at once. 1: at the first observation that qualifies.
+  int explore_confirmations = 2;
   bool explore = true;
   /// While the runner-up is measured, products alternate in runs of `interleave_block` between it and the
   /// running plan (which stays built), and the products of each run but its first (which refills the L2
