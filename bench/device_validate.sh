@@ -55,6 +55,8 @@ rm -rf "$out/empty_cache" "$out"/suite/*.png
 {
   grep -h -E "tests passed|\*\*\*Failed" "$out/tests.txt" 2>/dev/null
   sed -n '/^model /,/^$/p' "$out/suite/accuracy_gated.txt" 2>/dev/null | grep -E "^model|^placeholder"
+  # The gap between back-to-back kernels: the warm-up's (cache) and the one measured before the held-out matrices.
+  grep -h -E "^# launch gap" "$out/suite/accuracy_gated.txt" 2>/dev/null
   # Per short-solve matrix: aijpredict's first and later solve against aijcusparse's (paired medians) and its worst later solve.
   awk '/^=== /{m=$2} $1=="aijpredict" && NF==8 {printf "short solves %-22s first paired x %s, later %s", m, $5, $6}
        $1=="aijpredict" && $2=="worst" {print ", worst later " $7}' \
