@@ -436,14 +436,18 @@ context::context(const context_options& opts)
   init_(opts, loaded);
   if (opts.online) load_online_(opts, loaded);
   if (opts.measure_launch_gap && params_.launch_gap_us > 0) {
+    // A failed measurement leaves the predictions at the warm-up's gap, with a warning: it only refines them.
     cudaStream_t s = nullptr;
     AIJP_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     try {
       measure_launch_gap(s);
-    } catch (...) {
-      cudaStreamDestroy(s);
-      throw;
+    } catch (const error& e) {
+      params_.launch_shift_us = 0;
+      launch_gap_now_ = 0;
+      warnings_.push_back(std::string("aijpredict: the gap between back-to-back kernels could not be measured (") + e.what() +
+                          "); predictions stay at the warm-up's");
     }
+    AIJP_CUDA_CHECK(cudaStreamSynchronize(s));
     AIJP_CUDA_CHECK(cudaStreamDestroy(s));
   }
 }
