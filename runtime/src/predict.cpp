@@ -127,6 +127,80 @@ placeholder_terms placeholder_terms_of(format_id f, const row_stats& s, const ba
 
 }  // namespace
 
+namespace {
+// A cache value accepted as read (`lo` <= value <= `hi`), as one above 0 only (lo exclusive), as a flag (any value > 0
+// is 1, else 0) or as exactly 0 or 1; anything else, NaN included, leaves the field as it was.
+enum class accepted { range, positive, flag, zero_or_one };
+bool read_value(accepted how, double lo, double hi, double v, double& out)
+{
+  switch (how) {
+    case accepted::range:
+      if (!(v >= lo && v <= hi)) return false;
+      break;
+    case accepted::positive:
+      if (!(v > lo && v <= hi)) return false;
+      break;
+    case accepted::flag:
+      if (std::isnan(v)) return false;
+      v = v > 0 ? 1.0 : 0.0;
+      break;
+    case accepted::zero_or_one:
+      if (v != 0.0 && v != 1.0) return false;
+      break;
+  }
+  out = v;
+  return true;
+}
+
+// The fitted corrections, per format and scalar: each with its cache key and what a cache value must be to be
+// read. params_from_metrics / params_to_metrics (neutral values, the field's default, as absent keys),
+// copy_format_corrections and has_format_corrections all go through these two lists, so a new correction is one
+// entry here.
+struct per_format_correction {
+  std::array<double, format_count> bandwidth_model_params::*field;
+  std::string (*key)(format_id);
+  accepted how;
+  double lo, hi;
+  void read(double v, double& out) const { read_value(how, lo, hi, v, out); }
+};
+const per_format_correction per_format_corrections[] = {
+    {&bandwidth_model_params::format_fixed_us, fixed_cost_key, accepted::range, -1e3, 1e3},
+    {&bandwidth_model_params::format_chain_scale, chain_scale_key, accepted::range, 0.25, 4.0},
+    {&bandwidth_model_params::format_chain_lanes, chain_lanes_key, accepted::range, 0.0, 4.0},
+    {&bandwidth_model_params::format_chain_scale_dram, chain_scale_dram_key, accepted::range, 0.25, 4.0},
+    {&bandwidth_model_params::format_chain_lanes_dram, chain_lanes_dram_key, accepted::range, 0.0, 4.0},
+    {&bandwidth_model_params::format_chain_scatter_dram, chain_scatter_dram_key, accepted::range, 0.0, max_chain_scatter},
+    {&bandwidth_model_params::format_l2_matrix_share, l2_matrix_share_key, accepted::range, 0.0, 1.0},
+    {&bandwidth_model_params::format_l2_stream, l2_stream_key, accepted::zero_or_one, 0.0, 1.0},
+    {&bandwidth_model_params::format_overlap, chain_overlap_key, accepted::range, 0.0, 1.0},
+    {&bandwidth_model_params::format_chain_x_doubling, chain_x_key, accepted::range, 0.0, 0.25},
+    {&bandwidth_model_params::format_idle_lane_offset, idle_lane_key, accepted::range, -0.5, 0.5},
+    {&bandwidth_model_params::format_stream_row_doubling, stream_row_key, accepted::range, 0.0, 0.25},
+    {&bandwidth_model_params::format_floor_us, floor_key, accepted::range, 0.0, 1e3},
+    {&bandwidth_model_params::format_floor_small_y_us, floor_small_y_key, accepted::range, 0.0, 1e3},
+    {&bandwidth_model_params::format_floor_adds_l2, floor_adds_l2_key, accepted::flag, 0.0, 1.0},
+    {&bandwidth_model_params::format_l2_gather_gbs, l2_gather_key, accepted::positive, 0.0, 1e6},
+};
+struct scalar_correction {
+  double bandwidth_model_params::*field;
+  const char* key;
+  accepted how;
+  double lo, hi;
+  void read(double v, double& out) const { read_value(how, lo, hi, v, out); }
+};
+const scalar_correction scalar_corrections[] = {
+    {&bandwidth_model_params::cusparse_csr_floor_us_per_doubling, "floor_us_per_doubling.cusparse_csr", accepted::range, 0.0, 10.0},
+    {&bandwidth_model_params::cusparse_csr_floor_us_per_row_share, "floor_us_per_row_share.cusparse_csr", accepted::range, 0.0, 100.0},
+    {&bandwidth_model_params::coo_efficiency, "stream_efficiency.coo", accepted::positive, 0.0, 1.0},
+    {&bandwidth_model_params::hyb_empty_ell_us, "fixed_us_empty_ell.hyb", accepted::range, -1e3, 1e3},
+    {&bandwidth_model_params::csr_scalar_x_reread_l2_share, "x_reread_l2_share.csr_scalar", accepted::positive, 0.0, 16.0},
+    {&bandwidth_model_params::l2_resident_share, "l2_resident_share", accepted::positive, 0.0, 1.0},
+    {&bandwidth_model_params::pellr_sorted_lanes, "chain_lanes_sorted.pellr", accepted::positive, 0.0, 1.0},
+    {&bandwidth_model_params::cusparse_sell_wide_padded, "chain_wide_padded.cusparse_sell", accepted::positive, 0.0, 1e15},
+    {&bandwidth_model_params::cusparse_sell_wide_chain_scale, "chain_scale_wide.cusparse_sell", accepted::positive, 0.0, 4.0},
+};
+}  // namespace
+
 bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model_params& p)
 {
   const auto bw = m.find("stream_read_gbs");
@@ -148,52 +222,16 @@ bool params_from_metrics(const std::map<std::string, double>& m, bandwidth_model
   optional("scatter_efficiency", p.scatter_efficiency, 1.0);
   optional("l2_gather_gbs", p.l2_gather_gbs, 1e6);
   optional("l2_gather_alg2_gbs", p.l2_gather_alg2_gbs, 1e6);
-  for (int i = 0; i < format_count; ++i) {
-    const auto it = m.find(fixed_cost_key(static_cast<format_id>(i)));
-    if (it != m.end() && std::isfinite(it->second) && std::abs(it->second) <= 1e3) p.format_fixed_us[i] = it->second;
-    const auto ch = m.find(chain_scale_key(static_cast<format_id>(i)));
-    if (ch != m.end() && ch->second >= 0.25 && ch->second <= 4.0) p.format_chain_scale[i] = ch->second;
-    const auto ln = m.find(chain_lanes_key(static_cast<format_id>(i)));
-    if (ln != m.end() && ln->second >= 0.0 && ln->second <= 4.0) p.format_chain_lanes[i] = ln->second;
-    const auto cd = m.find(chain_scale_dram_key(static_cast<format_id>(i)));
-    if (cd != m.end() && cd->second >= 0.25 && cd->second <= 4.0) p.format_chain_scale_dram[i] = cd->second;
-    const auto ov = m.find(chain_overlap_key(static_cast<format_id>(i)));
-    if (ov != m.end() && ov->second >= 0.0 && ov->second <= 1.0) p.format_overlap[i] = ov->second;
-    const auto ld = m.find(chain_lanes_dram_key(static_cast<format_id>(i)));
-    if (ld != m.end() && ld->second >= 0.0 && ld->second <= 4.0) p.format_chain_lanes_dram[i] = ld->second;
-    const auto sd = m.find(chain_scatter_dram_key(static_cast<format_id>(i)));
-    if (sd != m.end() && sd->second >= 0.0 && sd->second <= max_chain_scatter) p.format_chain_scatter_dram[i] = sd->second;
-    const auto ms = m.find(l2_matrix_share_key(static_cast<format_id>(i)));
-    if (ms != m.end() && ms->second >= 0.0 && ms->second <= 1.0) p.format_l2_matrix_share[i] = ms->second;
-    const auto ls = m.find(l2_stream_key(static_cast<format_id>(i)));
-    if (ls != m.end() && (ls->second == 0.0 || ls->second == 1.0)) p.format_l2_stream[i] = ls->second;
-    const auto cx = m.find(chain_x_key(static_cast<format_id>(i)));
-    if (cx != m.end() && cx->second >= 0.0 && cx->second <= 0.25) p.format_chain_x_doubling[i] = cx->second;
-    const auto il = m.find(idle_lane_key(static_cast<format_id>(i)));
-    if (il != m.end() && il->second >= -0.5 && il->second <= 0.5) p.format_idle_lane_offset[i] = il->second;
-    const auto sr = m.find(stream_row_key(static_cast<format_id>(i)));
-    if (sr != m.end() && sr->second >= 0.0 && sr->second <= 0.25) p.format_stream_row_doubling[i] = sr->second;
-    const auto fq = m.find(floor_adds_l2_key(static_cast<format_id>(i)));
-    if (fq != m.end()) p.format_floor_adds_l2[i] = fq->second > 0 ? 1.0 : 0.0;
-    const auto lr = m.find(l2_gather_key(static_cast<format_id>(i)));
-    if (lr != m.end() && lr->second > 0 && lr->second <= 1e6) p.format_l2_gather_gbs[i] = lr->second;
-    const auto fl = m.find(floor_key(static_cast<format_id>(i)));
-    if (fl != m.end() && std::isfinite(fl->second) && fl->second >= 0.0 && fl->second <= 1e3) p.format_floor_us[i] = fl->second;
-    const auto fs = m.find(floor_small_y_key(static_cast<format_id>(i)));
-    if (fs != m.end() && std::isfinite(fs->second) && fs->second >= 0.0 && fs->second <= 1e3) p.format_floor_small_y_us[i] = fs->second;
+  for (const auto& c : per_format_corrections) {
+    for (int i = 0; i < format_count; ++i) {
+      const auto it = m.find(c.key(static_cast<format_id>(i)));
+      if (it != m.end()) c.read(it->second, (p.*c.field)[i]);
+    }
   }
-  const auto fd = m.find("floor_us_per_doubling.cusparse_csr");
-  if (fd != m.end() && std::isfinite(fd->second) && fd->second >= 0.0 && fd->second <= 10.0) p.cusparse_csr_floor_us_per_doubling = fd->second;
-  const auto fr = m.find("floor_us_per_row_share.cusparse_csr");
-  if (fr != m.end() && std::isfinite(fr->second) && fr->second >= 0.0 && fr->second <= 100.0) p.cusparse_csr_floor_us_per_row_share = fr->second;
-  optional("stream_efficiency.coo", p.coo_efficiency, 1.0);
-  const auto he = m.find("fixed_us_empty_ell.hyb");
-  if (he != m.end() && std::isfinite(he->second) && std::abs(he->second) <= 1e3) p.hyb_empty_ell_us = he->second;
-  optional("x_reread_l2_share.csr_scalar", p.csr_scalar_x_reread_l2_share, 16.0);
-  optional("l2_resident_share", p.l2_resident_share, 1.0);
-  optional("chain_lanes_sorted.pellr", p.pellr_sorted_lanes, 1.0);
-  optional("chain_wide_padded.cusparse_sell", p.cusparse_sell_wide_padded, 1e15);
-  optional("chain_scale_wide.cusparse_sell", p.cusparse_sell_wide_chain_scale, 4.0);
+  for (const auto& c : scalar_corrections) {
+    const auto it = m.find(c.key);
+    if (it != m.end()) c.read(it->second, p.*c.field);
+  }
   optional("launch_gap_us", p.launch_gap_us, 1e3);
   const auto lg = m.find("launch_gap_gated");
   if (lg != m.end()) p.launch_gap_gated = lg->second > 0 ? 1.0 : 0.0;
@@ -219,34 +257,11 @@ void params_to_metrics(const bandwidth_model_params& p, std::map<std::string, do
       m.erase(key);
     }
   };
-  for (int i = 0; i < format_count; ++i) {
-    const auto f = static_cast<format_id>(i);
-    put(fixed_cost_key(f), p.format_fixed_us[i], 0.0);
-    put(chain_scale_key(f), p.format_chain_scale[i], 1.0);
-    put(chain_lanes_key(f), p.format_chain_lanes[i], 0.0);
-    put(chain_scale_dram_key(f), p.format_chain_scale_dram[i], 0.0);
-    put(chain_lanes_dram_key(f), p.format_chain_lanes_dram[i], -1.0);
-    put(chain_scatter_dram_key(f), p.format_chain_scatter_dram[i], 0.0);
-    put(l2_matrix_share_key(f), p.format_l2_matrix_share[i], 1.0);
-    put(l2_stream_key(f), p.format_l2_stream[i], 0.0);
-    put(chain_overlap_key(f), p.format_overlap[i], 0.0);
-    put(chain_x_key(f), p.format_chain_x_doubling[i], 0.0);
-    put(idle_lane_key(f), p.format_idle_lane_offset[i], 0.04);
-    put(stream_row_key(f), p.format_stream_row_doubling[i], 0.0);
-    put(floor_key(f), p.format_floor_us[i], 0.0);
-    put(floor_small_y_key(f), p.format_floor_small_y_us[i], 0.0);
-    put(floor_adds_l2_key(f), p.format_floor_adds_l2[i], 0.0);
-    put(l2_gather_key(f), p.format_l2_gather_gbs[i], 0.0);
+  const bandwidth_model_params neutral;
+  for (const auto& c : per_format_corrections) {
+    for (int i = 0; i < format_count; ++i) put(c.key(static_cast<format_id>(i)), (p.*c.field)[i], (neutral.*c.field)[i]);
   }
-  put("floor_us_per_doubling.cusparse_csr", p.cusparse_csr_floor_us_per_doubling, 0.0);
-  put("floor_us_per_row_share.cusparse_csr", p.cusparse_csr_floor_us_per_row_share, 0.0);
-  put("stream_efficiency.coo", p.coo_efficiency, bandwidth_model_params{}.coo_efficiency);
-  put("fixed_us_empty_ell.hyb", p.hyb_empty_ell_us, 0.0);
-  put("x_reread_l2_share.csr_scalar", p.csr_scalar_x_reread_l2_share, 0.0);
-  put("l2_resident_share", p.l2_resident_share, 1.0);
-  put("chain_lanes_sorted.pellr", p.pellr_sorted_lanes, 0.0);
-  put("chain_wide_padded.cusparse_sell", p.cusparse_sell_wide_padded, 0.0);
-  put("chain_scale_wide.cusparse_sell", p.cusparse_sell_wide_chain_scale, 0.0);
+  for (const auto& c : scalar_corrections) put(c.key, p.*c.field, neutral.*c.field);
   put("launch_gap_us", p.launch_gap_us, 0.0);
   put("launch_gap_gated", p.launch_gap_us > 0 ? p.launch_gap_gated : 0.0, 0.0);
 }
@@ -411,54 +426,20 @@ double chain_factor(const bandwidth_model_params& p, format_id f, double lanes, 
 
 void copy_format_corrections(const bandwidth_model_params& from, bandwidth_model_params& to)
 {
-  to.format_fixed_us = from.format_fixed_us;
-  to.format_floor_us = from.format_floor_us;
-  to.format_floor_small_y_us = from.format_floor_small_y_us;
-  to.format_floor_adds_l2 = from.format_floor_adds_l2;
-  to.cusparse_csr_floor_us_per_doubling = from.cusparse_csr_floor_us_per_doubling;
-  to.cusparse_csr_floor_us_per_row_share = from.cusparse_csr_floor_us_per_row_share;
-  to.coo_efficiency = from.coo_efficiency;
-  to.hyb_empty_ell_us = from.hyb_empty_ell_us;
-  to.csr_scalar_x_reread_l2_share = from.csr_scalar_x_reread_l2_share;
-  to.l2_resident_share = from.l2_resident_share;
-  to.pellr_sorted_lanes = from.pellr_sorted_lanes;
-  to.format_chain_scale = from.format_chain_scale;
-  to.format_chain_lanes = from.format_chain_lanes;
-  to.format_chain_scale_dram = from.format_chain_scale_dram;
-  to.format_chain_lanes_dram = from.format_chain_lanes_dram;
-  to.format_chain_scatter_dram = from.format_chain_scatter_dram;
-  to.format_overlap = from.format_overlap;
-  to.format_l2_matrix_share = from.format_l2_matrix_share;
-  to.format_l2_stream = from.format_l2_stream;
-  to.format_chain_x_doubling = from.format_chain_x_doubling;
-  to.format_idle_lane_offset = from.format_idle_lane_offset;
-  to.format_stream_row_doubling = from.format_stream_row_doubling;
-  to.cusparse_sell_wide_padded = from.cusparse_sell_wide_padded;
-  to.cusparse_sell_wide_chain_scale = from.cusparse_sell_wide_chain_scale;
-  to.format_l2_gather_gbs = from.format_l2_gather_gbs;
+  for (const auto& c : per_format_corrections) to.*c.field = from.*c.field;
+  for (const auto& c : scalar_corrections) to.*c.field = from.*c.field;
 }
 
 bool has_format_corrections(const bandwidth_model_params& p)
 {
   const bandwidth_model_params neutral;
-  return p.format_fixed_us != neutral.format_fixed_us || p.format_chain_scale != neutral.format_chain_scale ||
-         p.format_chain_lanes != neutral.format_chain_lanes || p.format_chain_scale_dram != neutral.format_chain_scale_dram ||
-         p.format_chain_lanes_dram != neutral.format_chain_lanes_dram || p.format_overlap != neutral.format_overlap ||
-         p.format_chain_scatter_dram != neutral.format_chain_scatter_dram ||
-         p.format_l2_matrix_share != neutral.format_l2_matrix_share ||
-         p.format_l2_stream != neutral.format_l2_stream || p.format_chain_x_doubling != neutral.format_chain_x_doubling ||
-         p.format_idle_lane_offset != neutral.format_idle_lane_offset ||
-         p.format_stream_row_doubling != neutral.format_stream_row_doubling ||
-         p.format_floor_us != neutral.format_floor_us || p.format_floor_small_y_us != neutral.format_floor_small_y_us ||
-         p.format_floor_adds_l2 != neutral.format_floor_adds_l2 ||
-         p.cusparse_csr_floor_us_per_doubling != neutral.cusparse_csr_floor_us_per_doubling ||
-         p.cusparse_csr_floor_us_per_row_share != neutral.cusparse_csr_floor_us_per_row_share ||
-         p.coo_efficiency != neutral.coo_efficiency || p.hyb_empty_ell_us != neutral.hyb_empty_ell_us ||
-         p.csr_scalar_x_reread_l2_share != neutral.csr_scalar_x_reread_l2_share ||
-         p.l2_resident_share != neutral.l2_resident_share || p.pellr_sorted_lanes != neutral.pellr_sorted_lanes ||
-         p.cusparse_sell_wide_padded != neutral.cusparse_sell_wide_padded ||
-         p.cusparse_sell_wide_chain_scale != neutral.cusparse_sell_wide_chain_scale ||
-         p.format_l2_gather_gbs != neutral.format_l2_gather_gbs;
+  for (const auto& c : per_format_corrections) {
+    if (p.*c.field != neutral.*c.field) return true;
+  }
+  for (const auto& c : scalar_corrections) {
+    if (p.*c.field != neutral.*c.field) return true;
+  }
+  return false;
 }
 
 double l1_bytes_per_sm(const device_properties* device)

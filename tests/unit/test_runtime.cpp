@@ -2596,3 +2596,77 @@ TEST(PlaceholderModel, LaunchShiftMovesEachKernel)
   EXPECT_EQ(r.launch_gap_gated, 1.0);
   EXPECT_EQ(r.launch_shift_us, 0.0);
 }
+
+// Every fitted correction round-trips through the cache keys, is copied by copy_format_corrections and detected by
+// has_format_corrections on its own; a value outside what the key accepts (here: far too large, and NaN) is not read.
+// The fields are listed here on purpose: a correction missing from predict.cpp's tables fails one of these.
+TEST(PlaceholderModel, EveryCorrectionRoundTripsAndCounts)
+{
+  using P = aijp::bandwidth_model_params;
+  const std::vector<std::pair<std::array<double, aijp::format_count> P::*, double>> per_format = {
+      {&P::format_fixed_us, -1.5},        {&P::format_chain_scale, 1.3},         {&P::format_chain_lanes, 0.4},
+      {&P::format_chain_scale_dram, 0.9}, {&P::format_chain_lanes_dram, 0.2},    {&P::format_chain_scatter_dram, 0.3},
+      {&P::format_l2_matrix_share, 0.25}, {&P::format_l2_stream, 1.0},           {&P::format_overlap, 0.6},
+      {&P::format_chain_x_doubling, 0.06}, {&P::format_idle_lane_offset, 0.1},   {&P::format_stream_row_doubling, 0.07},
+      {&P::format_floor_us, 6.5},         {&P::format_floor_small_y_us, 5.3},    {&P::format_floor_adds_l2, 1.0},
+      {&P::format_l2_gather_gbs, 5100.0}};
+  const std::vector<std::pair<double P::*, double>> scalar = {
+      {&P::cusparse_csr_floor_us_per_doubling, 0.09}, {&P::cusparse_csr_floor_us_per_row_share, 2.3}, {&P::coo_efficiency, 0.92},
+      {&P::hyb_empty_ell_us, -0.3},                    {&P::csr_scalar_x_reread_l2_share, 0.35},       {&P::l2_resident_share, 0.8},
+      {&P::pellr_sorted_lanes, 1.0},                   {&P::cusparse_sell_wide_padded, 287582.0},      {&P::cusparse_sell_wide_chain_scale, 0.86}};
+  const std::map<std::string, double> device = {{"stream_read_gbs", 3000.0}, {"launch_overhead_us", 2.5}, {"cusparse_csr_overhead_us", 7.0}};
+  const auto f = static_cast<int>(aijp::format_id::ellr);
+  for (const auto& [field, v] : per_format) {
+    P p;
+    EXPECT_FALSE(aijp::has_format_corrections(p));
+    (p.*field)[f] = v;
+    EXPECT_TRUE(aijp::has_format_corrections(p)) << v;
+    std::map<std::string, double> m = device;
+    aijp::params_to_metrics(p, m);
+    P r;
+    ASSERT_TRUE(aijp::params_from_metrics(m, r));
+    EXPECT_EQ((r.*field)[f], v);
+    EXPECT_EQ(r.*field, p.*field);
+    P c;
+    aijp::copy_format_corrections(p, c);
+    EXPECT_EQ((c.*field)[f], v);
+    // Every key holding this value, far out of range or NaN: not read (a flag reads any positive value as 1).
+    for (const double bad : {1e9, std::nan("")}) {
+      if (field == &P::format_floor_adds_l2 && bad > 0) continue;
+      std::map<std::string, double> b = m;
+      for (auto& [k, x] : b) {
+        if (x == v && !device.count(k)) x = bad;
+      }
+      P q;
+      ASSERT_TRUE(aijp::params_from_metrics(b, q));
+      EXPECT_EQ(q.*field, P{}.*field) << bad;
+    }
+  }
+  for (const auto& [field, v] : scalar) {
+    P p;
+    p.*field = v;
+    EXPECT_TRUE(aijp::has_format_corrections(p)) << v;
+    std::map<std::string, double> m = device;
+    aijp::params_to_metrics(p, m);
+    P r;
+    ASSERT_TRUE(aijp::params_from_metrics(m, r));
+    EXPECT_EQ(r.*field, v);
+    P c;
+    aijp::copy_format_corrections(p, c);
+    EXPECT_EQ(c.*field, v);
+    std::map<std::string, double> b = m;
+    for (auto& [k, x] : b) {
+      if (x == v && !device.count(k)) x = 1e20;
+    }
+    P q;
+    ASSERT_TRUE(aijp::params_from_metrics(b, q));
+    EXPECT_EQ(q.*field, P{}.*field);
+  }
+  // The launch gap is a device constant measured with the warm-up, not a correction: neither copied nor counted.
+  P g;
+  g.launch_gap_us = 2.3;
+  EXPECT_FALSE(aijp::has_format_corrections(g));
+  P h;
+  aijp::copy_format_corrections(g, h);
+  EXPECT_EQ(h.launch_gap_us, 0.0);
+}
