@@ -109,6 +109,17 @@ class GpuOnline : public ::testing::Test {
     ctx.online_corrections()->observe(first, cls, 100.0, 1.0);
     return first;
   }
+  // A plan under `po` whose choice (`first`) the model believes 100x faster than it is (mispredict_choice), after
+  // `n` products, its timed products read back.
+  std::unique_ptr<aijp::gpu_matrix<double>> mispredicted_run(aijp::context& ctx, const aijp::plan_options& po, int n, format_id& first)
+  {
+    first = mispredict_choice(ctx, po);
+    auto m = std::make_unique<aijp::gpu_matrix<double>>(ctx, a_.view(), po, s_);
+    EXPECT_EQ(m->format(), first);
+    run(*m, n, s_);
+    m->online_sync();
+    return m;
+  }
   // Single-format plans: a row-partitioned plan is measured but not learned from (docs/models.md). The
   // tests count the runner-up's and the baseline's comparisons, so no free candidate (policy::free_band)
   // follows them: FreeCandidateIsTriedWithinTheBandAfterTheOthers tests those.
@@ -367,14 +378,9 @@ TEST_F(GpuOnline, OffWithoutOnlineContextAndPausedByTimeSpmv)
 TEST_F(GpuOnline, ExploresTheRunnerUpOnceAndKeepsTheFaster)
 {
   auto ctx = online_context();
-  aijp::plan_options po = single();
-  po.online_policy.explore_after = 4;
-  po.online_policy.observe_every = 4;
-  const format_id first = mispredict_choice(*ctx, po);
-  aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
-  ASSERT_EQ(m.format(), first);
-  run(m, 60, s_);
-  m.online_sync();
+  format_id first;
+  const auto plan = mispredicted_run(*ctx, quick_exploration(), 60, first);
+  aijp::gpu_matrix<double>& m = *plan;
   const auto& r = m.report();
   ASSERT_TRUE(r.exploration.has_value()) << r.to_string();
   // The first comparison is the runner-up's, against the mis-predicted choice. cuSPARSE CSR may follow (the
@@ -410,12 +416,9 @@ TEST_F(GpuOnline, MarginReasonMustHoldAtConsecutiveObservations)
     auto ctx = online_context();
     aijp::plan_options po = quick_exploration();
     po.online_policy.explore_confirmations = confirmations;
-    const format_id first = mispredict_choice(*ctx, po);
-    aijp::gpu_matrix<double> m(*ctx, a_.view(), po, s_);
-    ASSERT_EQ(m.format(), first);
-    run(m, 60, s_);
-    m.online_sync();
-    const auto& r = m.report();
+    format_id first;
+    const auto m = mispredicted_run(*ctx, po, 60, first);
+    const auto& r = m->report();
     const auto explored = std::find_if(r.refinement.begin(), r.refinement.end(), [](const std::string& l) { return l.rfind("explored ", 0) == 0; });
     if (confirmations == 2) {
       EXPECT_NE(explored, r.refinement.end()) << r.to_string();
@@ -424,7 +427,7 @@ TEST_F(GpuOnline, MarginReasonMustHoldAtConsecutiveObservations)
     } else {
       EXPECT_FALSE(r.exploration.has_value()) << r.to_string();
       EXPECT_TRUE(r.refinement.empty()) << r.to_string();
-      EXPECT_EQ(m.format(), first);
+      EXPECT_EQ(m->format(), first);
     }
   }
 }
