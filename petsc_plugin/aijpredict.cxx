@@ -54,6 +54,7 @@ struct AIJPOptions {
   PetscBool   host_copy      = PETSC_FALSE; /* -mat_aijpredict_host_copy: without a GPU, emulate the device copy on the host */
   PetscBool   online         = PETSC_TRUE;  /* -mat_aijpredict_online: time sampled products, refine the model, explore the runner-up, then cuSPARSE CSR (ALG2 when it runs), once each */
   PetscBool   preload        = PETSC_TRUE;  /* -mat_aijpredict_preload: load the library's CUDA modules (PetscScalar's) when the per-process context is made, not inside the first product of each format */
+  PetscBool   launch_gap     = PETSC_FALSE; /* -mat_aijpredict_launch_gap: time the gap between back-to-back kernels when the context is made (aijp::context_options::measure_launch_gap) */
   PetscBool   partition      = PETSC_TRUE;  /* -mat_aijpredict_partition: row-partitioned multi-format plans when they pay */
   PetscBool   background     = PETSC_FALSE; /* -mat_aijpredict_background: analyse and convert a reused matrix on a worker thread */
   PetscBool   staged         = PETSC_TRUE;  /* -mat_aijpredict_staged: analyse and convert a reused matrix in parts over the next products */
@@ -147,7 +148,7 @@ std::shared_ptr<aijp::context> aijp_context;
 /* The options the context was made with (those that make a context: AIJPContextMadeFor compares them). */
 struct AIJPContextKey {
   std::string cache_dir, model;
-  bool        online = false, preload = false;
+  bool        online = false, preload = false, launch_gap = false;
 };
 AIJPContextKey aijp_context_key;
 bool                           aijp_warmup_done = false;
@@ -247,7 +248,8 @@ aijp::cache::file_bytes AIJPBroadcastRead(MPI_Comm comm, const std::filesystem::
 bool AIJPContextMadeFor(const AIJPOptions &o)
 {
   const AIJPContextKey &k = aijp_context_key;
-  return aijp_context && k.online == (bool)o.online && k.preload == (bool)o.preload && k.model == o.model && k.cache_dir == o.cache_dir;
+  return aijp_context && k.online == (bool)o.online && k.preload == (bool)o.preload && k.launch_gap == (bool)o.launch_gap && k.model == o.model &&
+         k.cache_dir == o.cache_dir;
 }
 
 /* The context of (cache directory, model); with -mat_aijpredict_warmup, runs the quick warm-up once per
@@ -262,6 +264,7 @@ PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
     opts.model     = p->opt.model;
     opts.online    = p->opt.online;
     opts.preload   = !p->opt.preload ? aijp::kernel_preload::none : sizeof(PetscScalar) == sizeof(float) ? aijp::kernel_preload::float_values : aijp::kernel_preload::double_values;
+    opts.measure_launch_gap = p->opt.launch_gap;
     if (aijp_bcast_comm != MPI_COMM_NULL) {
       const MPI_Comm comm = aijp_bcast_comm;
       opts.read_cache     = [comm](const std::filesystem::path &f) { return AIJPBroadcastRead(comm, f); };
@@ -271,7 +274,13 @@ PetscErrorCode AIJPGetContext(const Mat_SeqAIJPredict *p, aijp::context **ctx)
     if (aijp_context) PetscCall(AIJPSaveOnline()); /* corrections learned under the previous options */
     const auto t0 = std::chrono::steady_clock::now();
     PetscCallCXX(aijp_context = std::make_shared<aijp::context>(opts));
-    aijp_context_key = {p->opt.cache_dir, p->opt.model, (bool)p->opt.online, (bool)p->opt.preload};
+    aijp_context_key = {p->opt.cache_dir, p->opt.model, (bool)p->opt.online, (bool)p->opt.preload, (bool)p->opt.launch_gap};
+    if (p->opt.launch_gap) {
+      const aijp::bandwidth_model_params &mp = aijp_context->model_params();
+      if (mp.launch_gap_us > 0 && aijp_context->launch_gap_now() > 0)
+        PetscCall(PetscInfo(nullptr, "aijpredict: gap between back-to-back kernels %.3f us, the warm-up's %.3f us: predictions moved by %+.3f us per kernel\n", aijp_context->launch_gap_now(), mp.launch_gap_us, mp.launch_shift_us));
+      else PetscCall(PetscInfo(nullptr, "aijpredict: -mat_aijpredict_launch_gap: the cache records no warm-up gap (or it could not be measured): predictions not moved\n"));
+    }
     PetscCall(PetscInfo(nullptr, "aijpredict: per-process context (device %d, %s %s; cache %s) made in %.3f ms\n", aijp_context->device().ordinal, aijp_context->device().name.c_str(), aijp_context->device().uuid.c_str(),
                         opts.cache_dir.empty() ? "default directory" : opts.cache_dir.c_str(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
     if (p->opt.preload) {
@@ -1296,6 +1305,7 @@ PetscErrorCode AIJPOptionsParse(PetscOptionItems PetscOptionsObject, MPI_Comm co
   PetscCall(PetscOptionsReal("-mat_aijpredict_expected_mults", "Products expected with this matrix: a format is converted to only if its predicted saving times this pays for the conversion (0: as many as so far)", "MatCreateSeqAIJPredict", o->expected_mults, &o->expected_mults, nullptr));
   PetscCheck(o->expected_mults >= 0, comm, PETSC_ERR_ARG_OUTOFRANGE, "-mat_aijpredict_expected_mults must be >= 0");
   PetscCall(PetscOptionsBool("-mat_aijpredict_view", "Print the row statistics, each format's predicted time and the choice, and at MatDestroy the measured time and the model's error", "MatCreateSeqAIJPredict", o->view, &o->view, nullptr));
+  PetscCall(PetscOptionsBool("-mat_aijpredict_launch_gap", "When the per-process context is made, time the gap between back-to-back kernels (about 10 ms) and, where the cache recorded its warm-up's, move every prediction by each product's kernels times the difference", "MatCreateSeqAIJPredict", o->launch_gap, &o->launch_gap, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_preload", "Load the library's CUDA modules of PetscScalar's kernels when the per-process context is made (a few ms once), so that no product pays for loading one (lazy loading: ~0.1-1 ms at the first use of each format)", "MatCreateSeqAIJPredict", o->preload, &o->preload, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_online", "Time sampled products with CUDA events (never waiting for them), correct the model's predictions per format with what was measured (saved in the cache at PetscFinalize), and try the runner-up format, then cuSPARSE CSR (its ALG2 when cuSPARSE CSR runs), once each when the chosen one measures slower than the candidate's prediction", "MatCreateSeqAIJPredict", o->online, &o->online, nullptr));
   PetscCall(PetscOptionsBool("-mat_aijpredict_partition", "Plan row-partitioned multi-format layouts (dynamic programming over row strips) and use one when its predicted time beats the best single format", "MatCreateSeqAIJPredict", o->partition, &o->partition, nullptr));
