@@ -25,6 +25,26 @@ meet_at() {
 }
 [ "$(meet_at 0)" -le 8 ] || { echo "FAIL: session 46 run 1 unshifted meets $(meet_at 0) (7 expected)"; fail=1; }
 [ "$(meet_at 0.195)" -ge 12 ] || { echo "FAIL: session 46 run 1 shifted by 0.195 us meets $(meet_at 0.195), not 12"; fail=1; }
+# The same through the samples' own gaps (as a warm-up and aijp_accuracy now write them): the training samples at
+# 2.300 us, the held-out ones at 2.495 us, no --launch-shift: aijp_refit fits at the training gap, moves the
+# held-out predictions by 0.195 us per kernel, and says so.
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/aijp-gap-XXXXXX")
+python3 - "${run}_warmup_gated_samples.jsonl.xz" "$tmp/train.jsonl" 2.3 "${run}_accuracy_gated_samples.jsonl.xz" "$tmp/test.jsonl" 2.495 <<'PY'
+import json, lzma, sys
+for src, dst, gap in ((sys.argv[1], sys.argv[2], sys.argv[3]), (sys.argv[4], sys.argv[5], sys.argv[6])):
+    with lzma.open(src, 'rt') as f, open(dst, 'w') as out:
+        for line in f:
+            s = json.loads(line)
+            s['launch_gap_us'] = float(gap)
+            out.write(json.dumps(s) + '\n')
+PY
+out=$("$refit" --cache "${run}_gated_cache.json" --train "$tmp/train.jsonl" --test "$tmp/test.jsonl" --models guo_wang)
+meet=$(awk '$1 == "placeholder" && NF == 6 && $3 ~ /^[0-9]+$/ { n += ($4 <= 5 && $6 <= 12) } END { print n + 0 }' <<<"$out")
+[ "$meet" -ge 12 ] || { echo "FAIL: samples carrying gaps 2.300 / 2.495 us meet $meet, not 12"; fail=1; }
+grep -q "fitted at their median gap between back-to-back kernels: 2.300 us" <<<"$out" || { echo "FAIL: no training-gap line"; fail=1; }
+grep -q "moved by their kernels x the gap's shift (the samples' gaps against the fit's; median +0.195 us)" <<<"$out" ||
+  { echo "FAIL: no shift line"; printf '%s\n' "$out" | grep "^#" ; fail=1; }
+rm -rf "$tmp"
 for bad in abc 1e9 ''; do
   "$refit" --cache "${run}_gated_cache.json" --train "${run}_warmup_gated_samples.jsonl.xz" --test "${run}_accuracy_gated_samples.jsonl.xz" \
     --launch-shift "$bad" > /dev/null 2>&1 && { echo "FAIL: --launch-shift '$bad' accepted"; fail=1; }
