@@ -55,8 +55,19 @@ rm -rf "$out/empty_cache" "$out"/suite/*.png
 {
   grep -h -E "tests passed|\*\*\*Failed" "$out/tests.txt" 2>/dev/null
   sed -n '/^model /,/^$/p' "$out/suite/accuracy_gated.txt" 2>/dev/null | grep -E "^model|^placeholder"
-  # The gap between back-to-back kernels: the warm-up's (cache) and the one measured before the held-out matrices.
+  # The gap between back-to-back kernels: the warm-up's (cache) and the one measured before the held-out matrices;
+  # then the same pair refitted offline with the held-out predictions moved by the gaps (as the table) and not.
   grep -h -E "^# launch gap" "$out/suite/accuracy_gated.txt" 2>/dev/null
+  gcache=$(ls "$out"/suite/cache_gated/*.json 2>/dev/null | head -1)
+  gtrain=$(ls "$out"/suite/cache_gated/*.gated.samples.jsonl 2>/dev/null | head -1)
+  if [ -n "$gcache" ] && [ -n "$gtrain" ] && [ -f "$out/suite/accuracy_gated_samples.jsonl" ]; then
+    for shift_opt in "" "--launch-shift 0"; do
+      # shellcheck disable=SC2086
+      "$B/aijp_refit" --cache "$gcache" --train "$gtrain" --test "$out/suite/accuracy_gated_samples.jsonl" --models guo_wang $shift_opt 2>&1 |
+        awk -v what="${shift_opt:-moved by the gaps}" '$1 == "placeholder" && NF == 6 && $3 ~ /^[0-9]+$/ { n++; meet += ($4 <= 5 && $6 <= 12) }
+          END { printf "refit of the gated pair, held-out predictions %s: %d of %d formats meet mean <= 5 %% and p95 <= 12 %%\n", what, meet, n }'
+    done
+  fi
   # Per short-solve matrix: aijpredict's first and later solve against aijcusparse's (paired medians) and its worst later solve.
   awk '/^=== /{m=$2} $1=="aijpredict" && NF==8 {printf "short solves %-22s first paired x %s, later %s", m, $5, $6}
        $1=="aijpredict" && $2=="worst" {print ", worst later " $7}' \
