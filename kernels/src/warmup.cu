@@ -284,13 +284,14 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
             e.device_metrics["launch_overhead_us"] = fastest;
             e.provenance["launch_overhead_us"] = "fastest SpMV of the warm-up samples, " + cache::iso8601_utc_now();
           }
-          // The placeholder's per-format fixed costs, from the samples its fixed costs dominate.
+          // The gap the fit describes (the samples' median), and how it was timed.
           if (res.launch_gap_us > 0) {
             e.device_metrics["launch_gap_us"] = res.launch_gap_us;
             e.device_metrics["launch_gap_gated"] = opts.gated ? 1.0 : 0.0;
             e.provenance["launch_gap_us"] = std::string("median gap between back-to-back empty kernels") + (opts.gated ? " (gated)" : "") +
                                             " over the warm-up's samples, " + cache::iso8601_utc_now();
           }
+          // The placeholder's per-format fixed costs, from the samples its fixed costs dominate.
           bandwidth_model_params params;
           if (params_from_metrics(e.device_metrics, params)) {
             params.l2_bytes = dev.l2_bytes;
