@@ -290,6 +290,10 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
             e.device_metrics["launch_gap_gated"] = opts.gated ? 1.0 : 0.0;
             e.provenance["launch_gap_us"] = std::string("median gap between back-to-back empty kernels") + (opts.gated ? " (gated)" : "") +
                                             " over the warm-up's samples, " + cache::iso8601_utc_now();
+          } else {  // samples without a gap (an earlier warm-up's): a gap recorded before would not describe this fit
+            e.device_metrics.erase("launch_gap_us");
+            e.device_metrics.erase("launch_gap_gated");
+            e.provenance.erase("launch_gap_us");
           }
           // The placeholder's per-format fixed costs, from the samples its fixed costs dominate.
           bandwidth_model_params params;
