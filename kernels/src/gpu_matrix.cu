@@ -327,6 +327,14 @@ struct gpu_matrix<Value>::impl {
     // Observations in a row at which a margin reason held for `confirm_runner` (policy::explore_confirmations).
     int confirm_runner = -1;
     int confirmations = 0;
+    // The analysis' input and constants (the placeholder model only), for ranking the formats again at a streaming
+    // bandwidth fitted to the products measured here (rerank_by_stream_scale), once per analysis; the candidate it
+    // chose (an estimate index) and its prediction at that bandwidth.
+    std::optional<prediction_input> input;
+    bandwidth_model_params params;
+    bool reranked = false;
+    int rerank_index = -1;
+    double rerank_us = 0;
     // Amortization of an exploration, which converts inside a product: the expected products and the
     // streaming bandwidth of the analysis that set runner_up (0 products: not checked).
     double expected_mults = 0;
@@ -504,6 +512,15 @@ struct gpu_matrix<Value>::impl {
     to.push_back(us);
   }
   void explore_or_finish();
+  // After the listed comparisons (the last `rec` finished): the formats ranked again at the streaming bandwidth that
+  // explains the products measured here, and the best one not measured here made the runner-up (explore_or_finish).
+  void rerank_by_stream_scale(exploration_record rec);  // a copy: it may reset report.exploration
+  // The prediction a comparison with the runner-up is judged against: the re-ranking's for its candidate, else the
+  // analysis'.
+  double runner_up_us() const
+  {
+    return on.runner_up >= 0 && on.runner_up == on.rerank_index ? on.rerank_us : report.estimates[on.runner_up].predicted_us;
+  }
   // Products between two of the first samples: policy::sample_first_spacing where the product takes at
   // most policy::host_bound_share of the median gap between products, else 1 (also until gap_window gaps
   // are known).
@@ -794,6 +811,14 @@ typename gpu_matrix<Value>::impl::analysis_choice gpu_matrix<Value>::impl::analy
   m.on.explore_builder.reset();
   m.on.corr = opts.online ? ctx.online_corrections() : nullptr;
   m.on.policy = opts.online_policy;
+  m.on.reranked = false;
+  m.on.rerank_index = -1;
+  if (m.on.corr && ctx.fitted_model() == nullptr) {
+    m.on.input = in;
+    m.on.params = ctx.model_params();
+  } else {
+    m.on.input.reset();
+  }
   rep.online_factor.clear();
   rep.exploration.reset();
   rep.timer_us = 0;
@@ -1465,13 +1490,16 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     report.refinement.push_back(line);
     report.decision += std::string("; online: ") + line;
     // The next comparison (analysis, build_partition): the baseline, then a free candidate.
+    bool next = false;
     while (next_candidate()) {
       if (report.partitioned || report.chosen != report.estimates[on.runner_up].format) {
         report.exploration.reset();  // the earlier comparisons stay in report.refinement
         on.may_explore = true;  // decided once the kept plan has explore_after samples of its own
+        next = true;
         break;
       }
     }
+    if (!next) rerank_by_stream_scale(rec);
     return;
   }
   if (report.exploration || on.runner_up < 0) return;
@@ -1492,7 +1520,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     c.running_predicted_us = on.running >= 0 ? report.estimates[on.running].predicted_us : 0.0;
     c.measured_us = report.measured_us;
     c.candidate = report.estimates[on.runner_up].format;
-    c.candidate_predicted_us = report.estimates[on.runner_up].predicted_us;
+    c.candidate_predicted_us = runner_up_us();
     c.margin = on.policy.explore_margin;
     c.partitioned = report.partitioned;
     c.baseline_always = on.baseline_always;
@@ -1529,10 +1557,10 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   if ((why == online::explore_reason::beats_candidate || by_own_miss) && on.expected_mults > 0 && on.stream_gbs > 0) {
     const auto& cand = report.estimates[on.runner_up];
     const double cost_us = conversion_estimate_us(cand.format, cand.device_bytes, csr_bytes(), on.stream_gbs);
-    const double saving_us = report.measured_us - cand.predicted_us;
+    const double saving_us = report.measured_us - runner_up_us();
     if (saving_us * on.expected_mults < cost_us) {
       std::snprintf(line, sizeof(line), "%s measured %.2f us, %.2f us predicted for %s: not tried, it would save at most %.2f us per product over %.0f products and converting costs ~%.0f us",
-                    format_name(report.chosen), report.measured_us, cand.predicted_us, format_name(cand.format), std::max(saving_us, 0.0),
+                    format_name(report.chosen), report.measured_us, runner_up_us(), format_name(cand.format), std::max(saving_us, 0.0),
                     on.expected_mults, cost_us);
       report.refinement.push_back(line);
       if (!next_candidate()) on.may_explore = false;  // else the next candidate at the next observation
@@ -1540,7 +1568,7 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     }
   }
   if (on.then_runner < 0) on.baseline_always = false;  // consumed by the last comparison
-  const double runner_us = report.estimates[on.runner_up].predicted_us;
+  const double runner_us = runner_up_us();
   exploration_record rec;
   rec.from = report.chosen;
   rec.from_partition = report.partitioned;
@@ -1594,6 +1622,57 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     on.explore_builder.reset();
     abandon_exploration(rec, e.what());
   }
+}
+
+// The cached streaming bandwidth wrong: a per-format correction multiplies every format alike, so it cannot re-rank
+// formats that the wrong constant ranks by another term (the bandwidth doubled, every format's L2 term became its
+// largest and ranked ELLR first on lap7 200^3; H100, session 46). Once two formats are measured on the matrix (the
+// last comparison's), the bandwidth that explains both (fit_stream_scale) is taken where it explains them within
+// rerank_fit and the cached one misses them by rerank_miss at least, off by a factor of rerank_off or more; the formats
+// are then predicted at it, and the best feasible one not measured here becomes the runner-up, compared under the
+// margin rules as any other (docs/models.md, Session 47). Once per analysis; the placeholder model only.
+template <typename Value>
+void gpu_matrix<Value>::impl::rerank_by_stream_scale(exploration_record rec)
+{
+  constexpr double rerank_fit = 0.08, rerank_miss = 0.2, rerank_off = 1.25;
+  if (on.reranked || !on.input || !on.policy.explore || report.partitioned || rec.from_partition || rec.from == rec.to) return;
+  if (!(rec.from_measured_us > 0) || !(rec.to_measured_us > 0)) return;
+  on.reranked = true;
+  const stream_scale_fit fit = fit_stream_scale(*on.input, on.params, {{rec.from, rec.from_measured_us}, {rec.to, rec.to_measured_us}});
+  if (fit.formats < 2 || fit.rms_log_error > rerank_fit || fit.rms_log_error_at_1 < rerank_miss ||
+      std::abs(std::log(fit.scale)) < std::log(rerank_off)) {
+    return;
+  }
+  bandwidth_model_params at = on.params;
+  at.stream_read_gbs = on.params.stream_read_gbs * fit.scale;
+  int best = -1;
+  double best_us = 0;
+  for (int i = 0; i < static_cast<int>(report.estimates.size()); ++i) {
+    const format_id f = report.estimates[i].format;
+    if (!report.estimates[i].feasible || f == report.chosen || f == rec.from || f == rec.to || measured_here(f)) continue;
+    const auto est = predict_bandwidth_model(*on.input, at, {f});
+    if (est.empty() || !est[0].feasible || !(est[0].predicted_us > 0)) continue;
+    if (best < 0 || est[0].predicted_us < best_us) {
+      best = i;
+      best_us = est[0].predicted_us;
+    }
+  }
+  char line[320];
+  std::snprintf(line, sizeof(line), "%s and %s measured on this matrix fit a streaming bandwidth of %.0f GB/s (cached %.0f GB/s: log error %.2f there, %.2f at the fit): formats ranked again at it, ",
+                format_name(rec.from), format_name(rec.to), at.stream_read_gbs, on.params.stream_read_gbs, fit.rms_log_error_at_1,
+                fit.rms_log_error);
+  std::string text = line;
+  if (best < 0) {
+    report.refinement.push_back(text + "no other format left");
+    return;
+  }
+  std::snprintf(line, sizeof(line), "the best one not measured here is %s at %.2f us", format_name(report.estimates[best].format), best_us);
+  report.refinement.push_back(text + line);
+  on.runner_up = best;
+  on.rerank_index = best;
+  on.rerank_us = best_us;
+  report.exploration.reset();  // the earlier comparisons stay in report.refinement
+  on.may_explore = true;       // compared under the margin rules once the kept plan has explore_after samples
 }
 
 template <typename Value>
@@ -1771,6 +1850,11 @@ void gpu_matrix<Value>::impl::copy_state_into(impl& c, std::uint64_t version) co
   c.on.free_runner = on.free_runner;
   c.on.may_explore = on.may_explore;
   c.on.baseline_always = on.baseline_always;
+  c.on.input = on.input;
+  c.on.params = on.params;
+  c.on.reranked = on.reranked;
+  c.on.rerank_index = on.rerank_index;
+  c.on.rerank_us = on.rerank_us;
 }
 
 namespace detail {

@@ -718,6 +718,40 @@ layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const 
   return c;
 }
 
+stream_scale_fit fit_stream_scale(const prediction_input& in, const bandwidth_model_params& p,
+                                  const std::vector<std::pair<format_id, double>>& measured)
+{
+  stream_scale_fit fit;
+  const auto rms_at = [&](double scale, int* used) {
+    bandwidth_model_params q = p;
+    q.stream_read_gbs = p.stream_read_gbs * scale;
+    double sum = 0;
+    int n = 0;
+    for (const auto& [f, us] : measured) {
+      if (!(us > 0) || !std::isfinite(us)) continue;
+      const auto est = predict_bandwidth_model(in, q, {f});
+      if (est.empty() || !est[0].feasible || !(est[0].predicted_us > 0)) continue;
+      const double l = std::log(est[0].predicted_us / us);
+      sum += l * l;
+      ++n;
+    }
+    if (used != nullptr) *used = n;
+    return n > 0 ? std::sqrt(sum / n) : 0.0;
+  };
+  fit.rms_log_error_at_1 = fit.rms_log_error = rms_at(1.0, &fit.formats);
+  if (fit.formats == 0 || !(p.stream_read_gbs > 0)) return fit;
+  for (int k = -28; k <= 28; ++k) {
+    const double scale = std::pow(2.0, k / 14.0);
+    const double e = rms_at(scale, nullptr);
+    // Ties keep the scale nearest 1 (k runs away from 0 in neither direction first: compare distances).
+    if (e < fit.rms_log_error - 1e-12 || (std::abs(e - fit.rms_log_error) <= 1e-12 && std::abs(k) < std::abs(std::log2(fit.scale) * 14.0))) {
+      fit.rms_log_error = e;
+      fit.scale = scale;
+    }
+  }
+  return fit;
+}
+
 double coo_x_reread_bytes(const row_stats& s, int vb, double x_sectors_per_nnz, double bytes, double l2_bytes)
 {
   const double x_bytes = static_cast<double>(std::min(s.cols, s.nnz)) * vb;

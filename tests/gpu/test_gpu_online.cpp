@@ -1,6 +1,7 @@
 // Device tests of online refinement: event timing read back without waiting, results unchanged, timing
 // paused by aijp::time_spmv, the legacy default stream, bounded exploration, and the corrections saved to
 // and loaded from a cache directory. Skipped (not failed) on a machine without a CUDA device.
+#include <aijpredict/cache.hpp>
 #include <aijpredict/generators.hpp>
 #include <aijpredict/gpu_matrix.hpp>
 #include <aijpredict/measure.hpp>
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <chrono>
 #include <string>
@@ -430,6 +432,49 @@ TEST_F(GpuOnline, MarginReasonMustHoldAtConsecutiveObservations)
       EXPECT_EQ(m->format(), first);
     }
   }
+}
+
+// A cache whose streaming bandwidth is twice the device's, on a 3D 7-point Laplacian beyond the L2 (2.1M rows): the
+// products measure about twice their predictions, which per-format corrections absorb without re-ranking. Once two
+// formats are measured on the matrix (the runner-up's and the baseline's comparisons), the bandwidth that explains
+// them is fitted (within 35 % of the one measured at calibration) and the formats ranked again at it
+// (rerank_by_stream_scale). Every product right.
+TEST_F(GpuOnline, WrongCachedBandwidthIsFittedAndTheFormatsRankedAgain)
+{
+  const auto a = aijp::gen::from_spec("lap7:128x128x128");
+  const auto tmp = std::filesystem::temp_directory_path() / ("aijp_rerank_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(tmp);
+  aijp::context_options co;
+  co.cache_dir = tmp.string();
+  double true_gbs = 0;
+  {
+    const aijp::context calibrated(co);  // calibrates this device and writes the file
+    true_gbs = calibrated.model_params().stream_read_gbs;
+    const aijp::cache::store store(tmp);
+    store.update(aijp::make_fingerprint(calibrated.device()),
+                 [](aijp::cache::cache_entry& e) { e.device_metrics["stream_read_gbs"] *= 2; }, aijp::cache::cache_entry{});
+  }
+  co.online = true;
+  aijp::context ctx(co);
+  ASSERT_NEAR(ctx.model_params().stream_read_gbs, 2 * true_gbs, 1e-6 * true_gbs);
+  const auto x = aijp::test::random_vector(a.cols, 17);
+  aijp::test::device_vec<double> dx(x), dy(std::vector<double>(a.rows, 0.0));
+  aijp::gpu_matrix<double> m(ctx, a.view(), quick_exploration(), s_);
+  for (int i = 0; i < 400; ++i) {
+    m.apply(1.0, dx.p, 0.0, dy.p, s_);
+    ASSERT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
+  }
+  m.online_sync();
+  aijp::test::check_product(m, a, x, dx, "after the comparisons", s_);
+  const auto& r = m.report();
+  std::cout << r.to_string();
+  const auto fitted = std::find_if(r.refinement.begin(), r.refinement.end(),
+                                   [](const std::string& l) { return l.find(" fit a streaming bandwidth of ") != std::string::npos; });
+  ASSERT_NE(fitted, r.refinement.end()) << r.to_string();
+  double gbs = 0;
+  ASSERT_EQ(std::sscanf(fitted->c_str() + fitted->find(" fit a streaming bandwidth of ") + 30, "%lf", &gbs), 1) << *fitted;
+  EXPECT_NEAR(gbs / true_gbs, 1.0, 0.35) << *fitted;
+  std::filesystem::remove_all(tmp);
 }
 
 // An exploration converts inside a product, so it must pay like the analysis's conversion. The choice is

@@ -2670,3 +2670,55 @@ TEST(PlaceholderModel, EveryCorrectionRoundTripsAndCounts)
   aijp::copy_format_corrections(g, h);
   EXPECT_EQ(h.launch_gap_us, 0.0);
 }
+
+// fit_stream_scale: products measured as a cache with half the bandwidth predicts them are explained by a scale of
+// 1/2 (exactly on the grid), with the error at the cached bandwidth far larger; products the cache predicts right keep
+// a scale of 1; no usable measurement gives scale 1 and no formats. Beyond the L2, with the bandwidth doubled, the
+// L2 term ranks the formats (ELLR ahead of sell_delta16), and the fitted scale restores the streaming ranking.
+TEST(PlaceholderModel, StreamScaleFitRecoversTheBandwidth)
+{
+  using aijp::format_id;
+  aijp::bandwidth_model_params p;
+  p.l2_bytes = 50.0 * (1 << 20);
+  // As the H100 gated warm-ups fit it (session 46): ELLR's L2 term counts a quarter of its matrix bytes beyond the L2.
+  p.format_l2_matrix_share[static_cast<int>(format_id::ellr)] = 0.25;
+  auto in = uniform_rows(8'000'000, 7, 0.1875);  // lap7-like, beyond the L2
+  in.device.l2_bytes = static_cast<aijp::size_type>(p.l2_bytes);
+  aijp::bandwidth_model_params truth = p;
+  truth.stream_read_gbs = p.stream_read_gbs / 2;
+  std::vector<std::pair<format_id, double>> measured;
+  for (const format_id f : {format_id::ellr, format_id::csr_vector}) {
+    measured.push_back({f, aijp::predict_bandwidth_model(in, truth, {f}).front().predicted_us});
+  }
+  const auto fit = aijp::fit_stream_scale(in, p, measured);
+  EXPECT_EQ(fit.formats, 2);
+  EXPECT_NEAR(fit.scale, 0.5, 1e-9);
+  EXPECT_LT(fit.rms_log_error, 1e-9);
+  EXPECT_GT(fit.rms_log_error_at_1, 0.3);
+  // Right as cached: scale 1.
+  measured.clear();
+  for (const format_id f : {format_id::ellr, format_id::csr_vector}) {
+    measured.push_back({f, aijp::predict_bandwidth_model(in, p, {f}).front().predicted_us});
+  }
+  const auto same = aijp::fit_stream_scale(in, p, measured);
+  EXPECT_EQ(same.scale, 1.0);
+  EXPECT_LT(same.rms_log_error_at_1, 1e-9);
+  // Nothing usable.
+  const auto none = aijp::fit_stream_scale(in, p, {{format_id::ellr, 0.0}, {format_id::coo, -1.0}});
+  EXPECT_EQ(none.formats, 0);
+  EXPECT_EQ(none.scale, 1.0);
+  // The doubled bandwidth's ranking against the refitted one: sell_delta16 (the fewest bytes) wins once scaled back.
+  aijp::bandwidth_model_params doubled = p;
+  doubled.stream_read_gbs = 2 * p.stream_read_gbs;
+  measured.clear();
+  for (const format_id f : {format_id::ellr, format_id::csr_vector}) {
+    measured.push_back({f, aijp::predict_bandwidth_model(in, p, {f}).front().predicted_us});
+  }
+  const auto back = aijp::fit_stream_scale(in, doubled, measured);
+  EXPECT_NEAR(back.scale, 0.5, 1e-9);
+  aijp::bandwidth_model_params refit = doubled;
+  refit.stream_read_gbs *= back.scale;
+  const auto us = [&](const aijp::bandwidth_model_params& q, format_id f) { return aijp::predict_bandwidth_model(in, q, {f}).front().predicted_us; };
+  EXPECT_LT(us(refit, format_id::sell_delta16), us(refit, format_id::ellr));
+  EXPECT_GT(us(doubled, format_id::sell_delta16), us(doubled, format_id::ellr)) << "the test's premise: the doubled cache ranks ELLR first";
+}

@@ -12,6 +12,7 @@
 #include <array>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace aijp {
@@ -489,6 +490,22 @@ inline bool sell_delta16_columns_fit(const prediction_input& in)
 {
   return in.columns_sorted && in.max_column_step <= sell_delta16_max_step;
 }
+
+/// The streaming bandwidth that explains measured products of one matrix (online refinement: the running format and
+/// the ones compared with it): `scale` times `p.stream_read_gbs`, from a geometric grid of 57 points over [1/4, 4]
+/// (2^(1/14) apart), minimises the root mean square of log(predicted / measured) over `measured`, each a format and its
+/// measured time in microseconds (formats whose prediction is infeasible or not positive are left out). A per-format
+/// correction multiplies every format alike, so when the cached bandwidth is wrong it cannot re-rank formats whose
+/// traffic binds them differently (session 46: lap7 200^3 from a cache with the bandwidth doubled, where every format's
+/// L2 term became its largest and ranked ELLR first, 1.17x the measured best; docs/models.md, Session 47).
+struct stream_scale_fit {
+  double scale = 1.0;          ///< factor on stream_read_gbs
+  double rms_log_error = 0.0;  ///< at `scale`
+  double rms_log_error_at_1 = 0.0;  ///< at the cached bandwidth
+  int formats = 0;             ///< measurements used
+};
+stream_scale_fit fit_stream_scale(const prediction_input& in, const bandwidth_model_params& p,
+                                  const std::vector<std::pair<format_id, double>>& measured);
 
 /// x bytes our COO kernel reads again from DRAM. Every warp owns an equal chunk of nonzeros and all of them
 /// run at once (kernels/src/formats/coo.cu), so the uses of an x sector by rows far apart in the matrix (a
