@@ -1628,18 +1628,20 @@ void gpu_matrix<Value>::impl::explore_or_finish()
 // formats that the wrong constant ranks by another term (the bandwidth doubled, every format's L2 term became its
 // largest and ranked ELLR first on lap7 200^3; H100, session 46). Once two formats are measured on the matrix (the
 // last comparison's), the bandwidth that explains both (fit_stream_scale) is taken where it explains them within
-// rerank_fit and the cached one misses them by rerank_miss at least, off by a factor of rerank_off or more; the formats
+// rerank_fit and the cached one misses them by twice that and rerank_miss at least, off by a factor of rerank_off or more; the formats
 // are then predicted at it, and the best feasible one not measured here becomes the runner-up, compared under the
 // margin rules as any other (docs/models.md, Session 47). Once per analysis; the placeholder model only.
 template <typename Value>
 void gpu_matrix<Value>::impl::rerank_by_stream_scale(exploration_record rec)
 {
-  constexpr double rerank_fit = 0.08, rerank_miss = 0.2, rerank_off = 1.25;
+  // The placeholder's own error on a matrix beyond the L2 is 5-10 % per format (docs/models.md), so two formats at the
+  // right bandwidth fit within 12 % (rms of the log error); the cached one must miss them by twice that and 20 % at least.
+  constexpr double rerank_fit = 0.12, rerank_miss = 0.2, rerank_off = 1.25;
   if (on.reranked || !on.input || !on.policy.explore || report.partitioned || rec.from_partition || rec.from == rec.to) return;
   if (!(rec.from_measured_us > 0) || !(rec.to_measured_us > 0)) return;
   on.reranked = true;
   const stream_scale_fit fit = fit_stream_scale(*on.input, on.params, {{rec.from, rec.from_measured_us}, {rec.to, rec.to_measured_us}});
-  if (fit.formats < 2 || fit.rms_log_error > rerank_fit || fit.rms_log_error_at_1 < rerank_miss ||
+  if (fit.formats < 2 || fit.rms_log_error > rerank_fit || fit.rms_log_error_at_1 < std::max(rerank_miss, 2 * fit.rms_log_error) ||
       std::abs(std::log(fit.scale)) < std::log(rerank_off)) {
     return;
   }
