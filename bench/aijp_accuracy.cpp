@@ -59,7 +59,7 @@ const char* usage =
     "                    samples format), so models can be refitted and compared offline\n"
     "  --gated           time each batch queued behind a gate kernel (the products' device time, without the\n"
     "                    host's issue rate; aijp::timing_options::gated)\n"
-    "  --no-launch-gap   do not move the placeholder's predictions by the gap between back-to-back kernels\n"
+    "  --no-launch-gap   do not move the models' predictions by the gap between back-to-back kernels\n"
     "                    measured before each matrix against the warm-up's (the gap is still measured and\n"
     "                    written to --samples, so aijp_refit can show both)\n"
     "  --help            this text\n";
@@ -131,7 +131,7 @@ int main(int argc, char** argv)
     std::printf("# device: %s\n# coefficients: %s\n# timing: %s\n", dev.to_string().c_str(), loaded.path.c_str(),
                 gated ? "gated (device time: each batch queued behind a gate kernel)" : "back to back (host issue included)");
     // The gap between back-to-back kernels, measured before each matrix as its products are timed: where the
-    // cache recorded its warm-up's, timed the same way, the placeholder's predictions move by each product's
+    // cache recorded its warm-up's, timed the same way, every model's predictions move by each product's
     // kernels times the difference (context::measure_launch_gap).
     const aijp::bandwidth_model_params& cached = ctx.model_params();
     const bool same_timing = (cached.launch_gap_gated > 0) == gated;
@@ -218,7 +218,10 @@ int main(int argc, char** argv)
         aijp::bench::accuracy_row r{name, f, per_round[j][per_round[j].size() / 2], {}};
         for (const auto& m : models) {
           if (const auto p = m->predict_us(f, feat, dev)) {
-            r.predicted[m->name()] = aijp::at_least_launches(f, feat.stats, 8, ctx.model_params(), *p, &dev);  // as the runtime
+            // As the runtime; moved by the same gap as the placeholder (every model was fitted on the warm-up's samples
+            // at its gap), so that the side-by-side stays fair.
+            const double shift = ctx.model_params().launch_shift_us * aijp::launch_gaps_of(f, feat.stats);
+            r.predicted[m->name()] = std::max(0.0, aijp::at_least_launches(f, feat.stats, 8, ctx.model_params(), *p, &dev) + shift);
           }
         }
         for (const auto& e : placeholder) {

@@ -57,7 +57,7 @@ const char* usage =
     "  --no-fit                 the placeholder keeps the corrections --cache holds (its device_metrics) instead of\n"
     "                           refitting them on --train (which then only gives the launch floor): how a shipped\n"
     "                           default predicts --test\n"
-    "  --launch-shift US        move every placeholder prediction of --test by its product's kernels times US: the\n"
+    "  --launch-shift US        move every prediction of --test (every model's) by its product's kernels times US: the\n"
     "                           held-out gap between back-to-back kernels minus the warm-up's, for sample files\n"
     "                           written before the gap was measured (default: from the samples' own launch_gap_us\n"
     "                           where --test and --train, or --cache, carry one; else 0)\n"
@@ -274,7 +274,9 @@ int main(int argc, char** argv)
       }
       for (const auto& m : models) {
         if (const auto p = m->predict_us(s.format, s.features, dev)) {
-          r.predicted[m->name()] = aijp::at_least_launches(s.format, s.features.stats, s.features.value_bytes, params, *p, &dev);
+          // Moved by the same gap as the placeholder's (every model is fitted on the training samples at their gap).
+          r.predicted[m->name()] = std::max(0.0, aijp::at_least_launches(s.format, s.features.stats, s.features.value_bytes, params, *p, &dev) +
+                                                     at.launch_shift_us * aijp::launch_gaps_of(s.format, s.features.stats));
         }
       }
       rows.push_back(std::move(r));
