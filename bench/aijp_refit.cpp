@@ -285,7 +285,7 @@ int main(int argc, char** argv)
     if (train_gap > 0) std::printf("# training samples fitted at their median gap between back-to-back kernels: %.3f us\n", train_gap);
     if (shifted > 0) {
       std::sort(shifts.begin(), shifts.end());
-      std::printf("# placeholder predictions of %d test samples moved by their kernels x the gap's shift (%s; median %+.3f us)\n", shifted,
+      std::printf("# predictions (every model's) of %d test samples moved by their kernels x the gap's shift (%s; median %+.3f us)\n", shifted,
                   launch_shift_given ? "--launch-shift" : "the samples' gaps against the fit's", shifts[shifts.size() / 2]);
     }
     std::vector<std::string> shown{"placeholder"};
