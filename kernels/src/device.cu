@@ -437,18 +437,16 @@ context::context(const context_options& opts)
   if (opts.online) load_online_(opts, loaded);
   if (opts.measure_launch_gap && params_.launch_gap_us > 0) {
     // A failed measurement leaves the predictions at the warm-up's gap, with a warning: it only refines them.
-    cudaStream_t s = nullptr;
-    AIJP_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const detail::stream_guard s;
     try {
-      measure_launch_gap(s);
+      measure_launch_gap(s.get());
     } catch (const error& e) {
       params_.launch_shift_us = 0;
       launch_gap_now_ = 0;
       warnings_.push_back(std::string("aijpredict: the gap between back-to-back kernels could not be measured (") + e.what() +
                           "); predictions stay at the warm-up's");
     }
-    AIJP_CUDA_CHECK(cudaStreamSynchronize(s));
-    AIJP_CUDA_CHECK(cudaStreamDestroy(s));
+    AIJP_CUDA_CHECK(cudaStreamSynchronize(s.get()));
   }
 }
 
@@ -555,15 +553,8 @@ void context::init_(const context_options& opts, cache::load_result& loaded)
 
 void context::calibrate_()
 {
-  cudaStream_t s = nullptr;
-  AIJP_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  try {
-    params_ = calibrate_device(device_, s);
-  } catch (...) {
-    cudaStreamDestroy(s);
-    throw;
-  }
-  AIJP_CUDA_CHECK(cudaStreamDestroy(s));
+  const detail::stream_guard s;
+  params_ = calibrate_device(device_, s.get());
 }
 
 namespace {

@@ -123,4 +123,17 @@ class device_buffer {
   bool owned_ = true;
 };
 
+/// An owned non-blocking stream (cudaStreamCreateWithFlags), destroyed without throwing.
+class stream_guard {
+ public:
+  stream_guard() { AIJP_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~stream_guard() { cudaStreamDestroy(s_); }
+  stream_guard(const stream_guard&) = delete;
+  stream_guard& operator=(const stream_guard&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_{};
+};
+
 }  // namespace aijp::detail

@@ -147,17 +147,6 @@ bool warmup_point::measures(format_id f) const
   return formats.empty() || std::find(formats.begin(), formats.end(), f) != formats.end();
 }
 
-namespace {
-class stream_guard {
- public:
-  stream_guard() { AIJP_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
-  ~stream_guard() { cudaStreamDestroy(s_); }
-  cudaStream_t get() const { return s_; }
-
- private:
-  cudaStream_t s_{};
-};
-}  // namespace
 
 warmup_result run_warmup(const context& ctx, const warmup_options& opts)
 {
@@ -177,7 +166,7 @@ warmup_result run_warmup(const context& ctx, const warmup_options& opts)
   std::vector<model::sample> samples = std::move(previous.samples);
 
   const auto grid = warmup_grid(dev, opts.full);
-  stream_guard sg;
+  detail::stream_guard sg;
   const cudaStream_t stream = sg.get();
   // The samples are timed as aijp_accuracy times the held-out matrices (timing_options' batches of 1 ms, 5
   // products first, the median of 9), with the total capped for the large ones, so that the two differ by the
