@@ -531,8 +531,9 @@ double chunk_chain_entries(double longest, double chunk = layout_ref::ell_chunk)
 }  // namespace
 
 namespace {
-// cuSPARSE's kernels per product (launch_gaps_of); 0 for our formats, whose layout_traffic::launches counts them.
-double cusparse_kernel_gaps(format_id f)
+// The kernels one product of `f` runs (launch_gaps_of), given its layout's traffic: cuSPARSE's as measured (its
+// launches are not ours to count), our formats' launches.
+double kernel_gaps(format_id f, const layout_traffic& c)
 {
   switch (f) {
     case format_id::cusparse_csr:
@@ -542,15 +543,14 @@ double cusparse_kernel_gaps(format_id f)
     case format_id::cusparse_sell:
       return 1.0;
     default:
-      return 0.0;
+      return static_cast<double>(c.launches);
   }
 }
 }  // namespace
 
 double launch_gaps_of(format_id f, const row_stats& s)
 {
-  const double library = cusparse_kernel_gaps(f);
-  return library > 0 ? library : static_cast<double>(layout_traffic_of(f, s, static_cast<int>(sizeof(double))).launches);
+  return kernel_gaps(f, layout_traffic_of(f, s, static_cast<int>(sizeof(double))));
 }
 
 layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const device_properties* device,
@@ -968,7 +968,7 @@ placeholder_parts parts_of(format_id f, const prediction_input& in, const bandwi
   const double scatter = sorted_scatter_bytes(f, s, vb, in.x_sectors_per_nnz, in.sorted);
   r.bytes = c.moved_bytes + vectors + scatter;
   r.fixed_us = c.launches * p.launch_us + pt.fixed_us;
-  r.kernel_gaps = cusparse_kernel_gaps(f) > 0 ? cusparse_kernel_gaps(f) : c.launches;
+  r.kernel_gaps = kernel_gaps(f, c);
   r.serial_us = c.serial_entries * (in_l2 ? p.serial_entry_l2_ns : p.serial_entry_dram_ns) * 1e-3;
   // A step of a chain in the L2 waits longer as x outgrows the L1 (format_chain_x_doubling).
   const double x_doubling = p.format_chain_x_doubling[static_cast<int>(f)];
