@@ -19,12 +19,16 @@ done
 # (bench/results/2026-12-07_h100_session47_launch_gap_pairs.txt). Moved by that, it meets as its second run does.
 refit="$build/bench/aijp_refit"
 run="$src/bench/results/2026-12-07_h100_session46_call1"
+# Formats of an aijp_refit table (stdin) meeting mean <= 5 % and p95 <= 12 %.
+meet_count() { awk '$1 == "placeholder" && NF == 6 && $3 ~ /^[0-9]+$/ { n += ($4 <= 5 && $6 <= 12) } END { print n + 0 }'; }
 meet_at() {
   "$refit" --cache "${run}_gated_cache.json" --train "${run}_warmup_gated_samples.jsonl.xz" --test "${run}_accuracy_gated_samples.jsonl.xz" \
-    --models guo_wang --launch-shift "$1" | awk '$1 == "placeholder" && NF == 6 && $3 ~ /^[0-9]+$/ { n += ($4 <= 5 && $6 <= 12) } END { print n + 0 }'
+    --models guo_wang --launch-shift "$1" | meet_count
 }
-[ "$(meet_at 0)" -le 8 ] || { echo "FAIL: session 46 run 1 unshifted meets $(meet_at 0) (7 expected)"; fail=1; }
-[ "$(meet_at 0.195)" -ge 12 ] || { echo "FAIL: session 46 run 1 shifted by 0.195 us meets $(meet_at 0.195), not 12"; fail=1; }
+meet=$(meet_at 0)
+[ "$meet" -le 8 ] || { echo "FAIL: session 46 run 1 unshifted meets $meet (7 expected)"; fail=1; }
+meet=$(meet_at 0.195)
+[ "$meet" -ge 12 ] || { echo "FAIL: session 46 run 1 shifted by 0.195 us meets $meet, not 12"; fail=1; }
 # The same through the samples' own gaps (as a warm-up and aijp_accuracy now write them): the training samples at
 # 2.300 us, the held-out ones at 2.495 us, no --launch-shift: aijp_refit fits at the training gap, moves the
 # held-out predictions by 0.195 us per kernel, and says so.
@@ -39,7 +43,7 @@ for src, dst, gap in ((sys.argv[1], sys.argv[2], sys.argv[3]), (sys.argv[4], sys
             out.write(json.dumps(s) + '\n')
 PY
 out=$("$refit" --cache "${run}_gated_cache.json" --train "$tmp/train.jsonl" --test "$tmp/test.jsonl" --models guo_wang)
-meet=$(awk '$1 == "placeholder" && NF == 6 && $3 ~ /^[0-9]+$/ { n += ($4 <= 5 && $6 <= 12) } END { print n + 0 }' <<<"$out")
+meet=$(meet_count <<<"$out")
 [ "$meet" -ge 12 ] || { echo "FAIL: samples carrying gaps 2.300 / 2.495 us meet $meet, not 12"; fail=1; }
 grep -q "fitted at their median gap between back-to-back kernels: 2.300 us" <<<"$out" || { echo "FAIL: no training-gap line"; fail=1; }
 grep -q "moved by their kernels x the gap's shift (the samples' gaps against the fit's; median +0.195 us)" <<<"$out" ||
