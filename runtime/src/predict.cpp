@@ -740,13 +740,15 @@ stream_scale_fit fit_stream_scale(const prediction_input& in, const bandwidth_mo
   };
   fit.rms_log_error_at_1 = fit.rms_log_error = rms_at(1.0, &fit.formats);
   if (fit.formats == 0 || !(p.stream_read_gbs > 0)) return fit;
-  for (int k = -28; k <= 28; ++k) {
-    const double scale = std::pow(2.0, k / 14.0);
-    const double e = rms_at(scale, nullptr);
-    // Ties keep the scale nearest 1 (k runs away from 0 in neither direction first: compare distances).
-    if (e < fit.rms_log_error - 1e-12 || (std::abs(e - fit.rms_log_error) <= 1e-12 && std::abs(k) < std::abs(std::log2(fit.scale) * 14.0))) {
-      fit.rms_log_error = e;
-      fit.scale = scale;
+  // Outward from 1, so that of equal errors the scale nearest 1 stays (the lower one at equal distance).
+  for (int d = 1; d <= 28; ++d) {
+    for (const int k : {-d, d}) {
+      const double scale = std::pow(2.0, k / 14.0);
+      const double e = rms_at(scale, nullptr);
+      if (e < fit.rms_log_error - 1e-12) {
+        fit.rms_log_error = e;
+        fit.scale = scale;
+      }
     }
   }
   return fit;
