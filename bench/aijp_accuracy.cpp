@@ -220,8 +220,8 @@ int main(int argc, char** argv)
           if (const auto p = m->predict_us(f, feat, dev)) {
             // As the runtime; moved by the same gap as the placeholder (every model was fitted on the warm-up's samples
             // at its gap), so that the side-by-side stays fair.
-            const double shift = ctx.model_params().launch_shift_us * aijp::launch_gaps_of(f, feat.stats);
-            r.predicted[m->name()] = std::max(0.0, aijp::at_least_launches(f, feat.stats, 8, ctx.model_params(), *p, &dev) + shift);
+            r.predicted[m->name()] = aijp::at_launch_shift(f, feat.stats, ctx.model_params(),
+                                                           aijp::at_least_launches(f, feat.stats, 8, ctx.model_params(), *p, &dev));
           }
         }
         for (const auto& e : placeholder) {

@@ -275,8 +275,8 @@ int main(int argc, char** argv)
       for (const auto& m : models) {
         if (const auto p = m->predict_us(s.format, s.features, dev)) {
           // Moved by the same gap as the placeholder's (every model is fitted on the training samples at their gap).
-          r.predicted[m->name()] = std::max(0.0, aijp::at_least_launches(s.format, s.features.stats, s.features.value_bytes, params, *p, &dev) +
-                                                     at.launch_shift_us * aijp::launch_gaps_of(s.format, s.features.stats));
+          r.predicted[m->name()] = aijp::at_launch_shift(s.format, s.features.stats, at,
+                                                         aijp::at_least_launches(s.format, s.features.stats, s.features.value_bytes, params, *p, &dev));
         }
       }
       rows.push_back(std::move(r));

@@ -446,7 +446,6 @@ context::context(const context_options& opts)
       warnings_.push_back(std::string("aijpredict: the gap between back-to-back kernels could not be measured (") + e.what() +
                           "); predictions stay at the warm-up's");
     }
-    AIJP_CUDA_CHECK(cudaStreamSynchronize(s.get()));
   }
 }
 

@@ -77,8 +77,6 @@ class gate {
   int* dflags_ = nullptr;
 };
 
-
-
 // Times `run(n)` (n products back to back on `stream`) as time_spmv describes: a probe, untimed products, then
 // batches of at least min_sample_ms, gated or not.
 template <typename Run>

@@ -147,7 +147,6 @@ bool warmup_point::measures(format_id f) const
   return formats.empty() || std::find(formats.begin(), formats.end(), f) != formats.end();
 }
 
-
 warmup_result run_warmup(const context& ctx, const warmup_options& opts)
 {
   const auto t0 = std::chrono::steady_clock::now();

@@ -553,6 +553,16 @@ double launch_gaps_of(format_id f, const row_stats& s)
   return kernel_gaps(f, layout_traffic_of(f, s, static_cast<int>(sizeof(double))));
 }
 
+namespace {
+// `us` moved by `kernels` gaps of `shift_us` (at_launch_shift), never below 0; `us` itself where the shift is 0.
+double shifted_by_gaps(double us, double kernels, double shift_us) { return shift_us != 0 ? std::max(0.0, us + kernels * shift_us) : us; }
+}  // namespace
+
+double at_launch_shift(format_id f, const row_stats& s, const bandwidth_model_params& p, double us)
+{
+  return p.launch_shift_us != 0 ? shifted_by_gaps(us, launch_gaps_of(f, s), p.launch_shift_us) : us;
+}
+
 layout_traffic layout_traffic_of(format_id f, const row_stats& s, int vb, const device_properties* device,
                                  double x_sectors_per_nnz)
 {
@@ -1094,7 +1104,7 @@ double predicted_of(format_id f, const placeholder_parts& t, const bandwidth_mod
   const int i = static_cast<int>(f);
   const double at_cached_gap =
       std::max({p.launch_us, floor_of(f, t, p) + floor_traffic_of(f, t, p), t.fixed_us + p.format_fixed_us[i] + variable_of(f, t, p)});
-  return p.launch_shift_us != 0 ? std::max(0.0, at_cached_gap + t.kernel_gaps * p.launch_shift_us) : at_cached_gap;
+  return shifted_by_gaps(at_cached_gap, t.kernel_gaps, p.launch_shift_us);
 }
 
 // One measured observation's relative error under `p` (the fits that choose a share from a grid sum them).

@@ -414,6 +414,10 @@ struct layout_traffic {
 /// two H100 gated warm-up pairs whose gap moved (sessions 42 and 46: ALG1 2.1 and 2.3, ALG2 3.2-4.1 over sizes;
 /// docs/models.md, Session 47), not traced kernels.
 double launch_gaps_of(format_id f, const row_stats& s);
+/// `us`, a prediction of one product of `f` at the cache's gap between back-to-back kernels, moved to the gap now:
+/// plus its kernels (launch_gaps_of) times p.launch_shift_us, never below 0; `us` itself where the shift is 0. The
+/// placeholder applies it to its own predictions; aijp_accuracy and aijp_refit to every other model's.
+double at_launch_shift(format_id f, const row_stats& s, const bandwidth_model_params& p, double us);
 
 /// `device` (optional) gives the geometry some kernels adapt to (csr_vector stacks rows per lane group once
 /// the matrix needs more than a wave); nullptr = unknown: the kernels' one-wave variant is assumed.
