@@ -64,8 +64,7 @@ rm -rf "$out/empty_cache" "$out"/suite/*.png
     for shift_opt in "" "--launch-shift 0"; do
       # shellcheck disable=SC2086
       "$B/aijp_refit" --cache "$gcache" --train "$gtrain" --test "$out/suite/accuracy_gated_samples.jsonl" --models guo_wang $shift_opt 2>&1 |
-        awk -v what="${shift_opt:-moved by the gaps}" '$1 == "placeholder" && NF == 6 && $3 ~ /^[0-9]+$/ { n++; meet += ($4 <= 5 && $6 <= 12) }
-          END { printf "refit of the gated pair, held-out predictions %s: %d of %d formats meet mean <= 5 %% and p95 <= 12 %%\n", what, meet, n }'
+        awk -f "$here/bench/refit_meet.awk" -v report=of | sed "s/^/refit of the gated pair, held-out predictions ${shift_opt:-moved by the gaps}: /"
     done
   fi
   # Per short-solve matrix: aijpredict's first and later solve against aijcusparse's (paired medians) and its worst later solve.

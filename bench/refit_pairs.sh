@@ -31,9 +31,6 @@ for cache in "$results"/*_"$gpu"_*_gated_cache.json; do
   [ -f "$train" ] && [ -f "$test" ] || continue
   found=$((found + 1))
   out="$("$refit" --cache "$cache" --train "$train" --test "$test" --models guo_wang 2>&1)" || { echo "$name: aijp_refit failed" >&2; continue; }
-  echo "$out" | awk -v name="$name" '
-    $1 == "placeholder" && NF == 6 && $3 ~ /^[0-9]+$/ { meet += ($4 <= 5 && $6 <= 12); line = line sprintf(" %s %s/%s", $2, $4, $6) }
-    $1 == "placeholder" && NF == 6 && $4 ~ /%$/ && regret == "" { regret = $3 " (" $4 " within 5 %)" }
-    END { printf "%-40s meet %2d  regret %s |%s\n", name, meet, regret, line }'
+  echo "$out" | awk -f "$here/bench/refit_meet.awk" -v report=line -v name="$name"
 done
 [ "$found" -gt 0 ] || { echo "refit_pairs.sh: no complete $gpu gated pair in $results" >&2; exit 1; }

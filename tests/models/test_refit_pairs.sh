@@ -19,8 +19,8 @@ done
 # (bench/results/2026-12-07_h100_session47_launch_gap_pairs.txt). Moved by that, it meets as its second run does.
 refit="$build/bench/aijp_refit"
 run="$src/bench/results/2026-12-07_h100_session46_call1"
-# Formats of an aijp_refit table (stdin) meeting mean <= 5 % and p95 <= 12 %.
-meet_count() { awk '$1 == "placeholder" && NF == 6 && $3 ~ /^[0-9]+$/ { n += ($4 <= 5 && $6 <= 12) } END { print n + 0 }'; }
+# Formats of an aijp_refit table (stdin) meeting issue 4's rule (bench/refit_meet.awk).
+meet_count() { awk -f "$src/bench/refit_meet.awk"; }
 meet_at() {
   "$refit" --cache "${run}_gated_cache.json" --train "${run}_warmup_gated_samples.jsonl.xz" --test "${run}_accuracy_gated_samples.jsonl.xz" \
     --models guo_wang --launch-shift "$1" | meet_count
