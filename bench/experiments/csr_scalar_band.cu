@@ -1,0 +1,237 @@
+// Experiment (session 49): why csr_scalar takes 1.17-1.23x longer on the 8M-row band (rows of 7, columns
+// i-3..i+3) than on the 8M-row 7-point Laplacian (200^3, rows of <= 7) on the H100, while ELL, SELL,
+// csr_vector and cuSPARSE CSR differ by -3..+2 % between the two (docs/models.md, Session 48).
+//
+// Stand-alone (no library code): builds the CSR matrices on the host, copies them to the GPU and times
+// one-thread-per-row kernels with CUDA events (warm-up, then batches of back-to-back launches; the median
+// batch). Matrices:
+//   band          rows of 7, columns i + d, d = -3..3 (the suite's gen:banded:rows=8000000,bw=3)
+//   lap7          200^3 7-point Laplacian (the suite's gen:lap7:200x200x200), columns sorted
+//   spreadS       rows of 7, columns i + d*S, d = -3..3 (S = 16: consecutive steps one 128-byte line apart;
+//                 S = 64: no step shares a line with another): the band's pattern with less overlap of the
+//                 x lines of consecutive steps
+//   band_rev      the band with each row's columns in reverse order (same lines, other step order)
+// Kernels: the library's csr_scalar loop (`#pragma unroll 4`), unroll 1, unroll 8, and a "chunked" loop that
+// loads a row's (up to 8) column indices and values first, then its x entries, then the fmas.
+// --ncu: run each (matrix, kernel) once, for `ncu --kernel-name regex:spmv` to read counters.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#define CHECK(call)                                                                                 \
+  do {                                                                                              \
+    cudaError_t e_ = (call);                                                                        \
+    if (e_ != cudaSuccess) {                                                                        \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                                 \
+    }                                                                                               \
+  } while (0)
+
+struct host_csr {
+  std::string name;
+  int rows = 0;
+  std::vector<int> row_ptr, col;
+};
+
+static host_csr make_offsets(const std::string& name, int rows, const std::vector<long>& offsets)
+{
+  host_csr a;
+  a.name = name;
+  a.rows = rows;
+  a.row_ptr.assign(1, 0);
+  a.col.reserve(static_cast<size_t>(rows) * offsets.size());
+  for (int i = 0; i < rows; ++i) {
+    for (long d : offsets) {
+      const long j = i + d;
+      if (j >= 0 && j < rows) a.col.push_back(static_cast<int>(j));
+    }
+    a.row_ptr.push_back(static_cast<int>(a.col.size()));
+  }
+  return a;
+}
+
+static host_csr make_lap7(int n)
+{
+  host_csr a;
+  a.name = "lap7";
+  a.rows = n * n * n;
+  a.row_ptr.assign(1, 0);
+  a.col.reserve(static_cast<size_t>(a.rows) * 7);
+  const long plane = static_cast<long>(n) * n;
+  for (int z = 0; z < n; ++z)
+    for (int y = 0; y < n; ++y)
+      for (int x = 0; x < n; ++x) {
+        const long i = z * plane + static_cast<long>(y) * n + x;
+        if (z > 0) a.col.push_back(static_cast<int>(i - plane));
+        if (y > 0) a.col.push_back(static_cast<int>(i - n));
+        if (x > 0) a.col.push_back(static_cast<int>(i - 1));
+        a.col.push_back(static_cast<int>(i));
+        if (x < n - 1) a.col.push_back(static_cast<int>(i + 1));
+        if (y < n - 1) a.col.push_back(static_cast<int>(i + n));
+        if (z < n - 1) a.col.push_back(static_cast<int>(i + plane));
+        a.row_ptr.push_back(static_cast<int>(a.col.size()));
+      }
+  return a;
+}
+
+template <int unroll>
+__global__ void __launch_bounds__(256) spmv_scalar(int rows, const int* __restrict__ rp, const int* __restrict__ ci,
+                                                   const double* __restrict__ v, const double* __restrict__ x,
+                                                   double* __restrict__ y)
+{
+  const int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  const int end = rp[row + 1];
+  double sum = 0;
+#pragma unroll unroll
+  for (int k = rp[row]; k < end; ++k) sum = fma(v[k], __ldg(x + ci[k]), sum);
+  y[row] = sum;
+}
+
+// Loads up to 8 column indices and values of the row first, then the x entries, then the fmas.
+__global__ void __launch_bounds__(256) spmv_chunked(int rows, const int* __restrict__ rp, const int* __restrict__ ci,
+                                                    const double* __restrict__ v, const double* __restrict__ x,
+                                                    double* __restrict__ y)
+{
+  const int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  const int end = rp[row + 1];
+  double sum = 0;
+  for (int k0 = rp[row]; k0 < end; k0 += 8) {
+    int c[8];
+    double a[8], xv[8];
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      const bool in = k0 + s < end;
+      c[s] = in ? ci[k0 + s] : 0;
+      a[s] = in ? v[k0 + s] : 0.0;
+    }
+#pragma unroll
+    for (int s = 0; s < 8; ++s) xv[s] = __ldg(x + c[s]);
+#pragma unroll
+    for (int s = 0; s < 8; ++s) sum = fma(a[s], xv[s], sum);
+  }
+  y[row] = sum;
+}
+
+using kernel_t = void (*)(int, const int*, const int*, const double*, const double*, double*);
+
+struct kernel_entry {
+  const char* name;
+  kernel_t fn;
+};
+
+int main(int argc, char** argv)
+{
+  bool ncu = false, small = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--ncu")) ncu = true;
+    else if (!std::strcmp(argv[i], "--small")) small = true;
+    else if (!std::strcmp(argv[i], "--help")) {
+      std::printf("usage: csr_scalar_band [--ncu] [--small]\n  times one-thread-per-row SpMV variants on the band, "
+                  "the 7-point Laplacian and spread bands (see the source's header)\n  --ncu: each (matrix, kernel) "
+                  "once, for ncu\n  --small: 64^3 rows instead of 200^3 (a quick check)\n");
+      return 0;
+    } else {
+      std::fprintf(stderr, "csr_scalar_band: unknown argument '%s' (see --help)\n", argv[i]);
+      return 2;
+    }
+  }
+  const int n = small ? 64 : 200;
+  const int rows = n * n * n;
+  std::vector<host_csr> mats;
+  mats.push_back(make_offsets("band", rows, {-3, -2, -1, 0, 1, 2, 3}));
+  mats.push_back(make_lap7(n));
+  mats.push_back(make_offsets("spread16", rows, {-48, -32, -16, 0, 16, 32, 48}));
+  mats.push_back(make_offsets("spread64", rows, {-192, -128, -64, 0, 64, 128, 192}));
+  mats.push_back(make_offsets("band_rev", rows, {3, 2, 1, 0, -1, -2, -3}));
+  const kernel_entry kernels[] = {{"unroll4", spmv_scalar<4>},
+                                  {"unroll1", spmv_scalar<1>},
+                                  {"unroll8", spmv_scalar<8>},
+                                  {"chunked", spmv_chunked}};
+  std::mt19937_64 gen(1);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<double> hx(rows);
+  for (auto& e : hx) e = u(gen);
+  double *x, *y;
+  CHECK(cudaMalloc(&x, sizeof(double) * rows));
+  CHECK(cudaMalloc(&y, sizeof(double) * rows));
+  CHECK(cudaMemcpy(x, hx.data(), sizeof(double) * rows, cudaMemcpyHostToDevice));
+  cudaEvent_t t0, t1;
+  CHECK(cudaEventCreate(&t0));
+  CHECK(cudaEventCreate(&t1));
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("# %s, %d SMs; rows %d; double values, int32 indices; median of 9 batches of 20 launches (us per product)\n",
+              prop.name, prop.multiProcessorCount, rows);
+  std::printf("%-10s %10s", "matrix", "nnz");
+  for (const auto& k : kernels) std::printf(" %9s", k.name);
+  std::printf("   max |y - ref| / sum |a x|\n");
+  for (const auto& m : mats) {
+    const size_t nnz = m.col.size();
+    std::vector<double> hv(nnz);
+    for (auto& e : hv) e = u(gen);
+    std::vector<double> ref(rows), scale(rows);
+    for (int i = 0; i < rows; ++i) {
+      double s = 0, t = 0;
+      for (int k = m.row_ptr[i]; k < m.row_ptr[i + 1]; ++k) {
+        s += hv[k] * hx[m.col[k]];
+        t += std::abs(hv[k] * hx[m.col[k]]);
+      }
+      ref[i] = s;
+      scale[i] = t;
+    }
+    int *rp, *ci;
+    double* v;
+    CHECK(cudaMalloc(&rp, sizeof(int) * (rows + 1)));
+    CHECK(cudaMalloc(&ci, sizeof(int) * nnz));
+    CHECK(cudaMalloc(&v, sizeof(double) * nnz));
+    CHECK(cudaMemcpy(rp, m.row_ptr.data(), sizeof(int) * (rows + 1), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(ci, m.col.data(), sizeof(int) * nnz, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(v, hv.data(), sizeof(double) * nnz, cudaMemcpyHostToDevice));
+    const int blocks = (rows + 255) / 256;
+    std::printf("%-10s %10zu", m.name.c_str(), nnz);
+    double worst = 0;
+    for (const auto& k : kernels) {
+      if (ncu) {
+        k.fn<<<blocks, 256>>>(rows, rp, ci, v, x, y);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        std::printf(" %9s", "ran");
+      } else {
+        for (int w = 0; w < 10; ++w) k.fn<<<blocks, 256>>>(rows, rp, ci, v, x, y);
+        CHECK(cudaGetLastError());
+        std::vector<float> batch;
+        for (int b = 0; b < 9; ++b) {
+          CHECK(cudaEventRecord(t0));
+          for (int r = 0; r < 20; ++r) k.fn<<<blocks, 256>>>(rows, rp, ci, v, x, y);
+          CHECK(cudaEventRecord(t1));
+          CHECK(cudaEventSynchronize(t1));
+          float ms = 0;
+          CHECK(cudaEventElapsedTime(&ms, t0, t1));
+          batch.push_back(ms * 1000.f / 20.f);
+        }
+        std::sort(batch.begin(), batch.end());
+        std::printf(" %9.1f", batch[4]);
+      }
+      std::vector<double> hy(rows);
+      CHECK(cudaMemcpy(hy.data(), y, sizeof(double) * rows, cudaMemcpyDeviceToHost));
+      for (int i = 0; i < rows; ++i)
+        worst = std::max(worst, std::abs(hy[i] - ref[i]) / std::max(1e-300, scale[i]));
+    }
+    std::printf("   %.1e%s\n", worst, worst > 1e-12 ? "  WRONG" : "");
+    CHECK(cudaFree(rp));
+    CHECK(cudaFree(ci));
+    CHECK(cudaFree(v));
+  }
+  CHECK(cudaFree(x));
+  CHECK(cudaFree(y));
+  return 0;
+}
