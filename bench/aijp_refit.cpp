@@ -58,9 +58,12 @@ const char* usage =
     "                           refitting them on --train (which then only gives the launch floor): how a shipped\n"
     "                           default predicts --test\n"
     "  --launch-shift US        move every prediction of --test (every model's) by its product's kernels times US: the\n"
-    "                           held-out gap between back-to-back kernels minus the warm-up's, for sample files\n"
-    "                           written before the gap was measured (default: from the samples' own launch_gap_us\n"
-    "                           where --test and --train, or --cache, carry one; else 0)\n"
+    "                           held-out products' offset per kernel minus the warm-up's (default 0: not moved)\n"
+    "  --sample-gaps            instead, move each --test prediction by the sample's own launch_gap_us (the gap\n"
+    "                           between back-to-back empty kernels aijp_accuracy measured before its matrix) minus\n"
+    "                           the fit's, where --test and --train, or --cache, carry one (aijp_accuracy\n"
+    "                           --launch-gap's shift; not the default since it overshot on an H100, docs/models.md,\n"
+    "                           Session 49)\n"
     "  --help                   this text\n"
     "\n"
     "The --train samples that carry a measured gap (launch_gap_us) are fitted as measured at their median gap, which\n"
@@ -75,7 +78,7 @@ int main(int argc, char** argv)
   int threads_per_sm = 2048, threads_per_block = 1024;
   bool no_fit = false;
   double launch_shift = 0;
-  bool launch_shift_given = false;
+  bool launch_shift_given = false, sample_gaps = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -109,6 +112,8 @@ int main(int argc, char** argv)
       if (end == argv[i] || *end != '\0' || !std::isfinite(launch_shift) || std::abs(launch_shift) > 100)
         die(std::string("--launch-shift takes microseconds in [-100, 100], not '") + argv[i] + "'");
       launch_shift_given = true;
+    } else if (a == "--sample-gaps") {
+      sample_gaps = true;
     } else if (a == "--no-fit") {
       no_fit = true;
     } else if (a == "--write-cache" && has_value) {
@@ -119,6 +124,7 @@ int main(int argc, char** argv)
   }
   if (cache_file.empty() || train_file.empty() || test_file.empty()) die("--cache, --train and --test are required (see --help)");
   if (threads_per_sm <= 0 || threads_per_block <= 0) die("--threads-per-sm and --threads-per-block must be positive");
+  if (sample_gaps && launch_shift_given) die("--launch-shift and --sample-gaps each choose the shift: give one");
 
   try {
     auto cd = aijp::bench::read_cache_device(cache_file, threads_per_sm, threads_per_block);
@@ -254,7 +260,9 @@ int main(int argc, char** argv)
       const aijp::prediction_input pin = aijp::model::prediction_input_of(s, dev);
       // The gap at this sample against the fit's, as aijp_accuracy predicts (context::measure_launch_gap).
       aijp::bandwidth_model_params at = params;
-      at.launch_shift_us = launch_shift_given ? launch_shift : s.launch_gap_us > 0 && params.launch_gap_us > 0 ? s.launch_gap_us - params.launch_gap_us : 0.0;
+      at.launch_shift_us = launch_shift_given ? launch_shift
+                           : sample_gaps && s.launch_gap_us > 0 && params.launch_gap_us > 0 ? s.launch_gap_us - params.launch_gap_us
+                                                                                              : 0.0;
       if (at.launch_shift_us != 0) {
         ++shifted;
         shifts.push_back(at.launch_shift_us);

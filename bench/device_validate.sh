@@ -56,15 +56,15 @@ rm -rf "$out/empty_cache" "$out"/suite/*.png
   grep -h -E "tests passed|\*\*\*Failed" "$out/tests.txt" 2>/dev/null
   sed -n '/^model /,/^$/p' "$out/suite/accuracy_gated.txt" 2>/dev/null | grep -E "^model|^placeholder"
   # The gap between back-to-back kernels: the warm-up's (cache) and the one measured before the held-out matrices;
-  # then the same pair refitted offline with the held-out predictions moved by the gaps (as the table) and not.
+  # then the same pair refitted offline with the held-out predictions not moved (as the table) and moved by the gaps.
   grep -h -E "^# launch gap" "$out/suite/accuracy_gated.txt" 2>/dev/null
   gcache=$(ls "$out"/suite/cache_gated/*.json 2>/dev/null | head -1)
   gtrain=$(ls "$out"/suite/cache_gated/*.gated.samples.jsonl 2>/dev/null | head -1)
   if [ -n "$gcache" ] && [ -n "$gtrain" ] && [ -f "$out/suite/accuracy_gated_samples.jsonl" ]; then
-    for shift_opt in "" "--launch-shift 0"; do
+    for shift_opt in "" "--sample-gaps"; do
       # shellcheck disable=SC2086
       "$B/aijp_refit" --cache "$gcache" --train "$gtrain" --test "$out/suite/accuracy_gated_samples.jsonl" --models guo_wang $shift_opt 2>&1 |
-        awk -f "$here/bench/refit_meet.awk" -v report=of | sed "s/^/refit of the gated pair, held-out predictions ${shift_opt:-moved by the gaps}: /"
+        awk -f "$here/bench/refit_meet.awk" -v report=of | sed "s/^/refit of the gated pair, held-out predictions ${shift_opt:+moved by the gaps (}${shift_opt:-not moved}${shift_opt:+)}: /"
     done
   fi
   # Per short-solve matrix: aijpredict's first and later solve against aijcusparse's (paired medians) and its worst later solve.

@@ -29,9 +29,9 @@ meet=$(meet_at 0)
 [ "$meet" -le 8 ] || { echo "FAIL: session 46 run 1 unshifted meets $meet (7 expected)"; fail=1; }
 meet=$(meet_at 0.195)
 [ "$meet" -ge 12 ] || { echo "FAIL: session 46 run 1 shifted by 0.195 us meets $meet, not 12"; fail=1; }
-# The same through the samples' own gaps (as a warm-up and aijp_accuracy now write them): the training samples at
-# 2.300 us, the held-out ones at 2.495 us, no --launch-shift: aijp_refit fits at the training gap, moves the
-# held-out predictions by 0.195 us per kernel, and says so.
+# The same through the samples' own gaps (as a warm-up and aijp_accuracy write them): the training samples at
+# 2.300 us, the held-out ones at 2.495 us. With --sample-gaps aijp_refit fits at the training gap, moves the held-out
+# predictions by 0.195 us per kernel, and says so; without it (the default since session 49) nothing is moved.
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aijp-gap-XXXXXX")
 python3 - "${run}_warmup_gated_samples.jsonl.xz" "$tmp/train.jsonl" 2.3 "${run}_accuracy_gated_samples.jsonl.xz" "$tmp/test.jsonl" 2.495 <<'PY'
 import json, lzma, sys
@@ -42,12 +42,18 @@ for src, dst, gap in ((sys.argv[1], sys.argv[2], sys.argv[3]), (sys.argv[4], sys
             s['launch_gap_us'] = float(gap)
             out.write(json.dumps(s) + '\n')
 PY
-out=$("$refit" --cache "${run}_gated_cache.json" --train "$tmp/train.jsonl" --test "$tmp/test.jsonl" --models guo_wang)
+out=$("$refit" --cache "${run}_gated_cache.json" --train "$tmp/train.jsonl" --test "$tmp/test.jsonl" --models guo_wang --sample-gaps)
 meet=$(meet_count <<<"$out")
-[ "$meet" -ge 12 ] || { echo "FAIL: samples carrying gaps 2.300 / 2.495 us meet $meet, not 12"; fail=1; }
+[ "$meet" -ge 12 ] || { echo "FAIL: --sample-gaps with samples carrying gaps 2.300 / 2.495 us meets $meet, not 12"; fail=1; }
 grep -q "fitted at their median gap between back-to-back kernels: 2.300 us" <<<"$out" || { echo "FAIL: no training-gap line"; fail=1; }
 grep -q "moved by their kernels x the gap's shift (the samples' gaps against the fit's; median +0.195 us)" <<<"$out" ||
   { echo "FAIL: no shift line"; printf '%s\n' "$out" | grep "^#" ; fail=1; }
+out=$("$refit" --cache "${run}_gated_cache.json" --train "$tmp/train.jsonl" --test "$tmp/test.jsonl" --models guo_wang)
+meet=$(meet_count <<<"$out")
+[ "$meet" -le 8 ] || { echo "FAIL: samples carrying gaps, no --sample-gaps: meets $meet (7 expected, unmoved)"; fail=1; }
+grep -q "moved by their kernels" <<<"$out" && { echo "FAIL: predictions moved without --sample-gaps"; fail=1; }
+"$refit" --cache "${run}_gated_cache.json" --train "$tmp/train.jsonl" --test "$tmp/test.jsonl" --sample-gaps --launch-shift 0.1 > /dev/null 2>&1 &&
+  { echo "FAIL: --sample-gaps with --launch-shift accepted"; fail=1; }
 rm -rf "$tmp"
 for bad in abc 1e9 ''; do
   "$refit" --cache "${run}_gated_cache.json" --train "${run}_warmup_gated_samples.jsonl.xz" --test "${run}_accuracy_gated_samples.jsonl.xz" \
@@ -57,5 +63,5 @@ bash "$script" --build "$build" --bogus > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || { echo "FAIL: unknown argument: exit status $rc, not 2"; fail=1; }
 bash "$script" --build "$build" --gpu nosuch > /dev/null 2>&1; rc=$?
 [ $rc -eq 1 ] || { echo "FAIL: no pairs: exit status $rc, not 1"; fail=1; }
-[ $fail = 0 ] && echo "refit_pairs.sh: the pairs listed, 12 of 14 formats kept on the two reference pairs, session 46 run 1 moved by its gap meets 12, bad arguments refused"
+[ $fail = 0 ] && echo "refit_pairs.sh: the pairs listed, 12 of 14 formats kept on the two reference pairs, session 46 run 1 moved by its gap meets 12 (--launch-shift, --sample-gaps) and 7 unmoved, bad arguments refused"
 exit $fail
