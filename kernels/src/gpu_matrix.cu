@@ -514,7 +514,8 @@ struct gpu_matrix<Value>::impl {
   void explore_or_finish();
   // After the listed comparisons (the last `rec` finished): the formats ranked again at the streaming bandwidth that
   // explains the products measured here, and the best one not measured here made the runner-up (explore_or_finish).
-  void rerank_by_stream_scale(exploration_record rec);  // a copy: it may reset report.exploration
+  // A copy: it may reset report.exploration. True when it made a format the next candidate.
+  bool rerank_by_stream_scale(exploration_record rec);
   // The prediction a comparison with the runner-up is judged against: the re-ranking's for its candidate, else the
   // analysis'.
   double runner_up_us() const
@@ -1489,17 +1490,20 @@ void gpu_matrix<Value>::impl::explore_or_finish()
                   rec.to_measured_us, rec.from_measured_us, from.c_str(), report.plan.c_str(), interleaved, split_note);
     report.refinement.push_back(line);
     report.decision += std::string("; online: ") + line;
+    // The two formats just compared may show the cached streaming bandwidth off: the best format at the bandwidth
+    // that fits them is then the next candidate, before the baseline and a free candidate, which stay queued.
+    // (Until session 49 this ran only once no candidate was queued; on the H100 the baseline was always queued
+    // after the runner-up's comparison and never qualified, so the mis-calibrated lap7 200^3 was never ranked
+    // again and ended on HYB at 1.10x sell_delta16: bench/results/2026-12-08_h100_session49_call1_online.txt.)
+    if (rerank_by_stream_scale(rec)) return;
     // The next comparison (analysis, build_partition): the baseline, then a free candidate.
-    bool next = false;
     while (next_candidate()) {
       if (report.partitioned || report.chosen != report.estimates[on.runner_up].format) {
         report.exploration.reset();  // the earlier comparisons stay in report.refinement
         on.may_explore = true;  // decided once the kept plan has explore_after samples of its own
-        next = true;
         break;
       }
     }
-    if (!next) rerank_by_stream_scale(rec);
     return;
   }
   if (report.exploration || on.runner_up < 0) return;
@@ -1632,18 +1636,18 @@ void gpu_matrix<Value>::impl::explore_or_finish()
 // are then predicted at it, and the best feasible one not measured here becomes the runner-up, compared under the
 // margin rules as any other (docs/models.md, Session 47). Once per analysis; the placeholder model only.
 template <typename Value>
-void gpu_matrix<Value>::impl::rerank_by_stream_scale(exploration_record rec)
+bool gpu_matrix<Value>::impl::rerank_by_stream_scale(exploration_record rec)
 {
   // The placeholder's own error on a matrix beyond the L2 is 5-10 % per format (docs/models.md), so two formats at the
   // right bandwidth fit within 12 % (rms of the log error); the cached one must miss them by twice that and 20 % at least.
   constexpr double rerank_fit = 0.12, rerank_miss = 0.2, rerank_off = 1.25;
-  if (on.reranked || !on.input || !on.policy.explore || report.partitioned || rec.from_partition || rec.from == rec.to) return;
-  if (!(rec.from_measured_us > 0) || !(rec.to_measured_us > 0)) return;
+  if (on.reranked || !on.input || !on.policy.explore || report.partitioned || rec.from_partition || rec.from == rec.to) return false;
+  if (!(rec.from_measured_us > 0) || !(rec.to_measured_us > 0)) return false;
   on.reranked = true;
   const stream_scale_fit fit = fit_stream_scale(*on.input, on.params, {{rec.from, rec.from_measured_us}, {rec.to, rec.to_measured_us}});
   if (fit.formats < 2 || fit.rms_log_error > rerank_fit || fit.rms_log_error_at_1 < std::max(rerank_miss, 2 * fit.rms_log_error) ||
       std::abs(std::log(fit.scale)) < std::log(rerank_off)) {
-    return;
+    return false;
   }
   bandwidth_model_params at = on.params;
   at.stream_read_gbs = on.params.stream_read_gbs * fit.scale;
@@ -1666,7 +1670,7 @@ void gpu_matrix<Value>::impl::rerank_by_stream_scale(exploration_record rec)
   std::string text = line;
   if (best < 0) {
     report.refinement.push_back(text + "no other format left");
-    return;
+    return false;
   }
   std::snprintf(line, sizeof(line), "the best one not measured here is %s at %.2f us", format_name(report.estimates[best].format), best_us);
   report.refinement.push_back(text + line);
@@ -1675,6 +1679,7 @@ void gpu_matrix<Value>::impl::rerank_by_stream_scale(exploration_record rec)
   on.rerank_us = best_us;
   report.exploration.reset();  // the earlier comparisons stay in report.refinement
   on.may_explore = true;       // compared under the margin rules once the kept plan has explore_after samples
+  return true;
 }
 
 template <typename Value>

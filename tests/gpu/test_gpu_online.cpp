@@ -436,8 +436,8 @@ TEST_F(GpuOnline, MarginReasonMustHoldAtConsecutiveObservations)
 
 // A cache whose streaming bandwidth is twice the device's, on a 3D 7-point Laplacian beyond the L2 (2.1M rows): the
 // products measure about twice their predictions, which per-format corrections absorb without re-ranking. Once two
-// formats are measured on the matrix (the runner-up's and the baseline's comparisons), the bandwidth that explains
-// them is fitted (within 35 % of the one measured at calibration) and the formats ranked again at it
+// formats are measured on the matrix (the first comparison's: since session 49 before the baseline's), the bandwidth
+// that explains them is fitted (within 35 % of the one measured at calibration) and the formats ranked again at it
 // (rerank_by_stream_scale). Every product right.
 TEST_F(GpuOnline, WrongCachedBandwidthIsFittedAndTheFormatsRankedAgain)
 {
