@@ -14,7 +14,7 @@
 // Kernels: the library's csr_scalar loop (`#pragma unroll 4`), unroll 1, unroll 8, and a "chunked" loop that
 // loads a row's (up to 8) column indices and values first, then its x entries, then the fmas.
 // --ncu: run each (matrix, kernel) once, for `ncu --kernel-name regex:spmv` to read counters.
-#include <cuda_runtime.h>
+#include "experiment_check.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -24,15 +24,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#define CHECK(call)                                                                                 \
-  do {                                                                                              \
-    cudaError_t e_ = (call);                                                                        \
-    if (e_ != cudaSuccess) {                                                                        \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                                 \
-    }                                                                                               \
-  } while (0)
 
 struct host_csr {
   std::string name;
