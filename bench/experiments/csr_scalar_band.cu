@@ -135,6 +135,11 @@ int main(int argc, char** argv)
       return 2;
     }
   }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "csr_scalar_band: no usable CUDA device: this experiment needs a GPU\n");
+    return 1;
+  }
   const int n = small ? 64 : 200;
   const int rows = n * n * n;
   std::vector<host_csr> mats;
