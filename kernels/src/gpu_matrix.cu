@@ -1516,7 +1516,8 @@ void gpu_matrix<Value>::impl::explore_or_finish()
   // its x gathers), and the single format's own prediction errs too, so no threshold on predictions tells
   // a split that pays from one that does not (bench/results/2026-11-23_h100_partition_online.txt).
   // A single format that does not qualify against the runner-up is checked against cuSPARSE CSR in the
-  // same way (at most two comparisons per analysis either way, and one more where rerank_by_stream_scale names a format).
+  // same way (at most two comparisons per analysis either way, and one more where rerank_by_stream_scale
+  // names a format).
   // A format that misses its own prediction by the margin is compared too (online::explore_reason_for).
   const auto reason = [&] {
     online::explore_case c;
