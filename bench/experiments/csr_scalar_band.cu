@@ -11,8 +11,15 @@
 //                 S = 64: no step shares a line with another): the band's pattern with less overlap of the
 //                 x lines of consecutive steps
 //   band_rev      the band with each row's columns in reverse order (same lines, other step order)
-// Kernels: the library's csr_scalar loop (`#pragma unroll 4`), unroll 1, unroll 8, and a "chunked" loop that
-// loads a row's (up to 8) column indices and values first, then its x entries, then the fmas.
+// With --long, rows where session 39's chunks lost (docs/models.md, Session 39), 2M rows:
+//   rand24        row lengths round(N(24, 6^2)) (at least 1), columns uniform over all (the suite's gen:normal)
+//   local24       the same lengths, columns uniform in a window of +-64 around the diagonal
+//   rand100       rows of 100 columns uniform over all (0.5M rows)
+// Kernels: the library's csr_scalar loop (`#pragma unroll 4`), unroll 1, unroll 8, a "chunked" loop that loads a
+// row's column indices and values 8 at a time, then its x entries, then the fmas, and "first8": the first 8 entries
+// of a row so, then the library's loop for the rest (one round for rows of at most 8, long rows as the library's).
+// Session 49's committed run (bench/results/2026-12-08_h100_session49_csr_scalar_band.txt) had neither first8
+// nor --long.
 // --ncu: run each (matrix, kernel) once, for `ncu --kernel-name regex:spmv` to read counters.
 #include "experiment_check.hpp"
 
@@ -20,6 +27,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -43,6 +51,31 @@ static host_csr make_offsets(const std::string& name, int rows, const std::vecto
       const long j = i + d;
       if (j >= 0 && j < rows) a.col.push_back(static_cast<int>(j));
     }
+    a.row_ptr.push_back(static_cast<int>(a.col.size()));
+  }
+  return a;
+}
+
+// Rows of `len(i)` distinct columns, sorted: uniform over [0, rows) (window 0) or within +-window of the diagonal.
+template <typename LenFn>
+static host_csr make_random(const std::string& name, int rows, LenFn len, int window, std::uint64_t seed)
+{
+  host_csr a;
+  a.name = name;
+  a.rows = rows;
+  a.row_ptr.assign(1, 0);
+  std::mt19937_64 gen(seed);
+  std::vector<int> row;
+  for (int i = 0; i < rows; ++i) {
+    const int n = len(gen);
+    row.clear();
+    while (static_cast<int>(row.size()) < n) {
+      const long j = window > 0 ? i - window + static_cast<long>(gen() % (2 * window + 1)) : static_cast<long>(gen() % rows);
+      if (j < 0 || j >= rows || std::find(row.begin(), row.end(), static_cast<int>(j)) != row.end()) continue;
+      row.push_back(static_cast<int>(j));
+    }
+    std::sort(row.begin(), row.end());
+    a.col.insert(a.col.end(), row.begin(), row.end());
     a.row_ptr.push_back(static_cast<int>(a.col.size()));
   }
   return a;
@@ -112,6 +145,32 @@ __global__ void __launch_bounds__(256) spmv_chunked(int rows, const int* __restr
   y[row] = sum;
 }
 
+// The first 8 entries of the row loaded together (column indices and values, then x), then the library's loop.
+__global__ void __launch_bounds__(256) spmv_first8(int rows, const int* __restrict__ rp, const int* __restrict__ ci,
+                                                   const double* __restrict__ v, const double* __restrict__ x,
+                                                   double* __restrict__ y)
+{
+  const int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  const int begin = rp[row], end = rp[row + 1];
+  int c[8];
+  double a[8], xv[8];
+#pragma unroll
+  for (int s = 0; s < 8; ++s) {
+    const bool in = begin + s < end;
+    c[s] = in ? ci[begin + s] : 0;
+    a[s] = in ? v[begin + s] : 0.0;
+  }
+#pragma unroll
+  for (int s = 0; s < 8; ++s) xv[s] = __ldg(x + c[s]);
+  double sum = 0;
+#pragma unroll
+  for (int s = 0; s < 8; ++s) sum = fma(a[s], xv[s], sum);
+#pragma unroll 4
+  for (int k = begin + 8; k < end; ++k) sum = fma(v[k], __ldg(x + ci[k]), sum);
+  y[row] = sum;
+}
+
 using kernel_t = void (*)(int, const int*, const int*, const double*, const double*, double*);
 
 struct kernel_entry {
@@ -121,14 +180,16 @@ struct kernel_entry {
 
 int main(int argc, char** argv)
 {
-  bool ncu = false, small = false;
+  bool ncu = false, small = false, long_rows = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--ncu")) ncu = true;
     else if (!std::strcmp(argv[i], "--small")) small = true;
+    else if (!std::strcmp(argv[i], "--long")) long_rows = true;
     else if (!std::strcmp(argv[i], "--help")) {
-      std::printf("usage: csr_scalar_band [--ncu] [--small]\n  times one-thread-per-row SpMV variants on the band, "
+      std::printf("usage: csr_scalar_band [--ncu] [--small] [--long]\n  times one-thread-per-row SpMV variants on the band, "
                   "the 7-point Laplacian and spread bands (see the source's header)\n  --ncu: each (matrix, kernel) "
-                  "once, for ncu\n  --small: 64^3 rows instead of 200^3 (a quick check)\n");
+                  "once, for ncu\n  --small: 64^3 rows instead of 200^3 (a quick check)\n  --long: also rows of about 24 (random, "
+                  "local) and of 100 (random)\n");
       return 0;
     } else {
       std::fprintf(stderr, "csr_scalar_band: unknown argument '%s' (see --help)\n", argv[i]);
@@ -148,9 +209,20 @@ int main(int argc, char** argv)
   mats.push_back(make_offsets("spread16", rows, {-48, -32, -16, 0, 16, 32, 48}));
   mats.push_back(make_offsets("spread64", rows, {-192, -128, -64, 0, 64, 128, 192}));
   mats.push_back(make_offsets("band_rev", rows, {3, 2, 1, 0, -1, -2, -3}));
+  if (long_rows) {
+    const int long_count = rows / 4;  // 2M rows of 200^3 (65536 of 64^3)
+    const auto normal24 = [](std::mt19937_64& g) {
+      std::normal_distribution<double> d(24.0, 6.0);
+      return std::max(1, static_cast<int>(std::lround(d(g))));
+    };
+    mats.push_back(make_random("rand24", long_count, normal24, 0, 2));
+    mats.push_back(make_random("local24", long_count, normal24, 64, 3));
+    mats.push_back(make_random("rand100", long_count / 4, [](std::mt19937_64&) { return 100; }, 0, 4));
+  }
   const kernel_entry kernels[] = {{"unroll4", spmv_scalar<4>},
                                   {"unroll1", spmv_scalar<1>},
                                   {"unroll8", spmv_scalar<8>},
+                                  {"first8", spmv_first8},
                                   {"chunked", spmv_chunked}};
   std::mt19937_64 gen(1);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
@@ -165,17 +237,18 @@ int main(int argc, char** argv)
   CHECK(cudaEventCreate(&t1));
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("# %s, %d SMs; rows %d; double values, int32 indices; median of 9 batches of 20 launches (us per product)\n",
-              prop.name, prop.multiProcessorCount, rows);
+  std::printf("# %s, %d SMs; rows %d (--long: %d, rand100 %d); double values, int32 indices; median of 9 batches of 20 "
+              "launches (us per product)\n", prop.name, prop.multiProcessorCount, rows, rows / 4, rows / 16);
   std::printf("%-10s %10s", "matrix", "nnz");
   for (const auto& k : kernels) std::printf(" %9s", k.name);
   std::printf("   max |y - ref| / sum |a x|\n");
   for (const auto& m : mats) {
+    const int mrows = m.rows;  // columns < mrows <= rows: x covers them
     const size_t nnz = m.col.size();
     std::vector<double> hv(nnz);
     for (auto& e : hv) e = u(gen);
-    std::vector<double> ref(rows), scale(rows);
-    for (int i = 0; i < rows; ++i) {
+    std::vector<double> ref(mrows), scale(mrows);
+    for (int i = 0; i < mrows; ++i) {
       double s = 0, t = 0;
       for (int k = m.row_ptr[i]; k < m.row_ptr[i + 1]; ++k) {
         s += hv[k] * hx[m.col[k]];
@@ -186,28 +259,28 @@ int main(int argc, char** argv)
     }
     int *rp, *ci;
     double* v;
-    CHECK(cudaMalloc(&rp, sizeof(int) * (rows + 1)));
+    CHECK(cudaMalloc(&rp, sizeof(int) * (mrows + 1)));
     CHECK(cudaMalloc(&ci, sizeof(int) * nnz));
     CHECK(cudaMalloc(&v, sizeof(double) * nnz));
-    CHECK(cudaMemcpy(rp, m.row_ptr.data(), sizeof(int) * (rows + 1), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(rp, m.row_ptr.data(), sizeof(int) * (mrows + 1), cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(ci, m.col.data(), sizeof(int) * nnz, cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(v, hv.data(), sizeof(double) * nnz, cudaMemcpyHostToDevice));
-    const int blocks = (rows + 255) / 256;
+    const int blocks = (mrows + 255) / 256;
     std::printf("%-10s %10zu", m.name.c_str(), nnz);
     double worst = 0;
     for (const auto& k : kernels) {
       if (ncu) {
-        k.fn<<<blocks, 256>>>(rows, rp, ci, v, x, y);
+        k.fn<<<blocks, 256>>>(mrows, rp, ci, v, x, y);
         CHECK(cudaGetLastError());
         CHECK(cudaDeviceSynchronize());
         std::printf(" %9s", "ran");
       } else {
-        for (int w = 0; w < 10; ++w) k.fn<<<blocks, 256>>>(rows, rp, ci, v, x, y);
+        for (int w = 0; w < 10; ++w) k.fn<<<blocks, 256>>>(mrows, rp, ci, v, x, y);
         CHECK(cudaGetLastError());
         std::vector<float> batch;
         for (int b = 0; b < 9; ++b) {
           CHECK(cudaEventRecord(t0));
-          for (int r = 0; r < 20; ++r) k.fn<<<blocks, 256>>>(rows, rp, ci, v, x, y);
+          for (int r = 0; r < 20; ++r) k.fn<<<blocks, 256>>>(mrows, rp, ci, v, x, y);
           CHECK(cudaEventRecord(t1));
           CHECK(cudaEventSynchronize(t1));
           float ms = 0;
@@ -217,9 +290,9 @@ int main(int argc, char** argv)
         std::sort(batch.begin(), batch.end());
         std::printf(" %9.1f", batch[4]);
       }
-      std::vector<double> hy(rows);
-      CHECK(cudaMemcpy(hy.data(), y, sizeof(double) * rows, cudaMemcpyDeviceToHost));
-      for (int i = 0; i < rows; ++i)
+      std::vector<double> hy(mrows);
+      CHECK(cudaMemcpy(hy.data(), y, sizeof(double) * mrows, cudaMemcpyDeviceToHost));
+      for (int i = 0; i < mrows; ++i)
         worst = std::max(worst, std::abs(hy[i] - ref[i]) / std::max(1e-300, scale[i]));
     }
     std::printf("   %.1e%s\n", worst, worst > 1e-12 ? "  WRONG" : "");
