@@ -1492,9 +1492,10 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     report.decision += std::string("; online: ") + line;
     // The two formats just compared may show the cached streaming bandwidth off: the best format at the bandwidth
     // that fits them is then the next candidate, before the baseline and a free candidate, which stay queued.
-    // (Until session 49 this ran only once no candidate was queued; on the H100 the baseline was always queued
-    // after the runner-up's comparison and never qualified, so the mis-calibrated lap7 200^3 was never ranked
-    // again and ended on HYB at 1.10x sell_delta16: bench/results/2026-12-08_h100_session49_call1_online.txt.)
+    // (Until session 49 this ran only once no candidate was queued, and after the runner-up's comparison the
+    // baseline is queued whenever the kept format is not cuSPARSE CSR, so a matrix the cache mis-ranks was in
+    // practice never ranked again. Session 49's online run on the H100 did not reach this point at all: aijp_online
+    // makes a new matrix per solve, and lap7 200^3's comparison did not finish within one solve's 20 products.)
     if (rerank_by_stream_scale(rec)) return;
     // The next comparison (analysis, build_partition): the baseline, then a free candidate.
     while (next_candidate()) {
