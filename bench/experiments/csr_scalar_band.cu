@@ -119,7 +119,27 @@ __global__ void __launch_bounds__(256) spmv_scalar(int rows, const int* __restri
   y[row] = sum;
 }
 
-// Loads up to 8 column indices and values of the row first, then the x entries, then the fmas.
+// Entries [k0, min(k0 + 8, end)) of a row loaded together (column indices and values, then x; the rest predicated
+// off), then added to `sum` in order.
+__device__ __forceinline__ double chunk8(int k0, int end, const int* __restrict__ ci, const double* __restrict__ v,
+                                         const double* __restrict__ x, double sum)
+{
+  int c[8];
+  double a[8], xv[8];
+#pragma unroll
+  for (int s = 0; s < 8; ++s) {
+    const bool in = k0 + s < end;
+    c[s] = in ? ci[k0 + s] : 0;
+    a[s] = in ? v[k0 + s] : 0.0;
+  }
+#pragma unroll
+  for (int s = 0; s < 8; ++s) xv[s] = __ldg(x + c[s]);
+#pragma unroll
+  for (int s = 0; s < 8; ++s) sum = fma(a[s], xv[s], sum);
+  return sum;
+}
+
+// The whole row in chunks of 8.
 __global__ void __launch_bounds__(256) spmv_chunked(int rows, const int* __restrict__ rp, const int* __restrict__ ci,
                                                     const double* __restrict__ v, const double* __restrict__ x,
                                                     double* __restrict__ y)
@@ -128,24 +148,11 @@ __global__ void __launch_bounds__(256) spmv_chunked(int rows, const int* __restr
   if (row >= rows) return;
   const int end = rp[row + 1];
   double sum = 0;
-  for (int k0 = rp[row]; k0 < end; k0 += 8) {
-    int c[8];
-    double a[8], xv[8];
-#pragma unroll
-    for (int s = 0; s < 8; ++s) {
-      const bool in = k0 + s < end;
-      c[s] = in ? ci[k0 + s] : 0;
-      a[s] = in ? v[k0 + s] : 0.0;
-    }
-#pragma unroll
-    for (int s = 0; s < 8; ++s) xv[s] = __ldg(x + c[s]);
-#pragma unroll
-    for (int s = 0; s < 8; ++s) sum = fma(a[s], xv[s], sum);
-  }
+  for (int k0 = rp[row]; k0 < end; k0 += 8) sum = chunk8(k0, end, ci, v, x, sum);
   y[row] = sum;
 }
 
-// The first 8 entries of the row loaded together (column indices and values, then x), then the library's loop.
+// The first 8 entries of the row as one chunk, then the library's loop.
 __global__ void __launch_bounds__(256) spmv_first8(int rows, const int* __restrict__ rp, const int* __restrict__ ci,
                                                    const double* __restrict__ v, const double* __restrict__ x,
                                                    double* __restrict__ y)
@@ -153,19 +160,7 @@ __global__ void __launch_bounds__(256) spmv_first8(int rows, const int* __restri
   const int row = blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= rows) return;
   const int begin = rp[row], end = rp[row + 1];
-  int c[8];
-  double a[8], xv[8];
-#pragma unroll
-  for (int s = 0; s < 8; ++s) {
-    const bool in = begin + s < end;
-    c[s] = in ? ci[begin + s] : 0;
-    a[s] = in ? v[begin + s] : 0.0;
-  }
-#pragma unroll
-  for (int s = 0; s < 8; ++s) xv[s] = __ldg(x + c[s]);
-  double sum = 0;
-#pragma unroll
-  for (int s = 0; s < 8; ++s) sum = fma(a[s], xv[s], sum);
+  double sum = chunk8(begin, end, ci, v, x, 0.0);
 #pragma unroll 4
   for (int k = begin + 8; k < end; ++k) sum = fma(v[k], __ldg(x + ci[k]), sum);
   y[row] = sum;
