@@ -1494,8 +1494,9 @@ void gpu_matrix<Value>::impl::explore_or_finish()
     // that fits them is then the next candidate, before the baseline and a free candidate, which stay queued.
     // (Until session 49 this ran only once no candidate was queued, and after the runner-up's comparison the
     // baseline (cuSPARSE CSR, ALG2 where cuSPARSE CSR runs) is queued unless it was the runner-up, so a matrix the
-    // cache mis-ranks was in practice never ranked again. Session 49's online run on the H100 did not reach this point at all: aijp_online
-    // makes a new matrix per solve, and lap7 200^3's comparison did not finish within one solve's 20 products.)
+    // cache mis-ranks was in practice never ranked again. Session 49's online run on the H100 did not reach this
+    // point at all: aijp_online makes a new matrix per solve, and lap7 200^3's comparison did not finish within
+    // one solve's 20 products.)
     if (rerank_by_stream_scale(rec)) return;
     // The next comparison (analysis, build_partition): the baseline, then a free candidate.
     while (next_candidate()) {

@@ -3,6 +3,7 @@
 // asynchronous error fails the test that caused it.
 #pragma once
 
+#include <aijpredict/cache.hpp>
 #include <aijpredict/device.hpp>
 #include <aijpredict/gpu_matrix.hpp>
 #include <aijpredict/reference.hpp>
@@ -14,6 +15,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -79,6 +82,15 @@ inline std::shared_ptr<const context> own_context(bool online = false)
   o.use_cache = false;
   o.online = online;
   return std::make_shared<context>(o);
+}
+
+/// Edits the cache file that a context made with `dir` as its cache directory wrote for `device`.
+inline void edit_cache(const std::filesystem::path& dir, const device_properties& device,
+                       const std::function<void(cache::cache_entry&)>& edit)
+{
+  cache::cache_entry initial;  // unused, the file exists; the store checks that it is for `device` all the same
+  initial.device = make_fingerprint(device);
+  cache::store(dir).update(initial.device, edit, initial);
 }
 
 /// Drops the formats of ours that run on the CSR copy (csr_scalar, csr_vector) from `candidates`: they convert for the

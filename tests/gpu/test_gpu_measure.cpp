@@ -138,13 +138,10 @@ TEST_F(GpuMeasure, LaunchGapMovesPredictionsByTheCachesDifference)
     EXPECT_GT(first.measure_launch_gap(s_), 0.1);
     EXPECT_EQ(first.model_params().launch_shift_us, 0.0) << "no gap in the cache: nothing to move by";
   }
-  const aijp::cache::store store(tmp);
-  aijp::cache::cache_entry initial;  // unused: the first context wrote the file (the store checks its device all the same)
-  initial.device = aijp::make_fingerprint(dev);
-  store.update(initial.device, [&](aijp::cache::cache_entry& e) {
+  aijp::test::edit_cache(tmp, dev, [&](aijp::cache::cache_entry& e) {
     e.device_metrics["launch_gap_us"] = gap.median_us + 1.0;  // a warm-up whose kernels ran a microsecond apart more
     e.device_metrics["launch_gap_gated"] = 1.0;
-  }, initial);
+  });
   o.measure_launch_gap = true;
   aijp::context second(o);
   EXPECT_NEAR(second.model_params().launch_gap_us, gap.median_us + 1.0, 1e-12);

@@ -450,10 +450,8 @@ TEST_F(GpuOnline, WrongCachedBandwidthIsFittedAndTheFormatsRankedAgain)
   {
     const aijp::context calibrated(co);  // calibrates this device and writes the file
     true_gbs = calibrated.model_params().stream_read_gbs;
-    const aijp::cache::store store(tmp);
-    aijp::cache::cache_entry initial;  // unused: the context wrote the file (the store checks its device all the same)
-    initial.device = aijp::make_fingerprint(calibrated.device());
-    store.update(initial.device, [](aijp::cache::cache_entry& e) { e.device_metrics["stream_read_gbs"] *= 2; }, initial);
+    aijp::test::edit_cache(tmp, calibrated.device(),
+                           [](aijp::cache::cache_entry& e) { e.device_metrics["stream_read_gbs"] *= 2; });
   }
   co.online = true;
   aijp::context ctx(co);
