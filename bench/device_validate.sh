@@ -62,9 +62,10 @@ rm -rf "$out/empty_cache" "$out"/suite/*.png
   gtrain=$(ls "$out"/suite/cache_gated/*.gated.samples.jsonl 2>/dev/null | head -1)
   if [ -n "$gcache" ] && [ -n "$gtrain" ] && [ -f "$out/suite/accuracy_gated_samples.jsonl" ]; then
     for shift_opt in "" "--sample-gaps"; do
+      what="not moved"; [ -n "$shift_opt" ] && what="moved by the gaps ($shift_opt)"
       # shellcheck disable=SC2086
       "$B/aijp_refit" --cache "$gcache" --train "$gtrain" --test "$out/suite/accuracy_gated_samples.jsonl" --models guo_wang $shift_opt 2>&1 |
-        awk -f "$here/bench/refit_meet.awk" -v report=of | sed "s/^/refit of the gated pair, held-out predictions ${shift_opt:+moved by the gaps (}${shift_opt:-not moved}${shift_opt:+)}: /"
+        awk -f "$here/bench/refit_meet.awk" -v report=of | sed "s/^/refit of the gated pair, held-out predictions $what: /"
     done
   fi
   # Per short-solve matrix: aijpredict's first and later solve against aijcusparse's (paired medians) and its worst later solve.
